@@ -1,0 +1,3 @@
+from trainkit_cli.main import main
+
+main()

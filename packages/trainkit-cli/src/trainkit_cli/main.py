@@ -1,0 +1,64 @@
+"""The root `trainkit` group, built in a function so nothing happens at import.
+
+Every module in `trainkit_cli.commands` that defines `register(group)` adds its
+commands; the modules import nothing heavy at module level, so `trainkit --help`
+stays fast (no torch, transformers or provider SDK).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import click
+
+from trainkit_cli import __version__, commands
+from trainkit_cli.state import CliState
+
+
+def build_cli() -> click.Group:
+    @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+    @click.version_option(__version__, prog_name="trainkit")
+    @click.option(
+        "--provider",
+        "provider_name",
+        metavar="NAME",
+        default=None,
+        help="Provider to use (default: TRAINKIT_PROVIDER, else local).",
+    )
+    @click.pass_context
+    def cli(ctx: click.Context, provider_name: str | None) -> None:
+        """Fine-tune open chat models with LoRA on your own data, and serve them."""
+        ctx.obj = CliState(provider_name=provider_name)
+
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(cli)
+    return cli
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: trainkit's errors become a message and an exit status."""
+    from trainkit_core.errors import TrainkitError
+
+    cli = build_cli()
+    try:
+        cli.main(args=argv, prog_name="trainkit", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except TrainkitError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(0)

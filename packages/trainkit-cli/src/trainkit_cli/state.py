@@ -1,0 +1,59 @@
+"""What every command shares: settings, the chosen provider, output helpers.
+
+Built once per invocation by the root group and passed down through click's
+context object, so commands never read the environment themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from trainkit_core import Provider, Settings
+
+
+@dataclass
+class CliState:
+    provider_name: str | None = None
+    _settings: Settings | None = field(default=None, repr=False)
+    _provider: Provider | None = field(default=None, repr=False)
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from trainkit_core import Settings
+
+            self._settings = Settings.from_env()
+        return self._settings
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            from trainkit_core import get_provider
+
+            self._provider = get_provider(self.provider_name, self.settings)
+        return self._provider
+
+
+pass_state = click.make_pass_decorator(CliState, ensure=True)
+
+
+def json_option(func: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(func)
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write("\n")
+
+
+def console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)

@@ -1,0 +1,74 @@
+"""trainkit's exceptions.
+
+Everything trainkit raises on purpose derives from `TrainkitError`, so the edges (the
+CLI and the API) can turn it into a message and an exit status or an HTTP status
+without knowing every failure. Messages say what is wrong, where, and what to do next;
+they never contain a secret.
+"""
+
+from __future__ import annotations
+
+
+class TrainkitError(Exception):
+    """Base class. `hint` is the next thing the user should do, when there is one."""
+
+    #: HTTP status the API answers with; the CLI exits with `exit_code`.
+    http_status = 500
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+
+
+class UsageError(TrainkitError):
+    """The user asked for something malformed: a bad name, path, value or file."""
+
+    http_status = 400
+    exit_code = 2
+
+
+class NotFoundError(TrainkitError):
+    """Something named by the user does not exist (a run, a dataset, a model)."""
+
+    http_status = 404
+    exit_code = 3
+
+
+class ConflictError(TrainkitError):
+    """The request is well-formed but the current state forbids it (e.g. resume a running run)."""
+
+    http_status = 409
+    exit_code = 4
+
+
+class ProviderError(TrainkitError):
+    """A provider is missing, failed to load, or its backend refused or failed a request."""
+
+    http_status = 502
+    exit_code = 5
+
+
+class PluginLoadError(ProviderError):
+    """A plugin found through the `trainkit` entry points could not be imported."""
+
+
+class MissingExtraError(ProviderError):
+    """A job needs packages that are not installed; the message names the pip extra."""
+
+    http_status = 501
+
+
+class JobError(TrainkitError):
+    """A job function failed; the message carries the job's own error text."""
+
+
+class JobTimeout(TrainkitError):
+    """Waiting for a job (or a run) took longer than the caller allowed."""
+
+    http_status = 504
+    exit_code = 6

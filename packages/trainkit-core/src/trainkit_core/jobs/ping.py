@@ -1,0 +1,56 @@
+"""Tiny job functions: a health check, and two used by the provider conformance suite."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+from trainkit_core.jobs.context import JobContext
+
+
+def _gpu() -> dict[str, Any] | None:
+    """Describe the GPU without importing torch when none is likely (no NVIDIA device node)."""
+    if not os.path.exists("/dev/nvidiactl") and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return {"name": props.name, "memory_gb": round(props.total_memory / 2**30, 1), "count": torch.cuda.device_count()}
+
+
+def ping(ctx: JobContext, echo: Any = None) -> dict[str, Any]:
+    """Where the job runs: python, volumes, GPU, whether HF_TOKEN is set (never its value)."""
+    volumes = {}
+    for kind, path in sorted(ctx.volume_paths.items()):
+        volumes[kind] = {"path": str(path), "exists": path.is_dir()}
+    return {
+        "ok": True,
+        "provider": ctx.provider,
+        "call_id": ctx.call_id,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "volumes": volumes,
+        "gpu": _gpu(),
+        "hf_token_set": bool(os.environ.get("HF_TOKEN")),
+        "echo": echo,
+    }
+
+
+def sleep(ctx: JobContext, seconds: float = 1.0, result: Any = None) -> Any:
+    """Sleep, then return `result`: lets tests see a call running and cancel it."""
+    deadline = time.monotonic() + float(seconds)
+    while time.monotonic() < deadline:
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+    return result
+
+
+def fail(ctx: JobContext, message: str = "job failed on purpose") -> None:
+    """Raise, so tests see a failing job's error text come back."""
+    raise RuntimeError(message)

@@ -1,0 +1,131 @@
+"""The local key-value store: one SQLite file in WAL mode, shared by every process."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.errors import UsageError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (namespace, key)
+) WITHOUT ROWID
+"""
+
+
+def db_path(home: Path) -> Path:
+    return Path(home) / "kv.sqlite3"
+
+
+class LocalKV:
+    """A namespace of the SQLite store. Safe across threads and processes.
+
+    Each process opens its own connection (a connection must not cross a fork);
+    writers wait for each other through SQLite's busy timeout.
+    """
+
+    def __init__(self, home: Path, namespace: str) -> None:
+        if not namespace or not isinstance(namespace, str):
+            raise UsageError("key-value namespace must be a non-empty string")
+        self.namespace = namespace
+        self.path = db_path(home)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+
+    def __repr__(self) -> str:
+        return f"<LocalKV {self.namespace} in {self.path}>"
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute(_SCHEMA)
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @staticmethod
+    def _check_key(key: str) -> None:
+        if not isinstance(key, str) or not key:
+            raise UsageError(f"key must be a non-empty string, got {key!r}")
+
+    @staticmethod
+    def _dump(value: Any) -> str:
+        try:
+            return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"value is not JSON-serialisable: {exc}") from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._check_key(key)
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT value FROM kv WHERE namespace=? AND key=?", (self.namespace, key)
+            ).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def put(self, key: str, value: Any) -> None:
+        self._check_key(key)
+        data = self._dump(value)
+        with self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", (self.namespace, key, data))
+
+    def put_if_absent(self, key: str, value: Any) -> bool:
+        self._check_key(key)
+        data = self._dump(value)
+        with self._transaction() as conn:
+            cur = conn.execute("INSERT OR IGNORE INTO kv VALUES (?, ?, ?)", (self.namespace, key, data))
+            return cur.rowcount == 1
+
+    def update(self, key: str, change: Callable[[Any], Any]) -> Any:
+        """Read, change and write one value in one transaction; returns the new value."""
+        self._check_key(key)
+        with self._transaction() as conn:
+            row = conn.execute("SELECT value FROM kv WHERE namespace=? AND key=?", (self.namespace, key)).fetchone()
+            new = change(None if row is None else json.loads(row[0]))
+            conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", (self.namespace, key, self._dump(new)))
+            return new
+
+    def delete(self, key: str) -> bool:
+        self._check_key(key)
+        with self._transaction() as conn:
+            cur = conn.execute("DELETE FROM kv WHERE namespace=? AND key=?", (self.namespace, key))
+            return cur.rowcount == 1
+
+    def _select(self, columns: str, prefix: str) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._connection().execute(
+                f"SELECT {columns} FROM kv WHERE namespace=? AND substr(key, 1, ?)=? ORDER BY key",
+                (self.namespace, len(prefix), prefix),
+            ).fetchall()
+
+    def keys(self, prefix: str = "") -> list[str]:
+        return [row[0] for row in self._select("key", prefix)]
+
+    def items(self, prefix: str = "") -> list[tuple[str, Any]]:
+        return [(row[0], json.loads(row[1])) for row in self._select("key, value", prefix)]

@@ -1,0 +1,115 @@
+"""The `local` provider's hook implementations (entry point ``trainkit: local``)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from trainkit_core.errors import MissingExtraError
+from trainkit_core.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
+from trainkit_core.jobs import JOB_EXTRAS, JobContext
+from trainkit_core.local.kv import LocalKV, db_path
+from trainkit_core.local.runner import LocalRunner
+from trainkit_core.local.volume import LocalVolume
+from trainkit_core.settings import VOLUME_KINDS, Settings
+
+NAME = "local"
+
+#: The modules each pip extra must make importable.
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "train": ("torch", "transformers", "peft", "trl", "datasets", "accelerate"),
+    "gpu": ("unsloth", "bitsandbytes"),
+}
+
+
+def home_of(settings: Settings) -> Path:
+    return Path(settings.provider.home).expanduser()
+
+
+def job_context(settings: Settings, call_id: str) -> JobContext:
+    """The context a local job gets: volumes are plain directories, writes visible at once."""
+    home = home_of(settings)
+    paths = {kind: LocalVolume(home, settings.volumes.name_for(kind)).root for kind in VOLUME_KINDS}
+    return JobContext(
+        settings=settings,
+        provider=NAME,
+        call_id=call_id,
+        kv_factory=lambda namespace: LocalKV(home, namespace),
+        volume_paths=paths,
+    )
+
+
+class LocalDeployment:
+    """Nothing to deploy but folders; `check` says which pip extra a job lacks."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.home = home_of(settings)
+
+    def check(self, functions: list[str]) -> None:
+        for function in functions:
+            extra = JOB_EXTRAS.get(function)
+            if not extra:
+                continue
+            missing = [m for m in EXTRA_MODULES[extra] if importlib.util.find_spec(m) is None]
+            if missing:
+                raise MissingExtraError(
+                    f"the {function!r} job needs {', '.join(missing)}, which are not installed",
+                    hint=f"pip install 'trainkit-core[{extra}]'",
+                )
+
+    def deploy(self) -> DeploymentStatus:
+        for kind in VOLUME_KINDS:
+            LocalVolume(self.home, self.settings.volumes.name_for(kind))
+        LocalKV(self.home, "runs").keys("")  # creates the database
+        return self.status()
+
+    def status(self) -> DeploymentStatus:
+        volumes = {
+            kind: str(self.home / "volumes" / self.settings.volumes.name_for(kind)) for kind in VOLUME_KINDS
+        }
+        ready = all(Path(p).is_dir() for p in volumes.values()) and db_path(self.home).exists()
+        return DeploymentStatus(
+            "ready" if ready else "not-deployed", {"home": str(self.home), "volumes": volumes}
+        )
+
+    def stop(self) -> None:
+        """Nothing runs permanently on the local provider; jobs are stopped one by one."""
+
+
+@hookimpl
+def provider_manifest() -> ProviderManifest:
+    return ProviderManifest(
+        name=NAME,
+        description="This machine: folders for volumes, SQLite for state, detached processes for jobs.",
+        capabilities=Capabilities(
+            gpu=False,
+            stop=True,
+            warm_inference=True,
+            web_endpoint=False,
+            durable_volumes=True,
+            durable_kv=True,
+            run_functions=True,
+            app_lifecycle=False,
+        ),
+    )
+
+
+@hookimpl
+def volume(provider: str, settings: Settings, name: str) -> LocalVolume | None:
+    return LocalVolume(home_of(settings), name) if provider == NAME else None
+
+
+@hookimpl
+def kv_store(provider: str, settings: Settings, namespace: str) -> LocalKV | None:
+    return LocalKV(home_of(settings), namespace) if provider == NAME else None
+
+
+@hookimpl
+def run_function(provider: str, settings: Settings) -> LocalRunner | None:
+    return LocalRunner(home_of(settings)) if provider == NAME else None
+
+
+@hookimpl
+def provision(provider: str, settings: Settings) -> LocalDeployment | None:
+    return LocalDeployment(settings) if provider == NAME else None

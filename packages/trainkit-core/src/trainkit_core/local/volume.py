@@ -1,0 +1,128 @@
+"""Local volumes: one directory per volume under the trainkit home."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from trainkit_core.errors import NotFoundError, UsageError
+from trainkit_core.hookspecs import FileEntry
+from trainkit_core.local.paths import clean_relative, inside
+
+_CHUNK = 1 << 20
+
+
+def volume_root(home: Path, name: str) -> Path:
+    return Path(home) / "volumes" / clean_relative(name, what="volume name")
+
+
+class LocalVolume:
+    """A directory that behaves like a cloud volume: relative paths only, atomic writes."""
+
+    def __init__(self, home: Path, name: str) -> None:
+        if "/" in name:
+            raise UsageError(f"volume name {name!r} must not contain '/'")
+        self.name = name
+        self.root = volume_root(home, name)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"<LocalVolume {self.name} at {self.root}>"
+
+    def _path(self, path: str, *, allow_root: bool = False) -> Path:
+        return inside(self.root, clean_relative(path, allow_root=allow_root))
+
+    def exists(self, path: str) -> bool:
+        return self._path(path, allow_root=True).exists()
+
+    def listdir(self, path: str = "", *, recursive: bool = False) -> list[FileEntry]:
+        base = self._path(path, allow_root=True)
+        if not base.is_dir():
+            raise NotFoundError(f"no folder {path!r} on volume {self.name!r}")
+        entries = []
+        walker = base.rglob("*") if recursive else base.iterdir()
+        for item in walker:
+            if item.name.startswith(".tmp-"):
+                continue  # an atomic write in progress
+            st = item.lstat()
+            rel = item.relative_to(self.root).as_posix()
+            entries.append(FileEntry(rel, item.is_dir(), 0 if item.is_dir() else st.st_size, st.st_mtime))
+        return sorted(entries, key=lambda e: e.path)
+
+    def read_bytes(self, path: str) -> bytes:
+        target = self._path(path)
+        if not target.is_file():
+            raise NotFoundError(f"no file {path!r} on volume {self.name!r}")
+        return target.read_bytes()
+
+    def _atomic_write(self, target: Path, write: object) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                write(out)  # type: ignore[operator]
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        self._atomic_write(self._path(path), lambda out: out.write(data))
+
+    def put_file(self, local_path: Path, path: str) -> None:
+        local_path = Path(local_path)
+        if not local_path.is_file():
+            raise NotFoundError(f"no local file {str(local_path)!r}")
+        target = self._path(path)
+
+        def copy(out: object) -> None:
+            with open(local_path, "rb") as src:
+                shutil.copyfileobj(src, out, _CHUNK)  # type: ignore[arg-type]
+
+        self._atomic_write(target, copy)
+
+    def put_directory(self, local_dir: Path, path: str) -> None:
+        local_dir = Path(local_dir)
+        if not local_dir.is_dir():
+            raise NotFoundError(f"no local folder {str(local_dir)!r}")
+        base = clean_relative(path, allow_root=True)
+        self._path(base, allow_root=True).mkdir(parents=True, exist_ok=True)
+        for item in sorted(local_dir.rglob("*")):
+            rel = item.relative_to(local_dir).as_posix()
+            dest = f"{base}/{rel}" if base else rel
+            if item.is_dir():
+                self._path(dest).mkdir(parents=True, exist_ok=True)
+            elif item.is_file():
+                self.put_file(item, dest)
+
+    def get_file(self, path: str, local_path: Path) -> None:
+        source = self._path(path)
+        if not source.is_file():
+            raise NotFoundError(f"no file {path!r} on volume {self.name!r}")
+        local_path = Path(local_path)
+        local_path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, local_path)
+
+    def get_directory(self, path: str, local_dir: Path) -> None:
+        for entry in self.listdir(path, recursive=True):
+            rel = entry.path[len(clean_relative(path, allow_root=True)) :].lstrip("/")
+            dest = Path(local_dir) / rel
+            if entry.is_dir:
+                dest.mkdir(parents=True, exist_ok=True)
+            else:
+                self.get_file(entry.path, dest)
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        target = self._path(path)
+        if not target.exists() and not target.is_symlink():
+            raise NotFoundError(f"nothing at {path!r} on volume {self.name!r}")
+        if target.is_dir() and not target.is_symlink():
+            if not recursive:
+                raise UsageError(f"{path!r} on volume {self.name!r} is a folder; remove it with recursive=True")
+            shutil.rmtree(target)
+        else:
+            target.unlink()

@@ -1,0 +1,157 @@
+"""trainkit's settings, read from `TRAINKIT_*` environment variables.
+
+One class per concern; `Settings` bundles them so callers pass one object down
+instead of reading the environment deep inside. Every field is documented in the
+repository README's settings table (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+VOLUME_KINDS = ("data", "models", "eval", "hf-cache")
+VolumeKind = Literal["data", "models", "eval", "hf-cache"]
+
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+def default_home() -> Path:
+    """The user's data directory, as the platform defines it (XDG on Linux)."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "trainkit"
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA", Path.home())) / "trainkit"
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "trainkit"
+
+
+def _config(**extra: object) -> SettingsConfigDict:
+    return SettingsConfigDict(env_prefix="TRAINKIT_", extra="ignore", **extra)  # type: ignore[typeddict-item]
+
+
+class ProviderSettings(BaseSettings):
+    """Which provider runs the jobs, and where the local provider keeps its state."""
+
+    model_config = _config()
+
+    provider: str = Field("local", description="Compute provider (`local`, `modal`, or any installed plugin).")
+    app_name: str = Field("trainkit", pattern=_NAME_PATTERN, description="Name of the provider app.")
+    home: Path = Field(
+        default_factory=default_home,
+        description="Home of the `local` provider: volumes, key-value store, job logs.",
+    )
+
+
+class ComputeSettings(BaseSettings):
+    """How jobs run on a provider: GPU, time limits, secrets."""
+
+    model_config = _config()
+
+    gpu: str = Field(
+        "",
+        description="GPU override for every model size (provider names, e.g. `A100`). Empty: the size's default.",
+    )
+    train_timeout_s: int = Field(7200, ge=1, description="Timeout of a training job, in seconds.")
+    infer_idle_timeout_s: int = Field(
+        60,
+        ge=1,
+        description="Seconds an inference worker keeps its models loaded after its last request.",
+    )
+    hf_secret: str = Field("", description="Name of a provider secret holding `HF_TOKEN`. Empty: none attached.")
+
+
+class VolumeSettings(BaseSettings):
+    """Names of the four volumes. The `local` provider uses them as directory names."""
+
+    model_config = _config()
+
+    vol_data: str = Field("trainkit-data", pattern=_NAME_PATTERN, description="Volume of the datasets.")
+    vol_models: str = Field("trainkit-models", pattern=_NAME_PATTERN, description="Volume of trained models and run history.")
+    vol_eval: str = Field("trainkit-eval", pattern=_NAME_PATTERN, description="Volume of eval sets and reports.")
+    vol_hf_cache: str = Field(
+        "trainkit-hf-cache", pattern=_NAME_PATTERN, description="Volume of the model cache (`HF_HOME`)."
+    )
+
+    def name_for(self, kind: str) -> str:
+        """The configured volume name for a volume kind (`data`, `models`, `eval`, `hf-cache`)."""
+        from trainkit_core.errors import UsageError
+
+        names = {"data": self.vol_data, "models": self.vol_models, "eval": self.vol_eval, "hf-cache": self.vol_hf_cache}
+        if kind not in names:
+            raise UsageError(f"unknown volume kind {kind!r}; expected one of {', '.join(VOLUME_KINDS)}")
+        return names[kind]
+
+
+class DatasetSettings(BaseSettings):
+    """Where the user's datasets live on this machine."""
+
+    model_config = _config()
+
+    datasets_dir: Path = Field(Path("datasets"), description="Folder of the local datasets (`<dir>/<name>/dataset.toml`).")
+
+
+class ApiSettings(BaseSettings):
+    """The web API."""
+
+    model_config = _config()
+
+    api_token: SecretStr | None = Field(
+        None, description="Bearer token the web API requires on every route but `/health`."
+    )
+
+    @field_validator("api_token", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+
+class Settings(BaseModel):
+    """All of trainkit's settings. Build with `Settings.from_env()`; pass it down."""
+
+    provider: ProviderSettings = Field(default_factory=ProviderSettings)
+    compute: ComputeSettings = Field(default_factory=ComputeSettings)
+    volumes: VolumeSettings = Field(default_factory=VolumeSettings)
+    datasets: DatasetSettings = Field(default_factory=DatasetSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Read every concern from the environment; a bad value raises `UsageError` naming the variable."""
+        from pydantic import ValidationError
+
+        from trainkit_core.errors import UsageError
+
+        try:
+            return cls(
+                provider=ProviderSettings(),
+                compute=ComputeSettings(),
+                volumes=VolumeSettings(),
+                datasets=DatasetSettings(),
+                api=ApiSettings(),
+            )
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"TRAINKIT_{str(err['loc'][0]).upper()}: {err['msg']}" for err in exc.errors()
+            )
+            raise UsageError(f"invalid setting: {problems}") from None
+
+
+def settings_table() -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) for every setting, for the README and `trainkit settings`."""
+    rows = []
+    for cls in (ProviderSettings, ComputeSettings, VolumeSettings, DatasetSettings, ApiSettings):
+        for name, field in cls.model_fields.items():
+            if field.default_factory is default_home:
+                default = "user data dir (`~/.local/share/trainkit`)"
+            elif field.default is None or field.default == "":
+                default = "(empty)"
+            else:
+                default = str(field.default)
+            rows.append((f"TRAINKIT_{name.upper()}", default, field.description or ""))
+    return rows
