@@ -28,6 +28,15 @@ class LocalVolume:
         self.root = volume_root(home, name)
         self.root.mkdir(parents=True, exist_ok=True)
 
+    @classmethod
+    def at(cls, root: Path, name: str | None = None) -> LocalVolume:
+        """A volume over an existing directory: a mount point inside a job's container."""
+        volume = cls.__new__(cls)
+        volume.name = name or Path(root).name
+        volume.root = Path(root)
+        volume.root.mkdir(parents=True, exist_ok=True)
+        return volume
+
     def __repr__(self) -> str:
         return f"<LocalVolume {self.name} at {self.root}>"
 

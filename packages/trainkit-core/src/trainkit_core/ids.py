@@ -1,0 +1,33 @@
+"""Identifiers users see and type: run ids, and the names of datasets and eval sets."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+
+from trainkit_core.errors import UsageError
+
+RUN_ID_PATTERN = re.compile(r"^run-\d{8}-\d{6}-[0-9a-f]{6}$")
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def new_run_id(now: float | None = None) -> str:
+    """`run-YYYYMMDD-HHMMSS-xxxxxx` (UTC): sorts by creation time, readable in a listing."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    return f"run-{stamp}-{secrets.token_hex(3)}"
+
+
+def check_run_id(value: str) -> str:
+    if not isinstance(value, str) or not RUN_ID_PATTERN.match(value):
+        raise UsageError(f"{value!r} is not a run id (expected run-YYYYMMDD-HHMMSS-xxxxxx)")
+    return value
+
+
+def check_name(value: str, *, what: str = "name") -> str:
+    """Dataset and eval-set names: lower-case letters, digits, '-' and '_', up to 64."""
+    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+        raise UsageError(
+            f"{what} {value!r} is invalid: use lower-case letters, digits, '-' and '_' (at most 64, starting with a letter or digit)"
+        )
+    return value

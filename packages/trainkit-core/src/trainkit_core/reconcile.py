@@ -1,0 +1,51 @@
+"""The reconciler: no run stays `pending` or `running` once its job is gone.
+
+Asked whenever a reader looks at an unfinished run (`TrainingRun.wait`, `runs list`,
+the API): when the provider says the run's job call ended but the record is not
+terminal, or the run never got a job within `PENDING_TIMEOUT_S`, the run becomes
+`failed` with the reason, and an event says so.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+PENDING_TIMEOUT_S = 15 * 60
+
+
+def reconcile_run(run: Any) -> bool:
+    """Fix the record of one unfinished run; True when it changed."""
+    if run.done():
+        return False
+    provider = run.store.provider
+    reason = None
+    if run.function_call_id and provider is not None:
+        try:
+            status = provider.call(run.function_call_id).status()
+        except Exception as exc:  # noqa: BLE001 - a lost handle is itself the reason
+            status = None
+            reason = f"the run's job {run.function_call_id} cannot be found: {exc}"
+        if status is not None and status.done:
+            run.reload()
+            if run.done():
+                return False  # the job finished its record just now
+            if status.state == "succeeded":
+                reason = "the job ended without finishing the run's record"
+            elif status.state == "cancelled":
+                reason = "the job was cancelled"
+            else:
+                reason = f"the job died: {status.error or 'no error text'}"
+    elif not run.function_call_id and time.time() - run.created_at > PENDING_TIMEOUT_S:
+        reason = f"the run never started a job within {PENDING_TIMEOUT_S // 60} minutes"
+    if reason is None:
+        return False
+    now = time.time()
+    run.status = "failed"
+    run.ended_at = now
+    if run.started_at:
+        run.duration_seconds = now - run.started_at
+    run.error_message = reason
+    run.save()
+    run.events.append("status", status="failed", reason=reason)
+    return True

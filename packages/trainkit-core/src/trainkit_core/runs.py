@@ -1,0 +1,349 @@
+"""The training-run record: `TrainingRun`, stored on the provider's key-value store.
+
+Provider-neutral: `function_call_id` is whatever the provider's `run_function` gave,
+`provider_app_id`/`provider_app_url` whatever its app is. The record lives in the
+``runs`` namespace under its id; when a run ends, the job also writes the record and
+its events to the models volume (``runs/<id>/record.json``, ``runs/<id>/events.jsonl``)
+so the history outlives key-value expiry (a Modal Dict entry expires after 7 idle
+days). No heavy imports here.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from trainkit_core.errors import ConflictError, JobTimeout, NotFoundError, UsageError
+from trainkit_core.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
+from trainkit_core.hookspecs import KVStore, Volume
+from trainkit_core.ids import check_name, check_run_id
+
+RUNS_NAMESPACE = "runs"
+
+RunStatus = Literal["pending", "running", "succeeded", "failed", "stopped", "preempted"]
+TERMINAL_STATUSES = ("succeeded", "failed", "stopped")
+
+#: A run's phases, in the only order they may advance.
+PHASES = ("provisioning", "loading_model", "loading_dataset", "training", "saving", "evaluating", "done")
+
+DASHBOARD_TYPES = {"png": "image/png", "html": "text/html", "json": "application/json", "svg": "image/svg+xml"}
+
+
+def trained_dir(run_id: str) -> str:
+    """Where a run's result lives on the models volume."""
+    return f"trained/{run_id}"
+
+
+def history_dir(run_id: str) -> str:
+    return f"runs/{run_id}"
+
+
+class RunStore:
+    """Where records, events and stop flags live: a provider's KV plus its models volume.
+
+    Built from a `Provider` on the client side (`RunStore.for_provider`) and from a
+    `JobContext` inside a job (`RunStore.for_job`); both give the same view.
+    """
+
+    def __init__(self, kv: Callable[[str], KVStore], models: Volume, provider: Any = None) -> None:
+        self._kv = kv
+        self.models = models
+        self.provider = provider  # a trainkit_core.Provider on the client side, else None
+
+    @classmethod
+    def for_provider(cls, provider: Any) -> RunStore:
+        return cls(provider.kv, provider.volume("models"), provider)
+
+    @classmethod
+    def for_job(cls, ctx: Any) -> RunStore:
+        from trainkit_core.local.volume import LocalVolume
+
+        return cls(ctx.kv, LocalVolume.at(ctx.path("models")))
+
+    @property
+    def records(self) -> KVStore:
+        return self._kv(RUNS_NAMESPACE)
+
+    def events(self, run_id: str) -> EventLog:
+        return EventLog(self._kv(EVENTS_NAMESPACE), run_id)
+
+    def stop_flag(self, run_id: str) -> StopFlag:
+        return StopFlag(self._kv(CONTROL_NAMESPACE), run_id)
+
+    def get(self, run_id: str) -> TrainingRun:
+        return TrainingRun.from_id(run_id, store=self)
+
+    def list(self, *, status: str | None = None, group_id: str | None = None) -> list[TrainingRun]:
+        """Runs newest first (run ids sort by creation time)."""
+        runs = [TrainingRun.from_stored_data(data, store=self) for _, data in self.records.items("run-")]
+        runs = [r for r in runs if (status is None or r.status == status) and (group_id is None or r.group_id == group_id)]
+        return sorted(runs, key=lambda r: r.id, reverse=True)
+
+
+class Checkpoint(BaseModel):
+    """A saved checkpoint of a run on the models volume."""
+
+    step: int
+    path: str  # relative to the models volume, e.g. trained/<id>/checkpoints/00000050
+
+
+class ModelRef(BaseModel):
+    """What inference needs to find a model: a path on the models volume."""
+
+    model_path: str
+    run_id: str
+    step: int | None = None
+
+
+class TrainingRun(BaseModel):
+    """One fine-tuning run, as stored. Field names follow the seed's record."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    provider: str = ""
+    framework: str = ""  # the training backend: "unsloth" or "hf"
+    config: dict[str, Any] = Field(default_factory=dict)
+    dataset_id: str = ""
+    dataset_hash: str = ""
+    status: RunStatus = "pending"
+    phase: str = "provisioning"
+    created_at: float = 0.0
+    started_at: float | None = None
+    ended_at: float | None = None
+    completed_at: float | None = None
+    updated_at: float = 0.0
+    duration_seconds: float | None = None
+    step: int = 0
+    total_steps: int | None = None
+    step_times: dict[str, dict[str, float | None]] = Field(default_factory=dict)
+    substep_times: dict[str, dict[str, dict[str, float | int | bool | None]]] = Field(default_factory=dict)
+    error_message: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    function_call_id: str = ""
+    app_name: str = ""
+    provider_app_id: str = ""
+    provider_app_url: str = ""
+    deployment_id: str = ""
+    source_model: str = ""
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    attempt: int = 1
+    latest_rollout: dict[str, Any] | None = None
+    dashboard_components: list[dict[str, Any]] = Field(default_factory=list)
+
+    _store: RunStore | None = PrivateAttr(default=None)
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def from_stored_data(cls, data: object, *, store: RunStore | None = None) -> TrainingRun:
+        if isinstance(data, (str, bytes)):
+            data = json.loads(data)
+        if not isinstance(data, dict):
+            raise UsageError("a stored run must be a JSON object")
+        run = cls.model_validate(data)
+        run._store = store
+        return run
+
+    @classmethod
+    def from_id(cls, run_id: str, *, store: RunStore) -> TrainingRun:
+        """The run from the KV store, else from its history on the models volume."""
+        check_run_id(run_id)
+        data = store.records.get(run_id)
+        if data is None:
+            path = f"{history_dir(run_id)}/record.json"
+            if not store.models.exists(path):
+                raise NotFoundError(f"no run {run_id!r}", hint="trainkit runs list shows the runs")
+            data = json.loads(store.models.read_bytes(path))
+        return cls.from_stored_data(data, store=store)
+
+    @property
+    def store(self) -> RunStore:
+        if self._store is None:
+            raise UsageError(f"run {self.id} is not attached to a store")
+        return self._store
+
+    def attach(self, store: RunStore) -> TrainingRun:
+        self._store = store
+        return self
+
+    def reload(self) -> TrainingRun:
+        fresh = TrainingRun.from_id(self.id, store=self.store)
+        for name in type(self).model_fields:
+            setattr(self, name, getattr(fresh, name))
+        return self
+
+    # ------------------------------------------------------------------ writing
+
+    def save(self) -> None:
+        self.updated_at = time.time()
+        self.store.records.put(self.id, self.model_dump(mode="json"))
+
+    def write_history(self) -> None:
+        """Copy the record and its events to the models volume (durable history)."""
+        base = history_dir(self.id)
+        self.store.models.write_bytes(f"{base}/record.json", self.model_dump_json(indent=2).encode())
+        lines = "".join(json.dumps(e) + "\n" for e in self.store.events(self.id).read())
+        self.store.models.write_bytes(f"{base}/events.jsonl", lines.encode())
+
+    # ------------------------------------------------------------------ state
+
+    def done(self) -> bool:
+        """True once the run reached a terminal status (or its job ended, per the reconciler)."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def error(self) -> str | None:
+        return self.error_message or None
+
+    @property
+    def group_id(self) -> str | None:
+        value = self.metadata.get("group_id")
+        return str(value) if value else None
+
+    @property
+    def events(self) -> EventLog:
+        return self.store.events(self.id)
+
+    def apply_framework_status(self, phase: str) -> str | None:
+        """Advance the phase (not saved); None when the phase is unknown or would go back."""
+        if phase not in PHASES:
+            return None
+        if self.phase in PHASES and PHASES.index(phase) < PHASES.index(self.phase):
+            return None
+        self.phase = phase
+        return phase
+
+    def wait(self, *, timeout: float | None = None, poll_s: float = 0.5) -> TrainingRun:
+        """Block until the run is done. Does not stop it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.reload()
+            if not self.done():
+                from trainkit_core.reconcile import reconcile_run
+
+                reconcile_run(self)
+            if self.done():
+                return self
+            if deadline is not None and time.monotonic() >= deadline:
+                raise JobTimeout(f"run {self.id} still {self.status} after {timeout:g} s")
+            time.sleep(poll_s)
+
+    def result(self, *, timeout: float | None = None) -> TrainingRun:
+        """Wait, then raise `JobError` when the run did not succeed."""
+        from trainkit_core.errors import JobError
+
+        self.wait(timeout=timeout)
+        if self.status != "succeeded":
+            raise JobError(f"run {self.id} ended {self.status}: {self.error_message or 'no error text'}")
+        return self
+
+    def close(self, reason: str = "stop requested") -> None:
+        """Ask the run to stop gracefully (it saves its adapter and ends `stopped`). Safe to repeat."""
+        if self.done():
+            return
+        self.store.stop_flag(self.id).request(reason)
+        self.events.append("log", message=reason)
+
+    stop = close
+
+    def cancel(self) -> None:
+        """End the run's job now, without saving: the run ends `stopped` with a note."""
+        if self.done():
+            raise ConflictError(f"run {self.id} already ended {self.status}")
+        if self.store.provider is not None and self.function_call_id:
+            self.store.provider.call(self.function_call_id).cancel()
+        self.reload()
+        if not self.done():
+            now = time.time()
+            self.status, self.ended_at, self.updated_at = "stopped", now, now
+            self.error_message = "cancelled: the job was ended without saving"
+            self.save()
+            self.events.append("status", status="stopped", reason="cancelled")
+
+    @property
+    def function_call(self) -> Any:
+        """The provider's handle of this run's job (client side only)."""
+        if self.store.provider is None or not self.function_call_id:
+            return None
+        return self.store.provider.call(self.function_call_id)
+
+    # ------------------------------------------------------------------ results
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return f"{trained_dir(self.id)}/checkpoints"
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """Complete checkpoints (those with a `done` marker), oldest first."""
+        if not self.store.models.exists(self.checkpoint_dir):
+            return []
+        found = []
+        for entry in self.store.models.listdir(self.checkpoint_dir):
+            name = entry.path.rsplit("/", 1)[-1]
+            if entry.is_dir and name.isdigit() and self.store.models.exists(f"{entry.path}/done"):
+                found.append(Checkpoint(step=int(name), path=entry.path))
+        return sorted(found, key=lambda c: c.step)
+
+    def latest_checkpoint(self) -> Checkpoint | None:
+        found = self.checkpoints()
+        return found[-1] if found else None
+
+    @property
+    def model(self) -> ModelRef:
+        """The final model when the run saved one, else its latest checkpoint."""
+        final = trained_dir(self.id)
+        if self.store.models.exists(f"{final}/trained_model.json"):
+            return ModelRef(model_path=final, run_id=self.id)
+        latest = self.latest_checkpoint()
+        if latest is None:
+            raise NotFoundError(f"run {self.id} has no saved model or checkpoint yet")
+        return ModelRef(model_path=latest.path, run_id=self.id, step=latest.step)
+
+    def record_latest_rollout(self, rollout: dict[str, Any]) -> None:
+        """Keep the latest sample generations on fixed prompts (saved with the record)."""
+        self.latest_rollout = {"time": time.time(), **rollout}
+        self.save()
+        self.events.append("rollout", **rollout)
+
+    def add_dashboard_component(
+        self, *, name: str, component_type: str, from_path: str | Path, replace: bool = False
+    ) -> dict[str, Any]:
+        """Attach a file (PNG, HTML, JSON, SVG) to the run, for the dashboard."""
+        check_name(name, what="component name")
+        if component_type not in DASHBOARD_TYPES:
+            raise UsageError(f"component type {component_type!r} is not one of {', '.join(DASHBOARD_TYPES)}")
+        source = Path(from_path)
+        if not source.is_file():
+            raise NotFoundError(f"no file {str(source)!r}")
+        existing = [c for c in self.dashboard_components if c["name"] == name]
+        if existing and not replace:
+            raise ConflictError(f"run {self.id} already has a component {name!r}; pass replace=True")
+        path = f"{history_dir(self.id)}/components/{name}.{component_type}"
+        self.store.models.put_file(source, path)
+        component = {
+            "name": name,
+            "type": component_type,
+            "media_type": DASHBOARD_TYPES[component_type] or mimetypes.guess_type(path)[0],
+            "path": path,
+            "size": source.stat().st_size,
+            "added_at": time.time(),
+        }
+        self.dashboard_components = [c for c in self.dashboard_components if c["name"] != name] + [component]
+        self.save()
+        return component
+
+
+def wait_all(runs: Sequence[TrainingRun], *, poll_interval: float = 2.0, timeout: float | None = None) -> list[TrainingRun]:
+    """Wait for every run to end; returns them reloaded."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for run in runs:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        run.wait(timeout=left, poll_s=poll_interval)
+    return list(runs)
