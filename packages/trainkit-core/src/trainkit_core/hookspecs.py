@@ -19,7 +19,7 @@ conformance suite in `trainkit_core.testing` checks a provider against them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -117,6 +117,18 @@ def provision(provider: str, settings: Settings) -> Deployment | None:
     """Return the `Deployment` of `provider`: what its functions need, and its app lifecycle.
 
     Return ``None`` when `provider` is not yours; the first non-``None`` answer wins.
+    """
+
+
+@hookspec(firstresult=True)
+def inference_server(provider: str, settings: Settings) -> InferenceServer | None:
+    """Return the warm inference server of `provider` (for providers with `warm_inference`).
+
+    Optional: a provider without one answers nothing, and inference then runs as the
+    ``infer`` job through `run_function`. The server keeps loaded models in memory
+    between requests (local: a worker process; Modal: a class with a
+    ``scaledown_window``). Return ``None`` when `provider` is not yours; the first
+    non-``None`` answer wins.
     """
 
 
@@ -270,3 +282,21 @@ class Deployment(Protocol):
     def status(self) -> DeploymentStatus: ...
 
     def stop(self) -> None: ...
+
+
+@runtime_checkable
+class InferenceServer(Protocol):
+    """A provider's warm inference, the answer of `inference_server`.
+
+    Requests and answers are the JSON forms of `trainkit_core.inference.request`:
+    the model path in a request was validated by the caller, and is validated again
+    by the server before it reads anything.
+    """
+
+    def generate(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Generate one answer; the result dict of the ``infer`` job."""
+        ...
+
+    def stream(self, request: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """Yield ``{"type": "token", "text": …}`` events, then one ``{"type": "done", …result}``."""
+        ...

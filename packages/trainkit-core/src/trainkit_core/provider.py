@@ -13,6 +13,7 @@ from trainkit_core.hookspecs import (
     Capabilities,
     Deployment,
     FunctionRunner,
+    InferenceServer,
     KVStore,
     ProviderManifest,
     RunHandle,
@@ -108,6 +109,13 @@ class Provider:
 
     def deployment(self) -> Deployment:
         return self._answer("provision")  # type: ignore[no-any-return]
+
+    def inference_server(self) -> InferenceServer | None:
+        """The provider's warm inference server, or None when it has none (use the infer job)."""
+        hook = getattr(self._pm.hook, "inference_server", None)
+        if hook is None:
+            return None
+        return hook(provider=self.name, settings=self.settings)  # type: ignore[no-any-return]
 
 
 def get_provider(

@@ -1,0 +1,80 @@
+"""The provider-neutral entry the CLI and the API call to generate.
+
+    from trainkit_core.inference.client import generate
+    result = generate(provider, {"model_path": "trained/run-…", "prompt": "hi"})
+
+The model path is checked here first (text, then the models volume), so a hostile
+path is refused before anything starts. Then, where the provider has warm inference
+(`Provider.inference_server()`: locally the warm worker process, on Modal the
+inference class), the request goes there; otherwise the ``infer`` job runs through
+`run_function`. No heavy imports: the models are loaded by the server or the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from trainkit_core.inference.request import GenerateRequest
+from trainkit_core.models import check_model_path, default_model_for_preset
+
+#: How long the client waits for an infer job when there is no warm server.
+JOB_TIMEOUT_S = 1800.0
+
+
+def prepare(provider: Any, request: Mapping[str, Any] | GenerateRequest) -> GenerateRequest:
+    """Validate a request and resolve its model: `model_size` becomes that preset's newest model."""
+    req = GenerateRequest.parse(request)
+    models = provider.volume("models")
+    if req.model_path is not None:
+        ref = check_model_path(req.model_path, models)
+    else:
+        ref = default_model_for_preset(models, req.model_size or "")
+    return req.model_copy(update={"model_path": ref.path, "model_size": None})
+
+
+def _server(provider: Any, use_server: bool | None) -> Any:
+    if use_server is False or not provider.capabilities.warm_inference:
+        return None
+    return provider.inference_server()
+
+
+def generate(
+    provider: Any,
+    request: Mapping[str, Any] | GenerateRequest,
+    *,
+    use_server: bool | None = None,
+    timeout: float = JOB_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Generate one answer. `use_server=False` forces the infer job (no warm process)."""
+    req = prepare(provider, request)
+    provider.deployment().check(["infer"])
+    server = _server(provider, use_server)
+    payload = req.model_dump(mode="json")
+    if server is not None:
+        return dict(server.generate(payload))
+    result = provider.spawn("infer", **payload).wait(timeout=timeout)
+    return dict(result)
+
+
+def stream(
+    provider: Any,
+    request: Mapping[str, Any] | GenerateRequest,
+    *,
+    use_server: bool | None = None,
+    timeout: float = JOB_TIMEOUT_S,
+) -> Iterator[dict[str, Any]]:
+    """Yield token events as they come, then the `done` event with the whole result.
+
+    Without a warm server, the infer job's answer comes at once, as one token event.
+    """
+    req = prepare(provider, request)
+    provider.deployment().check(["infer"])
+    server = _server(provider, use_server)
+    payload = req.model_dump(mode="json")
+    if server is not None:
+        yield from server.stream(payload)
+        return
+    result = dict(provider.spawn("infer", **payload).wait(timeout=timeout))
+    yield {"type": "token", "text": result.get("text", "")}
+    yield {"type": "done", **result}
