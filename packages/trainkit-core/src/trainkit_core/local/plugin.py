@@ -113,3 +113,13 @@ def run_function(provider: str, settings: Settings) -> LocalRunner | None:
 @hookimpl
 def provision(provider: str, settings: Settings) -> LocalDeployment | None:
     return LocalDeployment(settings) if provider == NAME else None
+
+
+@hookimpl
+def inference_server(provider: str, settings: Settings) -> object | None:
+    """The warm local inference worker (started on first request, gone after the idle timeout)."""
+    if provider != NAME:
+        return None
+    from trainkit_core.inference.warm import LocalInferenceServer
+
+    return LocalInferenceServer(home_of(settings), settings.compute.infer_idle_timeout_s)

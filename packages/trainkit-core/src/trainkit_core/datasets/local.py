@@ -1,0 +1,128 @@
+"""The datasets on this machine: ``<datasets dir>/<name>/dataset.toml`` plus JSONL files.
+
+`list_local` finds them; `build_manifest` hashes one (``dataset.toml`` and every file
+it lists), which is what `trainkit datasets` shows and what sync compares with the
+volume's current version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.datasets.layout import FileInfo, Manifest, dataset_hash
+from trainkit_core.datasets.problems import Problem
+from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, parse_spec
+from trainkit_core.errors import NotFoundError, UsageError
+
+
+@dataclass
+class LocalDataset:
+    """One dataset folder. `spec` is None when ``dataset.toml`` does not parse (see `problems`)."""
+
+    name: str
+    path: Path
+    spec: DatasetSpec | None
+    problems: list[Problem] = field(default_factory=list)
+
+    def manifest(self) -> Manifest:
+        return build_manifest(self.path, self.spec)
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "path": str(self.path)}
+        if self.spec is None:
+            data["problems"] = [p.as_dict() for p in self.problems]
+            return data
+        data.update(format=self.spec.format, description=self.spec.description)
+        try:
+            manifest = self.manifest()
+        except DatasetFileError as exc:
+            data["problems"] = [{"file": exc.file, "message": str(exc)}]
+            return data
+        data.update(
+            files={
+                path: {"sha256": f.sha256, "size": f.size, "examples": f.examples} for path, f in manifest.files.items()
+            },
+            train_examples=sum(manifest.files[f].examples for f in self.spec.train),
+            eval_examples=sum(manifest.files[f].examples for f in self.spec.eval),
+            size=manifest.size,
+            hash=manifest.hash,
+        )
+        return data
+
+
+class DatasetFileError(UsageError):
+    """A file the spec lists is missing or unreadable."""
+
+    def __init__(self, message: str, *, file: str) -> None:
+        super().__init__(message)
+        self.file = file
+
+
+def open_local(folder: Path) -> LocalDataset:
+    """The dataset in `folder` (its spec parsed, problems kept); `NotFoundError` without ``dataset.toml``."""
+    folder = Path(folder)
+    spec_file = folder / SPEC_FILE
+    if not spec_file.is_file():
+        raise NotFoundError(
+            f"no {SPEC_FILE} in {str(folder)!r}", hint="a dataset is a folder holding dataset.toml and JSONL files"
+        )
+    spec, problems = parse_spec(spec_file.read_bytes(), folder_name=folder.name)
+    return LocalDataset(folder.name, folder, spec, problems)
+
+
+def list_local(datasets_dir: Path) -> list[LocalDataset]:
+    """Every folder of `datasets_dir` that holds a ``dataset.toml``, sorted by name."""
+    datasets_dir = Path(datasets_dir)
+    if not datasets_dir.is_dir():
+        return []
+    return [open_local(child) for child in sorted(datasets_dir.iterdir()) if (child / SPEC_FILE).is_file()]
+
+
+def find_local(datasets_dir: Path, name: str) -> LocalDataset:
+    """The dataset `name` (a folder of `datasets_dir`, or a path to a dataset folder)."""
+    candidate = Path(name)
+    if (candidate / SPEC_FILE).is_file() and (len(candidate.parts) > 1 or not (Path(datasets_dir) / name).exists()):
+        return open_local(candidate)
+    folder = Path(datasets_dir) / name
+    if (folder / SPEC_FILE).is_file():
+        return open_local(folder)
+    known = ", ".join(d.name for d in list_local(datasets_dir)) or "none"
+    raise NotFoundError(
+        f"no dataset {name!r} in {str(datasets_dir)!r} (found: {known})",
+        hint="create <datasets dir>/<name>/dataset.toml, or set TRAINKIT_DATASETS_DIR",
+    )
+
+
+def hash_file(path: Path) -> FileInfo:
+    """sha256, size and non-blank line count of one file, read once, line by line."""
+    digest = hashlib.sha256()
+    size = examples = 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            digest.update(line)
+            size += len(line)
+            if line.strip():
+                examples += 1
+    return FileInfo(digest.hexdigest(), size, examples)
+
+
+def build_manifest(folder: Path, spec: DatasetSpec | None = None) -> Manifest:
+    """Hash ``dataset.toml`` and the files it lists; `UsageError` when one is missing."""
+    folder = Path(folder)
+    if spec is None:
+        dataset = open_local(folder)
+        if dataset.spec is None:
+            raise UsageError("; ".join(p.describe() for p in dataset.problems))
+        spec = dataset.spec
+    files: dict[str, FileInfo] = {}
+    for rel in [SPEC_FILE, *spec.files]:
+        path = folder / rel
+        if not path.is_file():
+            raise DatasetFileError(f"{rel}: listed in {SPEC_FILE} but missing from {str(folder)!r}", file=rel)
+        info = hash_file(path)
+        files[rel] = FileInfo(info.sha256, info.size, 0 if rel == SPEC_FILE else info.examples)
+    digest = dataset_hash({path: info.sha256 for path, info in files.items()})
+    return Manifest(name=spec.name, hash=digest, format=spec.format, files=files)
