@@ -1,0 +1,66 @@
+"""`create_app(settings)`: the trainkit web API, built on demand (nothing at import).
+
+The app is a thin consumer: it finds its provider through `get_provider` like the CLI,
+and every route calls the same core functions the CLI does. It serves locally with
+`trainkit serve` and, on a provider that hosts web endpoints, as that provider's ASGI
+app (the Modal provider mounts `create_app()`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import JSONResponse
+
+from trainkit_api import __version__
+from trainkit_api.auth import require_token
+from trainkit_api.errors import install_error_handlers
+from trainkit_api.routes import ROUTER_BUILDERS
+from trainkit_api.state import ApiState
+from trainkit_core.provider import Provider, get_provider
+from trainkit_core.settings import Settings
+
+#: Routes that answer without a token: liveness only. (The dashboard's static page,
+#: which holds no data, adds its own; everything under /v1 needs the token.)
+PUBLIC_PATHS = frozenset({"/health"})
+
+DESCRIPTION = """Fine-tune open chat models with LoRA, follow the runs live, and generate with the result.
+
+Every route but `/health` needs `Authorization: Bearer <TRAINKIT_API_TOKEN>`. Errors are
+`{"error": {"type", "message"}}` (plus `param` naming the field of a validation error).
+"""
+
+
+def build_router(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module_name), attr)()
+
+
+def create_app(settings: Settings | None = None, *, provider: Provider | None = None) -> FastAPI:
+    """A new app for these settings (default: from the environment) and provider.
+
+    The provider is looked up now, so an unknown provider fails at start, not at the
+    first request.
+    """
+    settings = settings or Settings.from_env()
+    provider = provider or get_provider(None, settings)
+    app = FastAPI(
+        title="trainkit",
+        version=__version__,
+        description=DESCRIPTION,
+        openapi_url=None,  # served below, behind the token
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.trainkit = ApiState(settings=settings, provider=provider)
+    install_error_handlers(app)
+    for path in ROUTER_BUILDERS:
+        app.include_router(build_router(path))
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_token)])
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    return app

@@ -1,0 +1,19 @@
+"""The API's routers, one module per concern, each built by a function.
+
+`create_app` calls every builder in `ROUTER_BUILDERS`, in order. A new module (the
+dashboard's, for one) adds its builder here. Routers under `/v1` carry the token
+dependency themselves (`dependencies=[Depends(require_token)]`); the auth test walks
+the app's routes, so a new route that forgets it fails that test.
+"""
+
+from __future__ import annotations
+
+#: "module:function" of each router builder; imported when an app is built.
+ROUTER_BUILDERS = (
+    "trainkit_api.routes.health:build_public_router",
+    "trainkit_api.routes.health:build_router",
+    "trainkit_api.routes.jobs:build_router",
+    "trainkit_api.routes.events:build_router",
+    "trainkit_api.routes.models:build_router",
+    "trainkit_api.routes.generate:build_router",
+)

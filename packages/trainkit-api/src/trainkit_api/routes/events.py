@@ -1,0 +1,84 @@
+"""A run's events: a page after a sequence number, or a live server-sent-event stream."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query
+from fastapi.responses import StreamingResponse
+
+from trainkit_api.auth import require_token
+from trainkit_api.errors import ERROR_RESPONSES
+from trainkit_api.routes.jobs import RunId
+from trainkit_api.schemas import EventPage, event_dicts
+from trainkit_api.sse import HEADERS, RECONCILE_S, parse_last_event_id, run_event_stream
+from trainkit_api.state import ApiState, get_state
+from trainkit_core.reconcile import reconcile_run
+from trainkit_core.runs import TrainingRun
+
+After = Annotated[int, Query(ge=0, le=10**15, description="Only events with a sequence number above this.")]
+
+STREAM_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "`text/event-stream`: one event per log entry (`id:` = its `seq`, `event:` = its type), then `end`.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+
+
+def _done_check(run: TrainingRun) -> Any:
+    """`is_done` for the stream: reload the record, reconcile now and then."""
+    last = [time.monotonic()]
+
+    def is_done() -> bool:
+        run.reload()
+        if not run.done() and time.monotonic() - last[0] > RECONCILE_S:
+            last[0] = time.monotonic()
+            reconcile_run(run)
+        return run.done()
+
+    return is_done
+
+
+def build_router() -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+    @router.get("/jobs/{run_id}/events", response_model=EventPage)
+    def list_events(
+        run_id: RunId,
+        state: ApiState = Depends(get_state),
+        after: After = 0,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> EventPage:
+        """Events after `after`, oldest first; ask again with the last `seq` for more."""
+        run = state.run(run_id)
+        log = run.events
+        return EventPage(data=event_dicts(log.read(after, limit=limit)), last_seq=log.last_seq(), done=run.done())
+
+    @router.get("/jobs/{run_id}/events/stream", response_class=StreamingResponse, responses=STREAM_DOC)
+    def stream_events(
+        run_id: RunId,
+        state: ApiState = Depends(get_state),
+        after: After = 0,
+        last_event_id: Annotated[
+            str | None, Header(description="Sent by a reconnecting client: resume after this sequence number.")
+        ] = None,
+    ) -> StreamingResponse:
+        """Follow a run live as server-sent events; the stream ends when the run ends."""
+        run = state.run(run_id)  # 404 now, not half-way into a stream
+        resume = parse_last_event_id(last_event_id)
+        start = resume if resume is not None else after
+
+        def final() -> dict[str, Any]:
+            return {
+                "run_id": run.id,
+                "status": run.status,
+                "error": run.error_message,
+                "last_seq": run.events.last_seq(),
+            }
+
+        body = run_event_stream(run.events, after=start, is_done=_done_check(run), final=final)
+        return StreamingResponse(body, media_type="text/event-stream", headers=HEADERS)
+
+    return router

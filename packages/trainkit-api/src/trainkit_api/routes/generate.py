@@ -1,0 +1,257 @@
+"""Generation: trainkit's own `POST /v1/generate`, and OpenAI's `POST /v1/chat/completions`.
+
+Both go through `trainkit_core.inference.client` (the warm inference server where the
+provider has one, else the ``infer`` job). The request is validated and its model
+path checked *before* a stream starts, so a bad request gets a 4xx, not a broken
+stream. For chat completions `model` is a model path (``trained/<run id>``, or one of
+its checkpoints), a preset name (that preset's newest trained model, the seed's
+``--model-size`` form), and either one with ``:base`` appended generates with its base
+model alone. Without `temperature` the answer is greedy (trainkit's default), not
+OpenAI's 1.0, so that the same request gives the same answer.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from trainkit_api.auth import require_token
+from trainkit_api.errors import ERROR_RESPONSES, type_of
+from trainkit_api.sse import HEADERS, format_event
+from trainkit_api.state import ApiState, get_state
+from trainkit_core.errors import TrainkitError, UsageError
+from trainkit_core.inference.request import GenerateRequest
+
+
+class GenerateBody(GenerateRequest):
+    """A `GenerateRequest`, plus `stream` to get the answer as server-sent events."""
+
+    stream: bool = Field(False, description="Answer as `text/event-stream`: `token` events, then `done`.")
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class GenerateResult(BaseModel):
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    text: str
+    model_path: str | None = None
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+class ChatMessageIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[dict[str, Any]] = Field(description="Text, or a list of `{type: text, text}` parts.")
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """OpenAI's chat-completion request; fields trainkit does not use are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+
+    model: str = Field(
+        min_length=1, max_length=300, description="`trained/<run id>`, a preset name; `:base` for its base."
+    )
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1, le=4096)
+    max_completion_tokens: int | None = Field(None, ge=1, le=4096)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    seed: int | None = Field(None, ge=0, le=2**32 - 1)
+    n: int = Field(1, ge=1, le=1, description="Only 1 is supported.")
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+
+class ChatMessageOut(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: ChatMessageOut
+    finish_reason: str
+    logprobs: None = None
+
+
+class ChatUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: ChatUsage
+
+
+SSE_DOC = {"text/event-stream": {"schema": {"type": "string"}}}
+
+
+def _text(content: str | list[dict[str, Any]], where: str) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for i, part in enumerate(content):
+        if part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise UsageError(f"{where}.content[{i}]: only text parts are supported")
+        parts.append(part["text"])
+    return "".join(parts)
+
+
+def generate_request(body: ChatCompletionRequest) -> dict[str, Any]:
+    """The trainkit generation request for an OpenAI chat-completion request."""
+    model, base = body.model, False
+    if model.endswith(":base"):
+        model, base = model.removesuffix(":base"), True
+    target = {"model_path": model} if model.startswith("trained/") else {"model_size": model}
+    messages = []
+    for i, message in enumerate(body.messages):
+        role = "system" if message.role == "developer" else message.role
+        messages.append({"role": role, "content": _text(message.content, f"messages[{i}]")})
+    request: dict[str, Any] = {**target, "messages": messages, "base": base}
+    max_tokens = body.max_completion_tokens or body.max_tokens
+    if max_tokens is not None:
+        request["max_new_tokens"] = max_tokens
+    for name in ("temperature", "top_p", "seed"):
+        if getattr(body, name) is not None:
+            request[name] = getattr(body, name)
+    return request
+
+
+def _error_event(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, TrainkitError):
+        return {"error": {"type": type_of(exc), "message": exc.message}}
+    return {"error": {"type": "server_error", "message": "generation failed; the server's log has the details"}}
+
+
+def build_router() -> APIRouter:
+    router = APIRouter(
+        prefix="/v1", tags=["generate"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+    )
+
+    @router.post(
+        "/generate",
+        response_model=GenerateResult,
+        responses={200: {"description": "The answer; with `stream`, server-sent events.", "content": SSE_DOC}},
+    )
+    def generate(body: GenerateBody, state: ApiState = Depends(get_state)) -> Any:
+        """Generate with a trained model (`model_path`) or a preset's newest (`model_size`)."""
+        from trainkit_core.inference import client
+
+        request = GenerateRequest.model_validate(body.model_dump(exclude={"stream"}))
+        request = client.prepare(state.provider, request)  # 4xx now, before any stream
+        if not body.stream:
+            return GenerateResult.model_validate(client.generate(state.provider, request))
+
+        def events() -> Iterator[str]:
+            try:
+                for event in client.stream(state.provider, request):
+                    yield format_event(event, event=str(event.get("type", "token")))
+            except Exception as exc:
+                yield format_event(_error_event(exc), event="error")
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers=HEADERS)
+
+    @router.post(
+        "/chat/completions",
+        response_model=ChatCompletion,
+        responses={
+            200: {"description": "OpenAI's chat completion; with `stream`, its chunks as SSE.", "content": SSE_DOC}
+        },
+    )
+    def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_state)) -> Any:
+        """OpenAI-compatible chat completion with a trained model (`stream` supported)."""
+        from trainkit_core.inference import client
+
+        request = client.prepare(state.provider, generate_request(body))
+        completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
+        created = int(time.time())
+        if not body.stream:
+            result = client.generate(state.provider, request)
+            usage = result.get("usage") or {}
+            prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+            return ChatCompletion(
+                id=completion_id,
+                created=created,
+                model=body.model,
+                choices=[
+                    Choice(
+                        message=ChatMessageOut(content=result.get("text", "")),
+                        finish_reason=result.get("finish_reason") or "stop",
+                    )
+                ],
+                usage=ChatUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion),
+            )
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
+            data = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+                **extra,
+            }
+            return format_event(data)
+
+        def chunks() -> Iterator[str]:
+            yield chunk({"role": "assistant", "content": ""})
+            try:
+                for event in client.stream(state.provider, request):
+                    if event.get("type") == "token" and event.get("text"):
+                        yield chunk({"content": event["text"]})
+                    elif event.get("type") == "done":
+                        yield chunk({}, event.get("finish_reason") or "stop")
+                        if include_usage:
+                            usage = event.get("usage") or {}
+                            prompt, completion = (
+                                int(usage.get("prompt_tokens", 0)),
+                                int(usage.get("completion_tokens", 0)),
+                            )
+                            total = {
+                                "prompt_tokens": prompt,
+                                "completion_tokens": completion,
+                                "total_tokens": prompt + completion,
+                            }
+                            yield format_event(
+                                {
+                                    "id": completion_id,
+                                    "object": "chat.completion.chunk",
+                                    "created": created,
+                                    "model": body.model,
+                                    "choices": [],
+                                    "usage": total,
+                                }
+                            )
+            except Exception as exc:
+                yield format_event(_error_event(exc))
+            yield format_event("[DONE]")
+
+        return StreamingResponse(chunks(), media_type="text/event-stream", headers=HEADERS)
+
+    return router

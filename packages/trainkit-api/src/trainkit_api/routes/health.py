@@ -1,0 +1,68 @@
+"""`/health` (no auth: load balancers ask it) and `/v1/info` (provider, versions, capabilities)."""
+
+from __future__ import annotations
+
+import platform
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from trainkit_api.auth import require_token
+from trainkit_api.errors import ERROR_RESPONSES
+from trainkit_api.state import ApiState, get_state
+
+PACKAGES = ("trainkit-core", "trainkit-api", "trainkit-cli", "trainkit-modal")
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Info(BaseModel):
+    provider: str
+    provider_description: str
+    capabilities: dict[str, bool]
+    versions: dict[str, str]
+    python: str
+    auth: bool
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def build_public_router() -> APIRouter:
+    """`/health`: the one route without a token."""
+    public = APIRouter(tags=["health"])
+
+    @public.get("/health", response_model=Health)
+    def health() -> Health:
+        """Liveness: answers without a token and without touching the provider."""
+        return Health(status="ok")
+
+    return public
+
+
+def build_router() -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["info"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+    @router.get("/info", response_model=Info)
+    def info(state: ApiState = Depends(get_state)) -> Info:
+        """Which provider serves this API, what it can do, and the installed trainkit packages."""
+        return Info(
+            provider=state.provider.name,
+            provider_description=state.provider.manifest.description,
+            capabilities=state.provider.capabilities.as_dict(),
+            versions=versions(),
+            python=platform.python_version(),
+            auth=state.token is not None,
+        )
+
+    return router
