@@ -20,10 +20,14 @@ JOBS: dict[str, str] = {
     "ping": "trainkit_core.jobs.ping:ping",
     "sleep": "trainkit_core.jobs.ping:sleep",
     "fail": "trainkit_core.jobs.ping:fail",
+    "infer": "trainkit_core.jobs.infer:infer",
+    "eval": "trainkit_core.jobs.evaluate:evaluate",
 }
 
 #: The pip extra each job needs beyond trainkit-core itself (checked by `Deployment.check`).
 JOB_EXTRAS: dict[str, str] = {}
+JOB_EXTRAS["infer"] = "train"
+JOB_EXTRAS["eval"] = "train"
 
 
 def resolve(name: str) -> Callable[..., Any]:

@@ -1,0 +1,139 @@
+"""Generating with a loaded model: sampling, seed, stopping at the format's end of turn.
+
+Generation stops at the chat format's end-of-turn token (or the tokenizer's EOS),
+which is not part of the answer text. `stream_tokens` yields text pieces as the model
+produces them. With `base=True` the adapter is switched off for the call, so the same
+loaded weights answer as the base model. Imports torch and transformers inside
+functions only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from trainkit_core.chat_format import render_prompt
+from trainkit_core.inference.loading import LoadedModel
+from trainkit_core.inference.request import GenerateRequest
+
+
+def stop_token_ids(loaded: LoadedModel) -> list[int]:
+    tok = loaded.tokenizer
+    ids = [tok.convert_tokens_to_ids(loaded.fmt.end_of_turn)]
+    if tok.eos_token_id is not None and tok.eos_token_id not in ids:
+        ids.append(tok.eos_token_id)
+    return ids
+
+
+def _sampling(req: GenerateRequest) -> dict[str, Any]:
+    if req.temperature <= 0:
+        return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    return {"do_sample": True, "temperature": req.temperature, "top_p": req.top_p, "top_k": req.top_k}
+
+
+def _adapter_context(loaded: LoadedModel, base: bool) -> Any:
+    model = loaded.model
+    if base:
+        return model.disable_adapter()
+    model.set_adapter(loaded.adapter)
+    return contextlib.nullcontext()
+
+
+def generate(
+    loaded: LoadedModel,
+    req: GenerateRequest,
+    *,
+    on_text: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Generate one answer; `on_text` gets each new piece of text as it is produced."""
+    import torch
+    from transformers.generation.streamers import BaseStreamer
+
+    tok = loaded.tokenizer
+    prompt = render_prompt(req.chat(), loaded.fmt)
+    inputs = tok(prompt, add_special_tokens=False, return_tensors="pt").to(loaded.device)
+    prompt_len = int(inputs["input_ids"].shape[1])
+    stops = stop_token_ids(loaded)
+
+    class _Pieces(BaseStreamer):  # type: ignore[misc]
+        """Decodes the growing answer and hands on the new text (prompt skipped)."""
+
+        def __init__(self) -> None:
+            self.ids: list[int] = []
+            self.sent = 0
+            self.first = True
+
+        def put(self, value: Any) -> None:
+            if self.first:  # the prompt
+                self.first = False
+                return
+            self.ids.extend(int(i) for i in value.reshape(-1).tolist() if int(i) not in stops)
+            text = tok.decode(self.ids, skip_special_tokens=True)
+            if on_text is not None and len(text) > self.sent and not text.endswith("\ufffd"):
+                on_text(text[self.sent :])
+                self.sent = len(text)
+
+        def end(self) -> None:
+            text = tok.decode(self.ids, skip_special_tokens=True)
+            if on_text is not None and len(text) > self.sent:
+                on_text(text[self.sent :])
+                self.sent = len(text)
+
+    started = time.perf_counter()
+    with loaded.lock, torch.inference_mode():
+        if req.seed is not None:
+            torch.manual_seed(req.seed)
+        with _adapter_context(loaded, req.base):
+            output = loaded.model.generate(
+                **inputs,
+                max_new_tokens=req.max_new_tokens,
+                eos_token_id=stops,
+                pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else stops[0],
+                streamer=_Pieces() if on_text is not None else None,
+                **_sampling(req),
+            )
+    new = [int(i) for i in output[0, prompt_len:].tolist()]
+    stopped = bool(new) and new[-1] in stops
+    answer = new[:-1] if stopped else new
+    return {
+        "model_path": loaded.ref.path,
+        "run_id": loaded.ref.run_id,
+        "base": req.base,
+        "base_model": loaded.card.base_model,
+        "chat_format": loaded.fmt.name,
+        "text": tok.decode(answer, skip_special_tokens=True),
+        "finish_reason": "stop" if stopped else "length",
+        "usage": {"prompt_tokens": prompt_len, "completion_tokens": len(new)},
+        "timings": {"load_s": round(loaded.load_s, 4), "generate_s": round(time.perf_counter() - started, 4)},
+        "cached": loaded.cached,
+    }
+
+
+def stream_tokens(loaded: LoadedModel, req: GenerateRequest) -> Iterator[dict[str, Any]]:
+    """Yield ``{"type": "token", "text"}`` as the model produces them, then ``{"type": "done", …}``."""
+    import queue
+
+    pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+    def work() -> None:
+        try:
+            result = generate(loaded, req, on_text=lambda text: pieces.put(("token", text)))
+            pieces.put(("done", result))
+        except BaseException as exc:
+            pieces.put(("error", exc))
+
+    thread = threading.Thread(target=work, name="trainkit-generate", daemon=True)
+    thread.start()
+    while True:
+        kind, value = pieces.get()
+        if kind == "token":
+            yield {"type": "token", "text": value}
+        elif kind == "done":
+            yield {"type": "done", **value}
+            break
+        else:
+            raise value
+    thread.join()

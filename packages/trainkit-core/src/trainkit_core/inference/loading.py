@@ -1,0 +1,232 @@
+"""Loading trained models for inference, without Unsloth.
+
+The base model comes from the description saved with the adapter
+(`trained_model.json`): 4-bit with bitsandbytes on CUDA, full precision (fp32) on
+CPU; then the peft adapter. The tokenizer is the one saved with the adapter and the
+chat format the recorded one, never guessed; a model whose recorded format or base
+does not fit what is on disk is refused with a message saying what differs.
+
+`ModelCache` keeps loaded models between requests: one entry per base model, with
+every adapter loaded on it as a named peft adapter, so several adapters on one base
+share its weights. Imports torch, transformers and peft inside functions only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.chat_format import ChatFormat, get_format
+from trainkit_core.errors import UsageError
+from trainkit_core.local.volume import LocalVolume
+from trainkit_core.models import ModelPath, TrainedModelCard, check_model_path, local_model_dir, read_card
+
+log = logging.getLogger(__name__)
+
+#: How many base models the cache keeps loaded at once (the oldest is dropped).
+MAX_BASES = 2
+
+
+def resolve_base(card: TrainedModelCard, hf_cache: Path | None) -> str:
+    """Where to load the base model from: a local folder for `tiny`, else the hub id.
+
+    The tiny base is built on the hf-cache volume (never downloaded); `tiny_model`
+    builds it again, identically, when the cache was emptied.
+    """
+    from trainkit_core.presets import TINY_BASE_MODEL
+
+    if card.base_model == TINY_BASE_MODEL:
+        from trainkit_core import tiny_model
+
+        return str(tiny_model.ensure_tiny_base(hf_cache))  # type: ignore[attr-defined]
+    return card.base_model
+
+
+def _device(prefer: str | None = None) -> str:
+    import torch
+
+    if prefer:
+        return prefer
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_base(source: str, *, device: str, quantize: bool) -> Any:
+    """The base causal LM: 4-bit (bitsandbytes) when `quantize` on CUDA, else fp32 on CPU."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {}
+    if quantize and device == "cuda":
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=torch.bfloat16,
+            bnb_4bit_use_double_quant=True,
+        )
+        kwargs["device_map"] = {"": 0}
+    else:
+        kwargs["dtype"] = torch.float32 if device == "cpu" else torch.bfloat16
+    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    if "device_map" not in kwargs:
+        model.to(device)  # type: ignore[arg-type]
+    model.eval()
+    return model
+
+
+def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any | None = None) -> ChatFormat:
+    """Refuse a model whose recorded chat format or base does not fit; say what differs."""
+    fmt = get_format(card.chat_format)
+    where = f"{model_dir.name} (trained_model.json)"
+    for marker in fmt.special_tokens:
+        token_id = tokenizer.convert_tokens_to_ids(marker)
+        if token_id is None or token_id == tokenizer.unk_token_id:
+            raise UsageError(
+                f"{where} records chat format {fmt.name!r}, but the tokenizer saved with it has no {marker!r} token"
+            )
+    adapter_cfg = json.loads((model_dir / "adapter_config.json").read_text())
+    recorded = str(adapter_cfg.get("base_model_name_or_path") or "")
+    if recorded and recorded != card.base_model and not recorded.rstrip("/").endswith(card.base_model):
+        raise UsageError(f"{where} records base model {card.base_model!r}, but its adapter was made on {recorded!r}")
+    if base is not None:
+        rows = base.get_input_embeddings().weight.shape[0]
+        if len(tokenizer) > rows:
+            raise UsageError(
+                f"{where}: the tokenizer has {len(tokenizer)} tokens but base model {card.base_model!r} "
+                f"has {rows} embeddings; the base is not the one the adapter was trained on"
+            )
+        model_type = getattr(base.config, "model_type", "")
+        recorded_type = card.extras.get("model_type")
+        if recorded_type and model_type and recorded_type != model_type:
+            raise UsageError(f"{where} records model type {recorded_type!r}, the base loaded is {model_type!r}")
+    return fmt
+
+
+def adapter_name(ref: ModelPath) -> str:
+    """A peft adapter name for a model path (peft names cannot hold '.' or '/')."""
+    return ref.run_id.replace("-", "_") + (f"_s{ref.step}" if ref.step is not None else "")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to generate: the shared peft model with this adapter's name."""
+
+    ref: ModelPath
+    card: TrainedModelCard
+    fmt: ChatFormat
+    tokenizer: Any
+    model: Any  # a peft PeftModel holding this adapter (and maybe others)
+    adapter: str
+    device: str
+    lock: threading.Lock
+    load_s: float = 0.0
+    cached: bool = False
+
+
+@dataclass
+class _BaseEntry:
+    model: Any  # PeftModel once an adapter is loaded
+    device: str
+    adapters: dict[str, str] = field(default_factory=dict)  # model path -> adapter name
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class ModelCache:
+    """Loaded models, kept between requests; adapters on one base share it.
+
+    `models_root` is where the models volume is mounted (a folder). `loads` counts
+    base-model loads and `adapter_loads` adapter loads, so callers can tell a warm
+    answer from a cold one.
+    """
+
+    def __init__(self, models_root: Path, hf_cache: Path | None = None, *, device: str | None = None) -> None:
+        self.models_root = Path(models_root)
+        self.volume = LocalVolume.at(self.models_root)
+        self.hf_cache = hf_cache
+        self.device = device
+        self._bases: OrderedDict[tuple[str, str, bool], _BaseEntry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.loads = 0
+        self.adapter_loads = 0
+
+    def loaded(self) -> list[dict[str, Any]]:
+        return [
+            {"base": key[0], "device": key[1], "quantized": key[2], "adapters": sorted(entry.adapters)}
+            for key, entry in self._bases.items()
+        ]
+
+    def get(self, model_path: str, *, quantize: bool | None = None) -> LoadedModel:
+        """The model at `model_path`, validated first; loaded on first use, cached after."""
+        ref = check_model_path(model_path, self.volume)
+        folder = local_model_dir(ref, self.models_root)
+        card = read_card(self.volume, ref)
+        with self._lock:
+            started = time.perf_counter()
+            device = _device(self.device)
+            quant = (device == "cuda") if quantize is None else quantize
+            source = resolve_base(card, self.hf_cache)
+            key = (source, device, quant)
+            entry = self._bases.get(key)
+            cached = entry is not None and ref.path in entry.adapters
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            if entry is None:
+                base = load_base(source, device=device, quantize=quant)
+                fmt = check_fit(card, folder, tokenizer, base)
+                self.loads += 1
+                entry = self._add_base(key, base, device)
+            else:
+                self._bases.move_to_end(key)
+                fmt = check_fit(card, folder, tokenizer)
+            name = entry.adapters.get(ref.path)
+            if name is None:
+                name = self._load_adapter(entry, ref, folder)
+            return LoadedModel(
+                ref=ref,
+                card=card,
+                fmt=fmt,
+                tokenizer=tokenizer,
+                model=entry.model,
+                adapter=name,
+                device=device,
+                lock=entry.lock,
+                load_s=time.perf_counter() - started,
+                cached=cached,
+            )
+
+    def _add_base(self, key: tuple[str, str, bool], base: Any, device: str) -> _BaseEntry:
+        while len(self._bases) >= MAX_BASES:
+            old_key, _ = self._bases.popitem(last=False)
+            log.info("dropping base model %s from the cache", old_key[0])
+        entry = _BaseEntry(model=base, device=device)
+        self._bases[key] = entry
+        return entry
+
+    def _load_adapter(self, entry: _BaseEntry, ref: ModelPath, folder: Path) -> str:
+        from peft import PeftModel
+
+        name = adapter_name(ref)
+        with entry.lock:
+            if isinstance(entry.model, PeftModel):
+                entry.model.load_adapter(str(folder), adapter_name=name, is_trainable=False)
+            else:
+                entry.model = PeftModel.from_pretrained(entry.model, str(folder), adapter_name=name, is_trainable=False)
+            entry.model.eval()
+        entry.adapters[ref.path] = name
+        self.adapter_loads += 1
+        return name
+
+
+def hf_cache_from_env() -> Path | None:
+    """The hf-cache folder when `HF_HOME` points at it (inside jobs and the warm worker)."""
+    value = os.environ.get("HF_HOME")
+    return Path(value) if value else None
