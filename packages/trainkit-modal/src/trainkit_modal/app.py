@@ -1,0 +1,137 @@
+"""Build the `modal.App` of trainkit from its spec (`trainkit_modal.spec`).
+
+`build_app(settings)` declares, for the app named `TRAINKIT_APP_NAME`:
+
+- one function per job of `trainkit_core.jobs.JOBS` (`ping`, ...; `train_<size>` and
+  `eval_<size>` on the size's GPU), each a closure around
+  `trainkit_modal.container.run_job`, which hands the job a `JobContext` over
+  `modal.Dict` and the volumes' mount points;
+- one inference class per size (`Inference_<size>`), whose `@modal.enter` loads the
+  model stack once per container and whose `scaledown_window` keeps it warm for
+  `TRAINKIT_INFER_IDLE_TIMEOUT_S`;
+- the web API (`web`) as `@modal.asgi_app`, when trainkit-api is installed.
+
+The app is built inside a function (not at import), so its functions are shipped
+to the containers pickled (`serialized=True`); the images therefore run this
+machine's Python version, and carry the trainkit sources through
+`add_local_python_source`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainkit_core.settings import Settings
+from trainkit_modal.spec import AppSpec, FunctionSpec, ImageSpec, RetrySpec, build_spec
+
+
+@dataclass
+class BuiltApp:
+    """The `modal.App`, its declared objects by name (functions, classes, `web`), and the spec."""
+
+    app: Any
+    objects: dict[str, Any]
+    spec: AppSpec
+
+
+def _image(modal: Any, spec: ImageSpec) -> Any:
+    image = modal.Image.debian_slim(python_version=spec.python_version)
+    if spec.packages:
+        image = image.uv_pip_install(*spec.packages)
+    if spec.env:
+        image = image.env(dict(spec.env))
+    return image.add_local_python_source(*spec.local_sources)
+
+
+def _retries(modal: Any, spec: RetrySpec | None) -> Any:
+    if spec is None:
+        return None
+    return modal.Retries(
+        max_retries=spec.max_retries,
+        backoff_coefficient=spec.backoff_coefficient,
+        initial_delay=spec.initial_delay,
+        max_delay=spec.max_delay,
+    )
+
+
+def _job_function(job: str) -> Any:
+    """The body of a job function: a closure that only names the job (pickled by value)."""
+
+    def job_function(**kwargs: Any) -> Any:
+        from trainkit_modal.container import run_job
+
+        return run_job(job, kwargs)
+
+    return job_function
+
+
+def _inference_class(name: str, modal: Any) -> type:
+    """A warm inference class: `@modal.enter` prepares the container, `run` serves `infer` calls."""
+
+    class Inference:
+        @modal.enter()
+        def load(self) -> None:
+            from trainkit_modal.container import warm_up
+
+            warm_up()
+
+        @modal.method()
+        def run(self, kwargs: dict[str, Any]) -> Any:
+            from trainkit_modal.container import run_job
+
+            return run_job("infer", kwargs)
+
+    Inference.__name__ = name
+    Inference.__qualname__ = name
+    return Inference
+
+
+def _web_function() -> Any:
+    def web() -> Any:
+        from trainkit_modal.container import web_app
+
+        return web_app()
+
+    return web
+
+
+def build_app(settings: Settings, spec: AppSpec | None = None) -> BuiltApp:
+    """The `modal.App` for these settings. Imports modal; contacts nothing until deployed."""
+    import modal
+
+    spec = spec or build_spec(settings)
+    images = {name: _image(modal, image) for name, image in spec.images.items()}
+    volumes = {v.mount_path: modal.Volume.from_name(v.name, create_if_missing=True) for v in spec.volumes.values()}
+    hf_secrets = [modal.Secret.from_name(spec.hf_secret, required_keys=["HF_TOKEN"])] if spec.hf_secret else []
+    app = modal.App(spec.app_name)
+    objects: dict[str, Any] = {}
+
+    def common(fs: FunctionSpec) -> dict[str, Any]:
+        return {
+            "image": images[fs.image],
+            "gpu": fs.gpu,
+            "timeout": fs.timeout_s,
+            "retries": _retries(modal, fs.retries),
+            "volumes": dict(volumes),
+            "secrets": list(hf_secrets) if fs.uses_hf_secret else [],
+            "serialized": True,
+        }
+
+    for fs in spec.functions.values():
+        if fs.kind == "class":
+            cls = _inference_class(fs.name, modal)
+            objects[fs.name] = app.cls(**common(fs), scaledown_window=fs.scaledown_window)(cls)
+        else:
+            objects[fs.name] = app.function(**common(fs), name=fs.name)(_job_function(fs.job))
+
+    if spec.web is not None:
+        web_kwargs = common(spec.web)
+        token = settings.api.api_token
+        if token is not None:
+            # A secret of this deployment only: the token never appears in an image or a log.
+            web_kwargs["secrets"] = [modal.Secret.from_dict({"TRAINKIT_API_TOKEN": token.get_secret_value()})]
+        web_kwargs.pop("retries")
+        objects[spec.web.name] = app.function(**web_kwargs, name=spec.web.name)(modal.asgi_app()(_web_function()))
+
+    return BuiltApp(app, objects, spec)

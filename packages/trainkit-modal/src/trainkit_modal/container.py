@@ -1,0 +1,142 @@
+"""What runs inside a Modal container: build a trainkit `JobContext` and call the job.
+
+The functions `trainkit_modal.app` declares are thin closures around `run_job`. It
+gives the job function a `JobContext` whose key-value stores are `modal.Dict`s and
+whose volumes are the mount points of the `modal.Volume`s; the job code itself
+(`trainkit_core.jobs`) never imports modal. Volumes are reloaded before the job (a
+warm container may hold a stale view) and committed after it, failed or not, so
+that what it wrote is visible to every other container and to the user.
+
+Each call leaves small records in the ``_calls`` namespace so that a `ModalRunHandle`
+can tell pending from running and show the job's own error text even when the
+exception cannot be unpickled on the caller's side.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.settings import VOLUME_KINDS, Settings
+from trainkit_modal.spec import MOUNT_PATHS
+
+log = logging.getLogger(__name__)
+
+CALLS_NAMESPACE = "_calls"
+
+
+def started_key(call_id: str) -> str:
+    return f"{call_id}/started"
+
+
+def ended_key(call_id: str) -> str:
+    return f"{call_id}/ended"
+
+
+def record_key(call_id: str) -> str:
+    return f"{call_id}/record"
+
+
+def cancel_key(call_id: str) -> str:
+    return f"{call_id}/cancel"
+
+
+def job_context(settings: Settings, call_id: str, sdk: Any) -> Any:
+    """The `JobContext` of a job running in this container, over modal `sdk`."""
+    from trainkit_core.jobs import JobContext
+    from trainkit_modal.kv import ModalKV
+    from trainkit_modal.volume import commit_volume, reload_volume
+
+    def commit(kind: str) -> None:
+        commit_volume(sdk, settings.volumes.name_for(kind))
+
+    def reload(kind: str) -> None:
+        reload_volume(sdk, settings.volumes.name_for(kind))
+
+    return JobContext(
+        settings=settings,
+        provider="modal",
+        call_id=call_id,
+        kv_factory=lambda namespace: ModalKV.for_settings(sdk, settings, namespace),
+        volume_paths={kind: Path(MOUNT_PATHS[kind]) for kind in VOLUME_KINDS},
+        commit=commit,
+        reload=reload,
+    )
+
+
+def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None) -> Any:
+    """Run job `job` in this container; the job's result, or its exception re-raised."""
+    if sdk is None:
+        import modal as sdk
+    from trainkit_core.jobs import resolve
+
+    settings = Settings.from_env()
+    call_id = sdk.current_function_call_id() or f"local-{time.time_ns()}"
+    ctx = job_context(settings, call_id, sdk)
+    calls = ctx.kv(CALLS_NAMESPACE)
+    calls.delete(ended_key(call_id))  # a retried attempt starts over
+    calls.put(started_key(call_id), {"started_at": time.time()})
+    for kind in VOLUME_KINDS:
+        _quietly(ctx.reload, kind)
+    try:
+        result = resolve(job)(ctx, **kwargs)
+    except BaseException as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        log.error("job %s (%s) failed:\n%s", job, call_id, traceback.format_exc())
+        calls.put(ended_key(call_id), {"state": "failed", "ended_at": time.time(), "error": text[-4000:]})
+        _commit_all(ctx)
+        raise
+    _commit_all(ctx)
+    calls.put(ended_key(call_id), {"state": "succeeded", "ended_at": time.time()})
+    return result
+
+
+def _commit_all(ctx: Any) -> None:
+    for kind in VOLUME_KINDS:
+        _quietly(ctx.commit, kind)
+
+
+def _quietly(action: Any, kind: str) -> None:
+    """Reload/commit failures must not hide the job's own result; they are logged."""
+    try:
+        action(kind)
+    except Exception as exc:  # logged: the job's outcome matters more
+        log.warning("volume %s: %s failed: %s", kind, getattr(action, "__name__", "action"), exc)
+
+
+def warm_up() -> None:
+    """Called from the inference class's `@modal.enter`: import the model stack once per container.
+
+    Loaded models stay cached by the inference code for the container's life (its
+    `scaledown_window`), so later requests skip the load.
+    """
+    try:
+        from trainkit_core import inference  # noqa: F401 - the inference helper's module, when installed
+    except ImportError:
+        pass
+    for module in ("torch", "transformers", "peft"):
+        try:
+            __import__(module)
+        except ImportError:
+            log.warning("warm-up: %s is not installed in this image", module)
+
+
+def web_app() -> Any:
+    """The trainkit web API (an ASGI app) for the `@modal.asgi_app` function."""
+    import trainkit_api
+
+    for name in ("create_app", "build_app"):
+        factory = getattr(trainkit_api, name, None)
+        if factory is None:
+            try:
+                from trainkit_api import app as app_module
+
+                factory = getattr(app_module, name, None)
+            except ImportError:
+                factory = None
+        if factory is not None:
+            return factory()
+    raise RuntimeError("trainkit_api has no create_app(); install a trainkit-api that provides it")

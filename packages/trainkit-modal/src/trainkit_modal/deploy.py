@@ -1,0 +1,139 @@
+"""The app lifecycle on Modal, from the SDK (no `modal` CLI needed).
+
+- `deploy()`: build the app from the spec and `app.deploy()` it inside
+  `modal.enable_output()` (image builds and progress are shown);
+- `status()`: `modal.App.lookup(name)` and `App.info()` (deployed, stopped or not
+  deployed, its functions, and the web API's URL);
+- `stop()`: `modal.App.lookup(name).stop()`.
+
+**Dev mode.** `serve()` is the `modal serve` equivalent that
+`trainkit serve --provider modal` calls (through `provider.deployment().serve()`,
+when the provider declares `web_endpoint`): it runs the app ephemerally with
+`app.run()`, prints the web API's temporary URL to stdout (and hands it to
+`on_url` when given), and blocks until interrupted (Ctrl-C); the app stops when it
+returns. It does not reload on file changes; restart it after editing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from trainkit_core.errors import NotFoundError, UsageError
+from trainkit_core.hookspecs import DeploymentStatus
+from trainkit_core.settings import Settings
+from trainkit_modal import errors
+from trainkit_modal.spec import WEB_FUNCTION, build_spec
+
+if TYPE_CHECKING:
+    from trainkit_modal.app import BuiltApp
+
+#: Modal's app states that mean the app is not serving.
+_STOPPED_STATES = ("stopped", "stopping", "disabled")
+
+
+class ModalDeployment:
+    """The `provision` answer of the Modal provider."""
+
+    def __init__(self, sdk_factory: Callable[[], Any], settings: Settings) -> None:
+        self._sdk_factory = sdk_factory
+        self.settings = settings
+
+    @property
+    def app_name(self) -> str:
+        return self.settings.provider.app_name
+
+    def check(self, functions: list[str]) -> None:
+        """Every job runs in the app's own images: check the settings and that the jobs exist."""
+        from trainkit_core.jobs import JOBS
+
+        build_spec(self.settings)  # raises UsageError naming a setting Modal would refuse
+        unknown = [f for f in functions if f not in JOBS]
+        if unknown:
+            raise UsageError(f"unknown job function(s) {', '.join(unknown)}; known: {', '.join(sorted(JOBS))}")
+
+    def build(self) -> BuiltApp:
+        from trainkit_modal.app import build_app
+
+        return build_app(self.settings)
+
+    def deploy(self) -> DeploymentStatus:
+        sdk = self._sdk_factory()
+        built = self.build()
+        with errors.translate(sdk, f"deploy app {self.app_name}"), sdk.enable_output():
+            built.app.deploy(name=self.app_name)
+        return self.status()
+
+    def _lookup(self, sdk: Any) -> Any | None:
+        """The deployed app, or None when there is none of that name."""
+        try:
+            with errors.translate(sdk, f"look up app {self.app_name}"):
+                return sdk.App.lookup(self.app_name)
+        except NotFoundError:
+            return None
+
+    def status(self) -> DeploymentStatus:
+        sdk = self._sdk_factory()
+        spec = build_spec(self.settings)
+        declared = sorted(spec.functions) + ([spec.web.name] if spec.web else [])
+        app = self._lookup(sdk)
+        if app is None:
+            return DeploymentStatus("not-deployed", {"app_name": self.app_name, "declared": declared})
+        with errors.translate(sdk, f"inspect app {self.app_name}"):
+            info = app.info(refresh=True)
+        lifecycle = info.lifecycle
+        state_value = str(getattr(lifecycle.state, "value", lifecycle.state))
+        state = "stopped" if state_value in _STOPPED_STATES else "deployed"
+        detail = {
+            "app_name": self.app_name,
+            "app_id": info.app_id,
+            "modal_state": state_value,
+            "version": lifecycle.version,
+            "deployed_at": lifecycle.deployed_at.isoformat() if lifecycle.deployed_at else None,
+            "deployed_by": lifecycle.deployed_by,
+            "functions": sorted(info.functions),
+            "declared": declared,
+            "missing": [name for name in declared if name not in info.functions],
+        }
+        url = None
+        if state == "deployed" and WEB_FUNCTION in info.functions:
+            try:
+                with errors.translate(sdk, "web endpoint URL"):
+                    url = sdk.Function.from_name(self.app_name, WEB_FUNCTION).get_web_url()
+            except NotFoundError:
+                url = None
+        return DeploymentStatus(state, detail, url)
+
+    def stop(self) -> None:
+        sdk = self._sdk_factory()
+        app = self._lookup(sdk)
+        if app is None:
+            raise NotFoundError(f"the Modal app {self.app_name!r} is not deployed; nothing to stop")
+        with errors.translate(sdk, f"stop app {self.app_name}"):
+            app.stop()
+
+    def serve(self, on_url: Callable[[str], None] | None = None, *, block: bool = True) -> str | None:
+        """Run the app in dev mode (`modal serve`): print the web API's URL, block until Ctrl-C."""
+        sdk = self._sdk_factory()
+        built = self.build()
+        web = built.objects.get(WEB_FUNCTION)
+        if web is None:
+            raise UsageError(
+                "the web API is not part of the app: trainkit-api is not installed",
+                hint="pip install trainkit-api",
+            )
+        url = None
+        with errors.translate(sdk, f"serve app {self.app_name}"), sdk.enable_output(), built.app.run():
+            url = web.get_web_url()
+            print(f"trainkit web API (dev mode, app {self.app_name}): {url}", flush=True)
+            if on_url is not None and url:
+                on_url(url)
+            if block:
+                try:
+                    while True:
+                        time.sleep(3600)
+                except KeyboardInterrupt:
+                    print("stopping the dev app", file=sys.stderr)
+        return url

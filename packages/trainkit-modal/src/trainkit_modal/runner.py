@@ -1,0 +1,192 @@
+"""Job calls on Modal: `Function.from_name(app, fn).spawn(...)`, found again by `FunctionCall.from_id`.
+
+`ModalRunner.spawn` picks the declared function for the job (by model size for
+train / eval, the warm inference class for infer), starts it and records the call in
+the ``_calls`` namespace (a `modal.Dict`), so that any process can find it by id and
+know which job it is. `ModalRunHandle.status` polls with ``get(timeout=0)``: Modal
+raises `TimeoutError` while a call has no result; the container's own ``started`` and
+``ended`` records tell pending from running and carry the job's error text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from trainkit_core.errors import JobError, JobTimeout, NotFoundError, UsageError
+from trainkit_core.hookspecs import CallStatus
+from trainkit_core.provider import call_kwargs
+from trainkit_core.settings import Settings
+from trainkit_modal import errors
+from trainkit_modal.container import CALLS_NAMESPACE, cancel_key, ended_key, record_key, started_key
+from trainkit_modal.kv import ModalKV
+from trainkit_modal.spec import (
+    INFER_JOB,
+    AppSpec,
+    FunctionSpec,
+    base_model_of,
+    build_spec,
+    is_gated,
+    target_for,
+)
+
+#: Longest single blocking `get` while waiting (Modal's server holds the request that long).
+_WAIT_SLICE_S = 30.0
+#: Jobs that load a base model from the Hugging Face hub.
+_MODEL_JOBS = ("train", "infer", "eval")
+
+
+class ModalRunHandle:
+    """One call of a job function on Modal, seen from any process."""
+
+    def __init__(self, runner: ModalRunner, call_id: str, function: str) -> None:
+        self._runner = runner
+        self._sdk = runner.sdk
+        self.call_id = call_id
+        self.function = function
+        self._call = runner.sdk.FunctionCall.from_id(call_id)
+
+    def __repr__(self) -> str:
+        return f"<ModalRunHandle {self.call_id} {self.function}>"
+
+    @property
+    def _calls(self) -> ModalKV:
+        return self._runner.calls
+
+    def _error_text(self, exc: BaseException) -> str:
+        ended = self._calls.get(ended_key(self.call_id)) or {}
+        return str(ended.get("error") or f"{type(exc).__name__}: {exc}")
+
+    def _poll(self, timeout: float) -> tuple[str, Any, str | None]:
+        """(state, result, error) after waiting at most `timeout` seconds for a result."""
+        try:
+            result = self._call.get(timeout=timeout)
+        except TimeoutError:
+            if self._calls.get(cancel_key(self.call_id)) is not None:
+                return "cancelled", None, "cancelled"
+            started = self._calls.get(started_key(self.call_id)) is not None
+            return ("running" if started else "pending"), None, None
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # the job's own exception, unpickled, or Modal's about the call
+            for name in ("AuthError", "ConnectionError", "NotFoundError"):
+                if _is_modal(exc, self._sdk, name):
+                    raise errors.convert(exc, self._sdk, f"call {self.call_id}") from exc
+            if self._calls.get(cancel_key(self.call_id)) is not None:
+                return "cancelled", None, "cancelled"
+            if _is_modal(exc, self._sdk, "OutputExpiredError"):
+                return "failed", None, "the call's result expired (Modal keeps results for 7 days)"
+            if _is_modal(exc, self._sdk, "FunctionTimeoutError"):
+                return "failed", None, f"the job ran past its timeout: {exc}"
+            return "failed", None, self._error_text(exc)
+        return "succeeded", result, None
+
+    def status(self) -> CallStatus:
+        state, _, error = self._poll(0)
+        record = self._calls.get(record_key(self.call_id)) or {}
+        started = self._calls.get(started_key(self.call_id)) or {}
+        ended = self._calls.get(ended_key(self.call_id)) or {}
+        ended_at = ended.get("ended_at") if state in ("succeeded", "failed", "cancelled") else None
+        if state == "cancelled":
+            ended_at = ended_at or (self._calls.get(cancel_key(self.call_id)) or {}).get("requested_at")
+        return CallStatus(
+            state=state,
+            started_at=started.get("started_at") or record.get("created_at"),
+            ended_at=ended_at,
+            exit_code=None,
+            error=error,
+        )
+
+    def wait(self, timeout: float | None = None) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = _WAIT_SLICE_S if deadline is None else max(0.0, deadline - time.monotonic())
+            state, result, error = self._poll(min(_WAIT_SLICE_S, remaining))
+            if state == "succeeded":
+                return result
+            if state == "failed":
+                raise JobError(f"job {self.function} ({self.call_id}) failed: {error}")
+            if state == "cancelled":
+                raise JobError(f"job {self.function} ({self.call_id}) was cancelled")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise JobTimeout(f"job {self.function} ({self.call_id}) still {state} after {timeout:g} s")
+
+    def cancel(self) -> None:
+        """Cancel the call and stop its container; safe on a call that already ended."""
+        state, _, _ = self._poll(0)
+        if state in ("succeeded", "failed", "cancelled"):
+            return
+        self._calls.put(cancel_key(self.call_id), {"requested_at": time.time()})
+        with errors.translate(self._sdk, f"cancel call {self.call_id}"):
+            self._call.cancel(terminate_containers=True)
+
+    def logs(self) -> str:
+        """Modal keeps a call's logs in its dashboard (`modal app logs`); none are fetched here."""
+        return ""
+
+
+def _is_modal(exc: BaseException, sdk: Any, name: str) -> bool:
+    cls = getattr(getattr(sdk, "exception", None), name, None)
+    return isinstance(cls, type) and isinstance(exc, cls)
+
+
+class ModalRunner:
+    """The `run_function` answer of the Modal provider."""
+
+    def __init__(self, sdk: Any, settings: Settings, spec: AppSpec | None = None) -> None:
+        self.sdk = sdk
+        self.settings = settings
+        self._spec = spec
+        self.calls = ModalKV.for_settings(sdk, settings, CALLS_NAMESPACE)
+
+    @property
+    def spec(self) -> AppSpec:
+        if self._spec is None:
+            self._spec = build_spec(self.settings)
+        return self._spec
+
+    @property
+    def app_name(self) -> str:
+        return self.settings.provider.app_name
+
+    def _check_secret(self, function: str, kwargs: Mapping[str, Any]) -> None:
+        if function not in _MODEL_JOBS or self.spec.hf_secret:
+            return
+        model = base_model_of(dict(kwargs))
+        if is_gated(model):
+            raise errors.hf_secret_missing(str(model))
+
+    def _start(self, target: FunctionSpec, kwargs: dict[str, Any]) -> Any:
+        where = f"spawn {target.name} in app {self.app_name}"
+        try:
+            with errors.translate(self.sdk, where):
+                if target.kind == "class":
+                    cls = self.sdk.Cls.from_name(self.app_name, target.name)
+                    return cls().run.spawn(kwargs)
+                return self.sdk.Function.from_name(self.app_name, target.name).spawn(**kwargs)
+        except NotFoundError:
+            raise errors.app_not_deployed(self.app_name, target.name) from None
+
+    def spawn(self, function: str, kwargs: Mapping[str, Any]) -> ModalRunHandle:
+        args = call_kwargs(kwargs)
+        target = target_for(self.spec, function, args)
+        self._check_secret(function, args)
+        call = self._start(target, args)
+        call_id = call.object_id
+        self.calls.put(
+            record_key(call_id),
+            {"call_id": call_id, "function": function, "modal_function": target.name, "created_at": time.time()},
+        )
+        return ModalRunHandle(self, call_id, function)
+
+    def get(self, call_id: str) -> ModalRunHandle:
+        if not isinstance(call_id, str) or not call_id.startswith("fc-") or not call_id[3:].isalnum():
+            raise UsageError(f"{call_id!r} is not a Modal call id (fc-…)")
+        record = self.calls.get(record_key(call_id))
+        if record is None:
+            raise NotFoundError(f"no Modal job call {call_id!r} started by trainkit app {self.app_name!r}")
+        return ModalRunHandle(self, call_id, record["function"])
+
+
+__all__ = ["INFER_JOB", "ModalRunHandle", "ModalRunner"]

@@ -1,0 +1,424 @@
+"""The Modal app of trainkit, declared as plain data.
+
+`build_spec(settings)` turns trainkit's settings into an `AppSpec`: the images, the
+volumes and their mount points, the secret, and one entry per Modal function or
+class with its GPU, timeout, retries and idle window. `trainkit_modal.app` builds the
+`modal.App` from this data and nothing else, so tests (and `trainkit app status`) can
+read what the app declares without importing modal, and every value Modal would only
+refuse at deploy time (GPU names, timeouts over 24 h, the idle window) is checked
+here first, with a message that names the setting.
+
+Modal fixes a function's GPU when the app is deployed, so the jobs whose hardware
+depends on the model size (``train``, ``eval``, and the inference class) are declared
+once per size: ``train_4b`` on an A10G, ``train_12b`` on an A100, and so on.
+`target_for(job, kwargs)` maps a job call to the Modal function that runs it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainkit_core.errors import UsageError
+from trainkit_core.settings import VOLUME_KINDS, Settings
+
+#: Where each volume kind is mounted in every container (the seed's layout).
+MOUNT_PATHS: dict[str, str] = {
+    "data": "/data",
+    "models": "/models",
+    "eval": "/eval",
+    "hf-cache": "/root/.cache/huggingface",
+}
+
+#: `HF_HOME` points at the hf-cache volume, so base models are downloaded once.
+HF_HOME = MOUNT_PATHS["hf-cache"]
+
+#: GPU names Modal accepts (case-insensitive; `A10G` is Modal's alias of `A10`).
+KNOWN_GPUS = ("T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "H100", "H200", "B200")
+_GPU_PATTERN = re.compile(r"^(?P<name>[A-Za-z0-9-]+?)(?::(?P<count>[1-8]))?$")
+
+#: Modal's limits, checked here so a bad setting fails before a deploy.
+MAX_TIMEOUT_S = 24 * 3600
+IDLE_WINDOW_RANGE = (2, 1200)
+
+#: Fallback GPU per size, used only when `trainkit_core.presets` is not installed.
+_DEFAULT_GPUS = {"tiny": "", "4b": "A10G", "12b": "A100", "31b": "A100-80GB"}
+
+#: Jobs whose hardware depends on the model size, and the image each runs on.
+SIZED_JOBS: dict[str, str] = {"train": "train", "eval": "infer"}
+#: The job served by the warm inference class (one class per size).
+INFER_JOB = "infer"
+#: Every other job (ping, sleep, fail, dataset checks) runs on the light image, on CPU.
+LIGHT_IMAGE = "web"
+
+#: Timeouts of the jobs that are not training (seconds).
+LIGHT_TIMEOUT_S = 600
+INFER_TIMEOUT_S = 1800
+EVAL_TIMEOUT_S = 3600
+WEB_TIMEOUT_S = 600
+
+#: Base-model organisations whose weights are gated on the Hugging Face hub.
+GATED_ORGS = ("google/", "meta-llama/", "mistralai/")
+
+#: Function names of the dispatcher for the web API, and the inference class's prefix.
+WEB_FUNCTION = "web"
+INFER_CLASS_PREFIX = "Inference_"
+
+
+@dataclass(frozen=True)
+class RetrySpec:
+    """`modal.Retries` arguments. A retried train attempt resumes from its last checkpoint."""
+
+    max_retries: int
+    backoff_coefficient: float = 2.0
+    initial_delay: float = 10.0
+    max_delay: float = 60.0
+
+
+#: Training may be preempted or crash on a flaky node: retry, and resume from the checkpoint.
+TRAIN_RETRIES = RetrySpec(max_retries=3)
+#: Other jobs are short and idempotent enough for one more try.
+DEFAULT_RETRIES = RetrySpec(max_retries=1)
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """One container image: Debian slim + pip packages + the trainkit sources."""
+
+    name: str
+    python_version: str
+    packages: tuple[str, ...]
+    local_sources: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VolumeSpec:
+    kind: str
+    name: str
+    mount_path: str
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """One Modal function (`kind="function"`) or class (`kind="class"`) running job `job`."""
+
+    name: str
+    job: str
+    image: str
+    gpu: str | None
+    timeout_s: int
+    retries: RetrySpec | None
+    size: str | None = None
+    kind: str = "function"
+    #: Seconds a container stays up after its last input (classes: the warm-model window).
+    scaledown_window: int | None = None
+    #: The HF secret is attached (jobs that download base models).
+    uses_hf_secret: bool = True
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    """Everything the Modal app declares."""
+
+    app_name: str
+    images: dict[str, ImageSpec]
+    volumes: dict[str, VolumeSpec]
+    hf_secret: str | None
+    functions: dict[str, FunctionSpec]
+    #: The web API function, or None when trainkit-api is not installed here.
+    web: FunctionSpec | None
+
+    def function(self, name: str) -> FunctionSpec:
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise UsageError(f"the Modal app declares no function {name!r}") from None
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def check_gpu(gpu: str, *, setting: str = "TRAINKIT_GPU") -> str:
+    """Normalise a GPU name (`a100` -> `A100`, `h100:2`); `UsageError` for a name Modal does not know."""
+    match = _GPU_PATTERN.match(gpu.strip())
+    name = match.group("name").upper() if match else ""
+    if not match or name not in KNOWN_GPUS:
+        raise UsageError(
+            f"{setting}={gpu!r} is not a GPU Modal knows; known: {', '.join(KNOWN_GPUS)} (optionally ':N' for N GPUs)",
+            hint=f"set {setting} to one of those, or leave it empty for the model size's default",
+        )
+    count = match.group("count")
+    return f"{name}:{count}" if count else name
+
+
+def check_timeout(seconds: int, *, setting: str = "TRAINKIT_TRAIN_TIMEOUT_S") -> int:
+    """Modal runs one attempt of a function for at most 24 h."""
+    if not 1 <= int(seconds) <= MAX_TIMEOUT_S:
+        raise UsageError(
+            f"{setting}={seconds} is over Modal's 24 h limit per attempt ({MAX_TIMEOUT_S} s)"
+            if seconds > MAX_TIMEOUT_S
+            else f"{setting}={seconds} must be at least 1 s",
+            hint=f"use at most {MAX_TIMEOUT_S}; a longer run resumes from its checkpoint with `trainkit resume`",
+        )
+    return int(seconds)
+
+
+def check_idle_window(seconds: int, *, setting: str = "TRAINKIT_INFER_IDLE_TIMEOUT_S") -> int:
+    """Modal keeps an idle inference container between 2 and 1200 s (its `scaledown_window`)."""
+    low, high = IDLE_WINDOW_RANGE
+    if not low <= int(seconds) <= high:
+        raise UsageError(
+            f"{setting}={seconds} is outside Modal's idle window of {low} to {high} s",
+            hint=f"set {setting} between {low} and {high}, then redeploy (`trainkit app deploy`)",
+        )
+    return int(seconds)
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+def size_gpus() -> dict[str, str]:
+    """Default GPU per model size: the training presets' when installed, else trainkit-modal's own table."""
+    try:
+        from trainkit_core.presets import PRESETS
+    except ImportError:  # an older trainkit-core without presets
+        return dict(_DEFAULT_GPUS)
+    return {name: preset.gpu for name, preset in PRESETS.items()}
+
+
+def gpu_for_size(size: str, override: str = "") -> str | None:
+    """The GPU of a size's functions: `TRAINKIT_GPU` wins; an empty preset GPU means CPU (None)."""
+    if override:
+        return check_gpu(override)
+    gpus = size_gpus()
+    if size not in gpus:
+        raise UsageError(f"unknown model size {size!r}; known sizes: {', '.join(gpus)}")
+    return check_gpu(gpus[size], setting=f"the {size} preset's GPU") if gpus[size] else None
+
+
+def _sources(kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """A job's kwargs, and the `config` mapping inside them when there is one."""
+    config = kwargs.get("config")
+    return [kwargs, config] if isinstance(config, dict) else [kwargs]
+
+
+def size_of(kwargs: dict[str, Any]) -> str:
+    """The model size a job call asks for (`model_size`, also inside a `config` mapping); default 4b.
+
+    A base model given by Hugging Face id instead of a preset runs on the 4b hardware.
+    """
+    for source in _sources(kwargs):
+        for key in ("model_size", "size"):
+            value = source.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return "4b"
+
+
+def base_model_of(kwargs: dict[str, Any]) -> str | None:
+    """The Hugging Face id a job call will load: an explicit `base_model`, else the size's preset."""
+    for source in _sources(kwargs):
+        value = source.get("base_model")
+        if isinstance(value, str) and value:
+            return value
+    try:
+        from trainkit_core.presets import PRESETS
+    except ImportError:
+        return None
+    preset = PRESETS.get(size_of(kwargs))
+    return preset.base_model if preset else None
+
+
+def is_gated(model_id: str | None) -> bool:
+    return bool(model_id) and str(model_id).startswith(GATED_ORGS)
+
+
+def function_name(job: str, size: str | None = None) -> str:
+    """The Modal name of job `job` (for a size: `train_4b`); the class of `infer` is `Inference_4b`."""
+    if job == INFER_JOB:
+        return f"{INFER_CLASS_PREFIX}{size}"
+    return f"{job}_{size}" if size else job
+
+
+def target_for(spec: AppSpec, job: str, kwargs: dict[str, Any]) -> FunctionSpec:
+    """The declared function or class that runs one call of `job` with `kwargs`."""
+    from trainkit_core.jobs import JOBS
+
+    if job not in JOBS:
+        from trainkit_core.errors import NotFoundError
+
+        raise NotFoundError(f"unknown job function {job!r}; known: {', '.join(sorted(JOBS))}")
+    if job in SIZED_JOBS or job == INFER_JOB:
+        size = size_of(kwargs)
+        name = function_name(job, size)
+        if name not in spec.functions:
+            sizes = ", ".join(sorted(size_gpus()))
+            raise UsageError(f"unknown model size {size!r} for the {job!r} job; known sizes: {sizes}")
+        return spec.functions[name]
+    return spec.function(function_name(job))
+
+
+# --------------------------------------------------------------------------- images
+
+
+def _python_version() -> str:
+    """The containers run this machine's Python: functions are shipped pickled (`serialized=True`)."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def requirements_of(distribution: str, extras: tuple[str, ...] = (), python_version: str | None = None) -> list[str]:
+    """The pip requirements of an installed distribution and some of its extras, from its metadata.
+
+    Read from the installed package so the images never repeat (and drift from) the
+    pyproject files. Sibling trainkit packages are left out: their sources are added
+    with `add_local_python_source`. Markers are evaluated for the container's Python.
+    """
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    try:
+        raw = requires(distribution) or []
+    except PackageNotFoundError:
+        raise UsageError(f"{distribution} is not installed; cannot build the Modal image that needs it") from None
+    env_base = {"python_version": python_version or _python_version(), "sys_platform": "linux"}
+    found: list[str] = []
+    for line in raw:
+        req = Requirement(line)
+        if req.name.startswith("trainkit-"):
+            continue
+        if req.marker is not None:
+            wanted = ("", *extras)
+            if not any(req.marker.evaluate({**env_base, "extra": extra}) for extra in wanted):
+                continue
+        text = f"{req.name}{'[' + ','.join(sorted(req.extras)) + ']' if req.extras else ''}{req.specifier}"
+        if text not in found:
+            found.append(text)
+    return found
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def build_images(settings: Settings) -> dict[str, ImageSpec]:
+    """train: the Unsloth stack; infer: transformers + peft + bitsandbytes; web: the API (and light jobs)."""
+    py = _python_version()
+    env = container_env(settings)
+    core = requirements_of("trainkit-core", (), py)
+    train = requirements_of("trainkit-core", ("train", "gpu"), py)
+    infer = [*requirements_of("trainkit-core", ("train",), py), "bitsandbytes>=0.45,<1"]
+    web_sources: tuple[str, ...] = ("trainkit_core", "trainkit_modal")
+    web = [*core, "modal>=1.6,<1.7"]
+    if _installed("trainkit_api"):
+        web += [r for r in requirements_of("trainkit-api", (), py) if r not in web] + ["fastapi[standard]"]
+        web_sources += ("trainkit_api",)
+    sources = ("trainkit_core", "trainkit_modal")
+    return {
+        "train": ImageSpec("train", py, (*train, "modal>=1.6,<1.7"), sources, env),
+        "infer": ImageSpec("infer", py, (*infer, "modal>=1.6,<1.7"), sources, env),
+        "web": ImageSpec("web", py, tuple(web), web_sources, env),
+    }
+
+
+def container_env(settings: Settings) -> dict[str, str]:
+    """The settings a container needs, as `TRAINKIT_*` variables (nothing secret), and `HF_HOME`."""
+    env = {
+        "HF_HOME": HF_HOME,
+        "TRAINKIT_PROVIDER": "modal",
+        "TRAINKIT_APP_NAME": settings.provider.app_name,
+        "TRAINKIT_GPU": settings.compute.gpu,
+        "TRAINKIT_TRAIN_TIMEOUT_S": str(settings.compute.train_timeout_s),
+        "TRAINKIT_INFER_IDLE_TIMEOUT_S": str(settings.compute.infer_idle_timeout_s),
+        "TRAINKIT_HF_SECRET": settings.compute.hf_secret,
+    }
+    for kind in VOLUME_KINDS:
+        env[f"TRAINKIT_VOL_{kind.replace('-', '_').upper()}"] = settings.volumes.name_for(kind)
+    return env
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+def build_spec(settings: Settings) -> AppSpec:
+    """The whole app for these settings; `UsageError` naming the setting when Modal would refuse one."""
+    from trainkit_core.jobs import JOBS
+
+    override = check_gpu(settings.compute.gpu) if settings.compute.gpu else ""
+    train_timeout = check_timeout(settings.compute.train_timeout_s)
+    idle = check_idle_window(settings.compute.infer_idle_timeout_s)
+    sizes = size_gpus()
+
+    functions: dict[str, FunctionSpec] = {}
+    for job in sorted(JOBS):
+        if job in SIZED_JOBS:
+            for size in sizes:
+                name = function_name(job, size)
+                functions[name] = FunctionSpec(
+                    name=name,
+                    job=job,
+                    image=SIZED_JOBS[job],
+                    gpu=gpu_for_size(size, override),
+                    timeout_s=train_timeout if job == "train" else EVAL_TIMEOUT_S,
+                    retries=TRAIN_RETRIES if job == "train" else DEFAULT_RETRIES,
+                    size=size,
+                )
+        elif job == INFER_JOB:
+            for size in sizes:
+                name = function_name(job, size)
+                functions[name] = FunctionSpec(
+                    name=name,
+                    job=job,
+                    image="infer",
+                    gpu=gpu_for_size(size, override),
+                    timeout_s=INFER_TIMEOUT_S,
+                    retries=DEFAULT_RETRIES,
+                    size=size,
+                    kind="class",
+                    scaledown_window=idle,
+                )
+        else:
+            functions[job] = FunctionSpec(
+                name=job, job=job, image=LIGHT_IMAGE, gpu=None, timeout_s=LIGHT_TIMEOUT_S, retries=None
+            )
+
+    images = build_images(settings)
+    web = None
+    if "trainkit_api" in images["web"].local_sources:
+        web = FunctionSpec(
+            name=WEB_FUNCTION,
+            job="",
+            image="web",
+            gpu=None,
+            timeout_s=WEB_TIMEOUT_S,
+            retries=None,
+            uses_hf_secret=False,
+        )
+    volumes = {kind: VolumeSpec(kind, settings.volumes.name_for(kind), MOUNT_PATHS[kind]) for kind in VOLUME_KINDS}
+    return AppSpec(
+        app_name=settings.provider.app_name,
+        images=images,
+        volumes=volumes,
+        hf_secret=settings.compute.hf_secret or None,
+        functions=functions,
+        web=web,
+    )
+
+
+def describe(spec: AppSpec) -> dict[str, Any]:
+    """The spec as JSON-able data (for `trainkit app status --json` and the docs)."""
+    from dataclasses import asdict
+
+    return {
+        "app_name": spec.app_name,
+        "hf_secret": spec.hf_secret,
+        "volumes": {k: asdict(v) for k, v in spec.volumes.items()},
+        "functions": {k: asdict(v) for k, v in spec.functions.items()},
+        "web": asdict(spec.web) if spec.web else None,
+        "images": {k: {"packages": list(v.packages), "sources": list(v.local_sources)} for k, v in spec.images.items()},
+    }
