@@ -1,0 +1,753 @@
+/* The trainkit dashboard: a small single-page app over the /v1 API.
+ *
+ * Routes (in the URL's hash, so the server serves one page):
+ *   #/                  runs table, filtered by status and sweep group
+ *   #/runs/<id>         one run: live loss and learning-rate curves, events, checkpoints, stop/resume
+ *   #/sweeps            sweep groups;  #/sweeps/<group>  overlaid loss curves and a comparison table
+ *   #/models            trained models; #/evals/<report id>  an eval report, base vs tuned
+ *
+ * The bearer token is asked once and kept in sessionStorage. The live stream is read with
+ * fetch() rather than EventSource, because EventSource cannot send an Authorization header
+ * and the token must never go into a URL.
+ */
+(function () {
+"use strict";
+
+const TOKEN_KEY = "trainkit.token";
+const TERMINAL = new Set(["succeeded", "failed", "stopped"]);
+const STATUSES = ["pending", "running", "succeeded", "failed", "stopped", "preempted"];
+const { LineChart } = window.TrainkitChart;
+
+const app = {
+  token: sessionStorage.getItem(TOKEN_KEY),
+  cleanups: [], // run when leaving a view: abort streams, clear timers
+  filters: { status: "", group: "" },
+};
+
+/* ------------------------------------------------------------------ helpers */
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.appendChild(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
+  }
+  return el;
+}
+
+function fmtNum(v, digits) {
+  if (v === undefined || v === null || v === "" || !isFinite(Number(v))) return "–";
+  const n = Number(v);
+  if (Number.isInteger(n) && digits === undefined) return n.toLocaleString("en");
+  const a = Math.abs(n);
+  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return n.toExponential(2);
+  return n.toFixed(digits === undefined ? 4 : digits).replace(/\.?0+$/, (m) => (m.includes(".") ? "" : m));
+}
+
+function fmtDuration(seconds) {
+  if (seconds === undefined || seconds === null || !isFinite(seconds)) return "–";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
+  return `${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
+}
+
+function fmtTime(epoch) {
+  if (!epoch) return "–";
+  const d = new Date(epoch * 1000);
+  return d.toLocaleString("en-GB", { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+
+function fmtBytes(n) {
+  if (!isFinite(n)) return "–";
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
+}
+
+function statusBadge(status) {
+  return h("span", { class: `badge status-${status || "unknown"}`, dataset: { status: status || "" } }, status || "unknown");
+}
+
+/* Lists may come bare or wrapped ({jobs: [...]}, {data: [...]}, ...). */
+function listOf(data, ...keys) {
+  if (Array.isArray(data)) return data;
+  for (const k of [...keys, "items", "data", "results"]) if (data && Array.isArray(data[k])) return data[k];
+  return [];
+}
+
+function runPreset(run) {
+  const c = run.config || {};
+  return c.preset || c.model_size || (run.metadata || {}).preset || run.source_model || "–";
+}
+
+function runGroup(run) {
+  return (run.metadata || {}).group_id || run.group_id || "";
+}
+
+function runDuration(run) {
+  if (run.duration_seconds !== undefined && run.duration_seconds !== null) return run.duration_seconds;
+  const start = run.started_at || run.created_at;
+  if (!start) return null;
+  const end = run.ended_at || run.completed_at || (TERMINAL.has(run.status) ? run.updated_at : Date.now() / 1000);
+  return end - start;
+}
+
+function runFinalLoss(run) {
+  const m = run.metrics || {};
+  for (const k of ["final_loss", "train_loss", "loss", "last_loss"]) if (m[k] !== undefined && m[k] !== null) return m[k];
+  return null;
+}
+
+function progressBar(step, total) {
+  const frac = total ? Math.min(1, (step || 0) / total) : 0;
+  return h("div", { class: "progress", title: total ? `${step || 0} / ${total}` : `${step || 0}` },
+    h("div", { class: "progress-fill", style: `width:${(frac * 100).toFixed(1)}%` }),
+    h("span", { class: "progress-text" }, total ? `${step || 0} / ${total}` : String(step || 0)));
+}
+
+/* ------------------------------------------------------------------ API access */
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+function authHeaders(extra) {
+  const headers = Object.assign({ Accept: "application/json" }, extra || {});
+  if (app.token) headers.Authorization = `Bearer ${app.token}`;
+  return headers;
+}
+
+async function api(path, options) {
+  const opts = options || {};
+  const headers = authHeaders(opts.body !== undefined ? { "Content-Type": "application/json" } : {});
+  const resp = await fetch(path, {
+    method: opts.method || "GET", headers, signal: opts.signal,
+    body: opts.body !== undefined ? JSON.stringify(opts.body) : undefined,
+  });
+  if (resp.status === 401) {
+    askToken(app.token ? "The server refused this token." : "");
+    throw new ApiError(401, "a valid API token is needed");
+  }
+  const text = await resp.text();
+  let data = null;
+  if (text) { try { data = JSON.parse(text); } catch (e) { data = text; } }
+  if (!resp.ok) {
+    let message = resp.statusText || `HTTP ${resp.status}`;
+    if (data && data.error && data.error.message) message = data.error.message;
+    else if (data && data.detail) message = typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail);
+    throw new ApiError(resp.status, message);
+  }
+  return data;
+}
+
+/* Every page of a run's events after `after`, in order. */
+async function allEvents(runId, after, signal) {
+  const out = [];
+  let seq = after || 0;
+  for (let i = 0; i < 10000; i++) {
+    const page = listOf(await api(`/v1/jobs/${encodeURIComponent(runId)}/events?after=${seq}`, { signal }), "events");
+    if (page.length === 0) break;
+    out.push(...page);
+    seq = page[page.length - 1].seq;
+  }
+  return out;
+}
+
+/* Read the server-sent-event stream of a run with fetch (so the token goes in a header).
+ * Calls onEvent(event) for each event; resolves when the server ends the stream. */
+async function streamEvents(runId, lastSeq, onEvent, signal) {
+  const headers = authHeaders({ Accept: "text/event-stream" });
+  if (lastSeq) headers["Last-Event-ID"] = String(lastSeq);
+  const resp = await fetch(`/v1/jobs/${encodeURIComponent(runId)}/events/stream`, { headers, signal, cache: "no-store" });
+  if (resp.status === 401) { askToken("The server refused this token."); throw new ApiError(401, "token refused"); }
+  if (!resp.ok || !resp.body) throw new ApiError(resp.status, `event stream answered ${resp.status}`);
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const event = parseSseBlock(block);
+      if (event) onEvent(event);
+    }
+  }
+}
+
+function parseSseBlock(block) {
+  let id = null;
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+    if (field === "id") id = value;
+    else if (field === "data") data.push(value);
+  }
+  if (data.length === 0) return null;
+  let event;
+  try { event = JSON.parse(data.join("\n")); } catch (e) { return null; }
+  if (event && typeof event === "object" && event.seq === undefined && id !== null) event.seq = Number(id);
+  return event;
+}
+
+/* ------------------------------------------------------------------ token */
+
+function askToken(message) {
+  const dialog = document.getElementById("token-dialog");
+  const err = document.getElementById("token-error");
+  err.hidden = !message;
+  err.textContent = message || "";
+  if (!dialog.open) dialog.showModal();
+  document.getElementById("token-input").focus();
+}
+
+function setupToken() {
+  const form = document.getElementById("token-form");
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const value = document.getElementById("token-input").value.trim();
+    if (!value) return;
+    app.token = value;
+    sessionStorage.setItem(TOKEN_KEY, value);
+    document.getElementById("token-input").value = "";
+    document.getElementById("token-dialog").close();
+    route();
+  });
+  document.getElementById("token-dialog").addEventListener("cancel", (ev) => ev.preventDefault());
+  const signout = document.getElementById("signout");
+  signout.addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    app.token = null;
+    askToken("");
+  });
+}
+
+/* ------------------------------------------------------------------ views */
+
+function setView(...children) {
+  const view = document.getElementById("view");
+  view.replaceChildren(...children);
+  return view;
+}
+
+function showError(where, err) {
+  if (err instanceof ApiError && err.status === 401) return;
+  if (err && err.name === "AbortError") return;
+  where.replaceChildren(h("div", { class: "alert" }, String((err && err.message) || err)));
+}
+
+function every(ms, fn) {
+  const id = setInterval(fn, ms);
+  app.cleanups.push(() => clearInterval(id));
+}
+
+function controller() {
+  const c = new AbortController();
+  app.cleanups.push(() => c.abort());
+  return c;
+}
+
+async function fetchRuns() {
+  return listOf(await api("/v1/jobs"), "jobs", "runs");
+}
+
+/* ---- runs table */
+
+async function viewRuns() {
+  const statusSel = h("select", { id: "filter-status", "aria-label": "status" },
+    h("option", { value: "" }, "all statuses"), STATUSES.map((s) => h("option", { value: s }, s)));
+  const groupSel = h("select", { id: "filter-group", "aria-label": "sweep group" }, h("option", { value: "" }, "all groups"));
+  statusSel.value = app.filters.status;
+  const body = h("div", { id: "runs-body" }, h("p", { class: "muted" }, "loading…"));
+  setView(
+    h("div", { class: "page-head" }, h("h1", {}, "Runs"),
+      h("div", { class: "filters" }, h("label", {}, "Status ", statusSel), h("label", {}, "Sweep group ", groupSel))),
+    body);
+
+  let runs = [];
+  const render = () => {
+    const groups = [...new Set(runs.map(runGroup).filter(Boolean))].sort();
+    const chosen = app.filters.group;
+    groupSel.replaceChildren(h("option", { value: "" }, "all groups"), groups.map((g) => h("option", { value: g }, g)));
+    if (chosen && !groups.includes(chosen)) groupSel.appendChild(h("option", { value: chosen }, chosen));
+    groupSel.value = chosen;
+    const shown = runs.filter((r) => (!app.filters.status || r.status === app.filters.status) && (!chosen || runGroup(r) === chosen));
+    body.replaceChildren(runsTable(shown, runs.length));
+  };
+  statusSel.addEventListener("change", () => { app.filters.status = statusSel.value; render(); });
+  groupSel.addEventListener("change", () => { app.filters.group = groupSel.value; render(); });
+
+  const refresh = async () => {
+    try { runs = await fetchRuns(); render(); } catch (err) { showError(body, err); }
+  };
+  await refresh();
+  every(3000, refresh);
+}
+
+function runsTable(runs, total) {
+  if (runs.length === 0) {
+    return h("p", { class: "muted empty-state" }, total ? "No run matches these filters." : "No runs yet. Start one with `trainkit train --dataset NAME`.");
+  }
+  const rows = runs.map((r) => h("tr", { dataset: { runId: r.id, status: r.status } },
+    h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.id)}`, class: "mono" }, r.id)),
+    h("td", {}, statusBadge(r.status)),
+    h("td", {}, r.phase || "–"),
+    h("td", {}, runPreset(r)),
+    h("td", {}, r.dataset_id || "–"),
+    h("td", { class: "col-progress" }, progressBar(r.step, r.total_steps)),
+    h("td", { class: "num" }, fmtDuration(runDuration(r))),
+    h("td", { class: "num" }, fmtNum(runFinalLoss(r))),
+    h("td", {}, runGroup(r) ? h("a", { href: `#/sweeps/${encodeURIComponent(runGroup(r))}` }, runGroup(r)) : "–")));
+  return h("table", { class: "table", id: "runs-table" },
+    h("thead", {}, h("tr", {}, ["Run", "Status", "Phase", "Preset", "Dataset", "Progress", "Duration", "Final loss", "Sweep group"]
+      .map((t, i) => h("th", { class: i === 6 || i === 7 ? "num" : "" }, t)))),
+    h("tbody", {}, rows));
+}
+
+/* ---- one run */
+
+function describeEvent(e) {
+  const skip = new Set(["seq", "time", "type"]);
+  if (e.type === "progress") {
+    const parts = [];
+    if (e.step !== undefined) parts.push(`step ${e.step}`);
+    if (e.loss !== undefined && e.loss !== null) parts.push(`loss ${fmtNum(e.loss)}`);
+    if (e.learning_rate !== undefined && e.learning_rate !== null) parts.push(`lr ${fmtNum(e.learning_rate)}`);
+    if (e.tokens_per_s) parts.push(`${fmtNum(e.tokens_per_s, 0)} tok/s`);
+    if (e.eta_s !== undefined && e.eta_s !== null) parts.push(`ETA ${fmtDuration(e.eta_s)}`);
+    return parts.join(" · ");
+  }
+  if (e.message !== undefined) return String(e.message);
+  if (e.type === "phase" && e.phase) return String(e.phase);
+  if (e.type === "status" && e.status) return [e.status, e.reason || e.error].filter(Boolean).join(": ");
+  return Object.entries(e).filter(([k]) => !skip.has(k))
+    .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
+}
+
+async function viewRun(runId) {
+  const ctl = controller();
+  const title = h("h1", {}, h("span", { class: "muted" }, "Run "), h("span", { class: "mono" }, runId));
+  const badge = h("span", { id: "run-status" });
+  const stopBtn = h("button", { id: "stop-btn", type: "button", class: "danger" }, "Stop");
+  const resumeBtn = h("button", { id: "resume-btn", type: "button" }, "Resume");
+  const actionMsg = h("span", { class: "muted", id: "action-msg" });
+  const errorBox = h("div", { id: "run-error" });
+  const summary = h("dl", { class: "summary", id: "run-summary" });
+  const lossBox = h("div", { class: "chart-box", id: "loss-chart" });
+  const lrBox = h("div", { class: "chart-box", id: "lr-chart" });
+  const checkpointsBox = h("div", { id: "checkpoints" }, h("p", { class: "muted" }, "loading…"));
+  const componentsBox = h("div", { id: "components" });
+  const showProgress = h("input", { type: "checkbox", id: "show-progress" });
+  const logBody = h("tbody", {});
+  const logCount = h("span", { class: "muted" });
+  setView(
+    h("p", { class: "crumbs" }, h("a", { href: "#/" }, "← Runs")),
+    h("div", { class: "page-head" }, h("div", { class: "title-row" }, title, badge),
+      h("div", { class: "actions" }, actionMsg, stopBtn, resumeBtn)),
+    errorBox, summary,
+    h("div", { class: "charts" },
+      h("section", { class: "card" }, h("h2", {}, "Training loss"), lossBox),
+      h("section", { class: "card" }, h("h2", {}, "Learning rate"), lrBox)),
+    h("section", { class: "card" }, h("h2", {}, "Checkpoints"), checkpointsBox),
+    componentsBox,
+    h("section", { class: "card" },
+      h("div", { class: "card-head" }, h("h2", {}, "Events "), logCount,
+        h("label", { class: "toggle" }, showProgress, " show progress events")),
+      h("div", { class: "log-wrap", id: "event-log-wrap" },
+        h("table", { class: "table log", id: "event-log" },
+          h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "Time"), h("th", {}, "Type"), h("th", {}, "Details"))),
+          logBody))));
+
+  const lossChart = new LineChart(lossBox, { xLabel: "step", yLabel: "loss" });
+  const lrChart = new LineChart(lrBox, { xLabel: "step", yLabel: "learning rate" });
+  lossChart.setSeries("loss", [], "#1f6feb");
+  lrChart.setSeries("learning rate", [], "#9a6700");
+  let run = null;
+  let lastSeq = 0;
+  let streaming = false;
+  const events = [];
+
+  const logRow = (e) => h("tr", { class: `ev-${e.type}`, dataset: { seq: e.seq, type: e.type } },
+    h("td", { class: "num mono" }, e.seq), h("td", { class: "nowrap" }, fmtTime(e.time)),
+    h("td", {}, h("span", { class: `tag tag-${e.type}` }, e.type)), h("td", {}, describeEvent(e)));
+  const visible = (e) => showProgress.checked || e.type !== "progress";
+  const renderLog = () => {
+    const shown = events.filter(visible).slice(-500);
+    logBody.replaceChildren(...shown.map(logRow));
+    logCount.textContent = `(${events.length})`;
+  };
+  showProgress.addEventListener("change", renderLog);
+
+  const handle = (e) => {
+    if (!e || typeof e.seq !== "number" || e.seq <= lastSeq) return; // exactly once, in order
+    lastSeq = e.seq;
+    events.push(e);
+    if (e.type === "progress" && e.step !== undefined) {
+      if (e.loss !== undefined && e.loss !== null) lossChart.addPoint("loss", Number(e.step), Number(e.loss));
+      if (e.learning_rate !== undefined && e.learning_rate !== null) lrChart.addPoint("learning rate", Number(e.step), Number(e.learning_rate));
+    }
+    if (visible(e)) {
+      const wrap = document.getElementById("event-log-wrap");
+      const atBottom = wrap && wrap.scrollHeight - wrap.scrollTop - wrap.clientHeight < 40;
+      logBody.appendChild(logRow(e));
+      while (logBody.children.length > 500) logBody.removeChild(logBody.firstChild);
+      if (wrap && atBottom) wrap.scrollTop = wrap.scrollHeight;
+    }
+    logCount.textContent = `(${events.length})`;
+    if (e.type === "status" || e.type === "phase" || e.type === "checkpoint") refreshRun();
+  };
+
+  const renderRun = () => {
+    badge.replaceChildren(statusBadge(run.status));
+    const done = TERMINAL.has(run.status);
+    stopBtn.disabled = done;
+    resumeBtn.disabled = !done || run.status === "succeeded" && run.step >= (run.total_steps || 0);
+    if (run.error_message) {
+      errorBox.replaceChildren(h("div", { class: "alert", id: "error-text" },
+        h("strong", {}, run.status === "failed" ? "Failed: " : "Note: "), h("pre", {}, run.error_message)));
+    } else errorBox.replaceChildren();
+    const cfg = run.config || {};
+    const items = [
+      ["Status", run.status], ["Phase", run.phase || "–"], ["Preset", runPreset(run)],
+      ["Dataset", run.dataset_id || "–"], ["Progress", progressBar(run.step, run.total_steps)],
+      ["Duration", fmtDuration(runDuration(run))], ["Final loss", fmtNum(runFinalLoss(run))],
+      ["Learning rate", fmtNum(cfg.learning_rate ?? cfg.lr)], ["LoRA r", cfg.lora_r ?? "–"],
+      ["Backend", run.framework || "–"], ["Provider", run.provider || "–"], ["Created", fmtTime(run.created_at)],
+    ];
+    const group = runGroup(run);
+    if (group) items.push(["Sweep group", h("a", { href: `#/sweeps/${encodeURIComponent(group)}` }, group)]);
+    if (run.attempt > 1) items.push(["Attempt", run.attempt]);
+    summary.replaceChildren(...items.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", { dataset: { field: k } }, v))));
+    renderComponents(componentsBox, run);
+  };
+
+  const refreshCheckpoints = async () => {
+    try {
+      const cps = listOf(await api(`/v1/jobs/${encodeURIComponent(runId)}/checkpoints`, { signal: ctl.signal }), "checkpoints");
+      checkpointsBox.replaceChildren(cps.length === 0 ? h("p", { class: "muted" }, "No checkpoint saved yet.") :
+        h("table", { class: "table", id: "checkpoints-table" },
+          h("thead", {}, h("tr", {}, h("th", { class: "num" }, "Step"), h("th", {}, "Path"))),
+          h("tbody", {}, cps.map((c) => h("tr", {}, h("td", { class: "num" }, fmtNum(c.step)), h("td", { class: "mono" }, c.path || c.model_path || ""))))));
+    } catch (err) { showError(checkpointsBox, err); }
+  };
+
+  let refreshing = null;
+  async function refreshRun() {
+    if (refreshing) return refreshing;
+    refreshing = (async () => {
+      try {
+        run = await api(`/v1/jobs/${encodeURIComponent(runId)}`, { signal: ctl.signal });
+        if (run && run.job) run = run.job;
+        renderRun();
+      } catch (err) { if (!run) showError(errorBox, err); }
+    })();
+    try { await refreshing; } finally { refreshing = null; }
+  }
+
+  /* Follow the stream until the run ends; reconnect with Last-Event-ID after a break. */
+  const follow = async () => {
+    if (streaming) return;
+    streaming = true;
+    try {
+      while (!ctl.signal.aborted && run && !TERMINAL.has(run.status)) {
+        try {
+          await streamEvents(runId, lastSeq, handle, ctl.signal);
+        } catch (err) {
+          if (ctl.signal.aborted || (err instanceof ApiError && err.status === 401)) return;
+          await new Promise((r) => setTimeout(r, 1500));
+        }
+        await refreshRun();
+      }
+      // the stream ended with the run: pick up anything written after the last read
+      if (!ctl.signal.aborted) for (const e of await allEvents(runId, lastSeq, ctl.signal)) handle(e);
+      await refreshCheckpoints();
+    } finally { streaming = false; }
+  };
+
+  stopBtn.addEventListener("click", async () => {
+    stopBtn.disabled = true;
+    actionMsg.textContent = "stopping…";
+    try {
+      await api(`/v1/jobs/${encodeURIComponent(runId)}/stop`, { method: "POST" });
+      actionMsg.textContent = "stop requested; the run saves its adapter and ends";
+      await refreshRun();
+    } catch (err) { actionMsg.textContent = `stop failed: ${err.message}`; stopBtn.disabled = false; }
+  });
+  resumeBtn.addEventListener("click", async () => {
+    resumeBtn.disabled = true;
+    actionMsg.textContent = "resuming…";
+    try {
+      const answer = await api(`/v1/jobs/${encodeURIComponent(runId)}/resume`, { method: "POST" });
+      const newId = answer && (answer.id || (answer.job && answer.job.id));
+      if (newId && newId !== runId) { location.hash = `#/runs/${encodeURIComponent(newId)}`; return; }
+      actionMsg.textContent = "resumed from the latest checkpoint";
+      await refreshRun();
+      follow();
+    } catch (err) { actionMsg.textContent = `resume failed: ${err.message}`; resumeBtn.disabled = false; }
+  });
+
+  await refreshRun();
+  if (!run) return;
+  try {
+    for (const e of await allEvents(runId, 0, ctl.signal)) handle(e);
+  } catch (err) { if (!ctl.signal.aborted) showError(errorBox, err); }
+  renderLog();
+  await refreshCheckpoints();
+  follow();
+  every(4000, () => { if (run && !TERMINAL.has(run.status)) { refreshRun(); refreshCheckpoints(); } });
+}
+
+function renderComponents(box, run) {
+  const comps = run.dashboard_components || [];
+  if (comps.length === 0) { box.replaceChildren(); return; }
+  box.replaceChildren(h("section", { class: "card" }, h("h2", {}, "Attached components"),
+    h("table", { class: "table" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Type"), h("th", {}, "Path"), h("th", { class: "num" }, "Size"))),
+      h("tbody", {}, comps.map((c) => h("tr", {}, h("td", {}, c.name), h("td", {}, c.type), h("td", { class: "mono" }, c.path), h("td", { class: "num" }, fmtBytes(c.size))))))));
+}
+
+/* ---- sweeps */
+
+async function viewSweeps() {
+  const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
+  setView(h("div", { class: "page-head" }, h("h1", {}, "Sweeps")), body);
+  try {
+    const runs = await fetchRuns();
+    const groups = new Map();
+    for (const r of runs) {
+      const g = runGroup(r);
+      if (!g) continue;
+      if (!groups.has(g)) groups.set(g, []);
+      groups.get(g).push(r);
+    }
+    if (groups.size === 0) {
+      body.replaceChildren(h("p", { class: "muted empty-state" }, "No sweep yet. Start one with `trainkit sweep --dataset NAME --grid lr=1e-3,1e-2`."));
+      return;
+    }
+    body.replaceChildren(h("table", { class: "table", id: "sweeps-table" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Group"), h("th", { class: "num" }, "Runs"), h("th", {}, "Statuses"), h("th", { class: "num" }, "Best final loss"))),
+      h("tbody", {}, [...groups.entries()].map(([g, rs]) => {
+        const losses = rs.map(runFinalLoss).filter((v) => v !== null);
+        const counts = {};
+        for (const r of rs) counts[r.status] = (counts[r.status] || 0) + 1;
+        return h("tr", {}, h("td", {}, h("a", { href: `#/sweeps/${encodeURIComponent(g)}` }, g)), h("td", { class: "num" }, rs.length),
+          h("td", {}, Object.entries(counts).map(([s, n]) => h("span", { class: "badge-line" }, statusBadge(s), ` ${n}`))),
+          h("td", { class: "num" }, losses.length ? fmtNum(Math.min(...losses)) : "–"));
+      }))));
+  } catch (err) { showError(body, err); }
+}
+
+/* Config keys whose values differ between the runs: what the sweep varied. */
+function variedKeys(runs) {
+  const keys = new Set(runs.flatMap((r) => Object.keys(r.config || {})));
+  return [...keys].filter((k) => new Set(runs.map((r) => JSON.stringify((r.config || {})[k]))).size > 1).sort();
+}
+
+async function viewSweep(group) {
+  const ctl = controller();
+  const chartBox = h("div", { class: "chart-box", id: "sweep-chart" });
+  const tableBox = h("div", { id: "sweep-compare" }, h("p", { class: "muted" }, "loading…"));
+  setView(
+    h("p", { class: "crumbs" }, h("a", { href: "#/sweeps" }, "← Sweeps")),
+    h("div", { class: "page-head" }, h("h1", {}, h("span", { class: "muted" }, "Sweep "), group)),
+    h("section", { class: "card" }, h("h2", {}, "Loss curves"), chartBox),
+    h("section", { class: "card" }, h("h2", {}, "Comparison"), tableBox));
+  const chart = new LineChart(chartBox, { xLabel: "step", yLabel: "loss", height: 320 });
+  const seen = new Map(); // run id -> {lastSeq, losses: [[step, loss]]}
+
+  const refresh = async () => {
+    try {
+      const runs = (await fetchRuns()).filter((r) => runGroup(r) === group).sort((a, b) => (a.id < b.id ? -1 : 1));
+      const varied = variedKeys(runs);
+      for (const r of runs) {
+        const s = seen.get(r.id) || { lastSeq: 0, losses: [], done: false };
+        seen.set(r.id, s);
+        if (s.done) continue;
+        for (const e of await allEvents(r.id, s.lastSeq, ctl.signal)) {
+          s.lastSeq = e.seq;
+          if (e.type === "progress" && e.loss !== undefined && e.loss !== null && e.step !== undefined) {
+            s.losses = s.losses.filter((p) => p[0] < e.step);
+            s.losses.push([Number(e.step), Number(e.loss)]);
+          }
+        }
+        s.done = TERMINAL.has(r.status);
+        const label = varied.length ? varied.map((k) => `${k}=${(r.config || {})[k]}`).join(", ") : r.id;
+        chart.setSeries(label, s.losses);
+      }
+      tableBox.replaceChildren(sweepTable(runs, varied, seen));
+    } catch (err) { showError(tableBox, err); }
+  };
+  await refresh();
+  every(4000, () => { if ([...seen.values()].some((s) => !s.done)) refresh(); });
+}
+
+function sweepTable(runs, varied, seen) {
+  const finals = runs.map((r) => {
+    const losses = (seen.get(r.id) || { losses: [] }).losses;
+    return runFinalLoss(r) ?? (losses.length ? losses[losses.length - 1][1] : null);
+  });
+  const best = Math.min(...finals.filter((v) => v !== null));
+  return h("table", { class: "table", id: "sweep-table" },
+    h("thead", {}, h("tr", {}, h("th", {}, "Run"), h("th", {}, "Status"), varied.map((k) => h("th", {}, k)),
+      h("th", { class: "num" }, "Steps"), h("th", { class: "num" }, "Final loss"), h("th", { class: "num" }, "Min loss"), h("th", { class: "num" }, "Duration"))),
+    h("tbody", {}, runs.map((r, i) => {
+      const losses = (seen.get(r.id) || { losses: [] }).losses;
+      const min = losses.length ? Math.min(...losses.map((p) => p[1])) : null;
+      return h("tr", { class: finals[i] === best ? "best" : "" },
+        h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.id)}`, class: "mono" }, r.id)), h("td", {}, statusBadge(r.status)),
+        varied.map((k) => h("td", { class: "mono" }, JSON.stringify((r.config || {})[k]))),
+        h("td", { class: "num" }, r.total_steps ? `${r.step} / ${r.total_steps}` : fmtNum(r.step)),
+        h("td", { class: "num" }, fmtNum(finals[i])), h("td", { class: "num" }, fmtNum(min)), h("td", { class: "num" }, fmtDuration(runDuration(r))));
+    })));
+}
+
+/* ---- models and eval reports */
+
+async function viewModels() {
+  const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
+  const reportInput = h("input", { id: "report-id", placeholder: "eval report id", "aria-label": "eval report id" });
+  const open = h("form", { class: "inline-form", onsubmit: (ev) => { ev.preventDefault(); if (reportInput.value.trim()) location.hash = `#/evals/${encodeURIComponent(reportInput.value.trim())}`; } },
+    reportInput, h("button", { type: "submit" }, "Open eval report"));
+  setView(h("div", { class: "page-head" }, h("h1", {}, "Trained models"), open), body);
+  try {
+    const models = listOf(await api("/v1/models"), "models");
+    if (models.length === 0) { body.replaceChildren(h("p", { class: "muted empty-state" }, "No trained model yet.")); return; }
+    body.replaceChildren(h("table", { class: "table", id: "models-table" },
+      h("thead", {}, h("tr", {}, ["Model path", "Base model", "Preset", "Dataset", "Final loss", "Created", "Size", "Eval reports"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, models.map((m) => {
+        const path = m.model_path || m.path || m.id || "";
+        const runId = m.run_id || path.split("/")[1];
+        const reports = m.eval_reports || m.reports || [];
+        const metrics = m.metrics || {};
+        return h("tr", {},
+          h("td", {}, runId ? h("a", { href: `#/runs/${encodeURIComponent(runId)}`, class: "mono" }, path) : h("span", { class: "mono" }, path)),
+          h("td", {}, m.base_model || "–"), h("td", {}, m.preset || "–"), h("td", {}, m.dataset_id || m.dataset || "–"),
+          h("td", { class: "num" }, fmtNum(metrics.final_loss ?? metrics.train_loss ?? metrics.loss)),
+          h("td", { class: "nowrap" }, fmtTime(m.created_at || m.created)), h("td", { class: "num" }, fmtBytes(m.size_bytes ?? m.size)),
+          h("td", {}, reports.map((rid) => h("a", { href: `#/evals/${encodeURIComponent(rid.id || rid)}`, class: "mono block" }, rid.id || rid))));
+      }))));
+  } catch (err) { showError(body, err); }
+}
+
+function messagesText(x) {
+  if (x === undefined || x === null) return "";
+  if (typeof x === "string") return x;
+  if (Array.isArray(x)) return x.map((m) => (m && m.content !== undefined ? `${m.role ? m.role + ": " : ""}${m.content}` : JSON.stringify(m))).join("\n");
+  if (typeof x === "object" && x.content !== undefined) return String(x.content);
+  return JSON.stringify(x);
+}
+
+/* A report's per-model metrics: {base: {...}, tuned: {...}} wherever the report keeps them. */
+function reportSides(report) {
+  const src = report.metrics && (report.metrics.base || report.metrics.tuned) ? report.metrics : report;
+  const sides = {};
+  for (const k of ["base", "tuned"]) {
+    const v = src[k];
+    if (v && typeof v === "object") sides[k] = v.metrics && typeof v.metrics === "object" ? v.metrics : v;
+  }
+  return sides;
+}
+
+function pick(obj, keys) {
+  for (const k of keys) if (obj && obj[k] !== undefined && obj[k] !== null) return obj[k];
+  return undefined;
+}
+
+async function viewEval(reportId) {
+  const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
+  setView(h("p", { class: "crumbs" }, h("a", { href: "#/models" }, "← Models")),
+    h("div", { class: "page-head" }, h("h1", {}, h("span", { class: "muted" }, "Eval report "), h("span", { class: "mono" }, reportId))), body);
+  try {
+    let report = await api(`/v1/evals/${encodeURIComponent(reportId)}`);
+    if (report && report.report) report = report.report;
+    const sides = reportSides(report);
+    const metricNames = [...new Set(Object.values(sides).flatMap((m) => Object.keys(m).filter((k) => typeof m[k] === "number")))];
+    const facts = [["Model", report.model_path || report.model || "–"], ["Eval set", report.set || report.eval_set || report.set_name || "–"],
+      ["Base model", report.base_model || "–"], ["Examples", (report.examples || []).length], ["Created", fmtTime(report.created_at)]];
+    const lowerBetter = (k) => /loss|perplexity|ppl/i.test(k);
+    const metricsTable = h("table", { class: "table narrow", id: "eval-metrics" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Metric"), h("th", { class: "num" }, "Base"), h("th", { class: "num" }, "Tuned"), h("th", { class: "num" }, "Change"))),
+      h("tbody", {}, metricNames.map((k) => {
+        const b = (sides.base || {})[k];
+        const t = (sides.tuned || {})[k];
+        const delta = b !== undefined && t !== undefined ? t - b : null;
+        const better = delta === null || delta === 0 ? "" : (delta < 0) === lowerBetter(k) ? "better" : "worse";
+        return h("tr", {}, h("td", {}, k), h("td", { class: "num" }, fmtNum(b)), h("td", { class: "num" }, fmtNum(t)),
+          h("td", { class: `num ${better}` }, delta === null ? "–" : `${delta > 0 ? "+" : ""}${fmtNum(delta)}`));
+      })));
+    const examples = (report.examples || []).map((ex, i) => {
+      const base = ex.base || {};
+      const tuned = ex.tuned || {};
+      const baseOut = typeof base === "string" ? base : pick(base, ["output", "generation", "text", "completion"]) ?? pick(ex, ["base_output", "base_generation"]);
+      const tunedOut = typeof tuned === "string" ? tuned : pick(tuned, ["output", "generation", "text", "completion"]) ?? pick(ex, ["tuned_output", "tuned_generation", "output"]);
+      const prompt = pick(ex, ["prompt", "messages", "input"]);
+      const reference = pick(ex, ["reference", "expected", "answer", "target"]);
+      const score = (side) => {
+        if (typeof side !== "object") return "";
+        const parts = [];
+        for (const k of ["exact_match", "f1", "loss"]) if (side[k] !== undefined && side[k] !== null) parts.push(`${k} ${fmtNum(side[k], 3)}`);
+        return parts.join(" · ");
+      };
+      return h("tr", {},
+        h("td", { class: "num" }, i + 1), h("td", {}, h("pre", {}, messagesText(prompt))), h("td", {}, h("pre", {}, messagesText(reference))),
+        h("td", {}, h("pre", {}, messagesText(baseOut)), h("div", { class: "muted small" }, score(base))),
+        h("td", {}, h("pre", {}, messagesText(tunedOut)), h("div", { class: "muted small" }, score(tuned))));
+    });
+    body.replaceChildren(
+      h("dl", { class: "summary" }, facts.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, String(v))))),
+      h("section", { class: "card" }, h("h2", {}, "Base vs tuned"), metricNames.length ? metricsTable : h("p", { class: "muted" }, "This report has no metrics.")),
+      h("section", { class: "card" }, h("h2", {}, "Examples"),
+        examples.length ? h("table", { class: "table examples", id: "eval-examples" },
+          h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "Prompt"), h("th", {}, "Reference"), h("th", {}, "Base"), h("th", {}, "Tuned"))),
+          h("tbody", {}, examples)) : h("p", { class: "muted" }, "This report has no examples.")));
+  } catch (err) { showError(body, err); }
+}
+
+/* ------------------------------------------------------------------ router */
+
+async function loadInfo() {
+  try {
+    const info = await api("/v1/info");
+    const provider = info && (info.provider && (info.provider.name || info.provider));
+    document.getElementById("server-info").textContent = provider ? `provider: ${provider}` : "";
+    document.getElementById("signout").hidden = false;
+  } catch (err) { /* shown by the view */ }
+}
+
+function route() {
+  for (const fn of app.cleanups.splice(0)) { try { fn(); } catch (e) { /* ignore */ } }
+  const parts = (location.hash.replace(/^#\/?/, "") || "").split("/").map(decodeURIComponent);
+  const section = parts[0] || "runs";
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    const nav = a.dataset.nav;
+    a.classList.toggle("active", nav === section || (nav === "runs" && section === "runs") || (nav === "models" && section === "evals"));
+  }
+  if (!app.token) { askToken(""); return; }
+  loadInfo();
+  if (section === "runs" && parts[1]) return viewRun(parts[1]);
+  if (section === "sweeps" && parts[1]) return viewSweep(parts[1]);
+  if (section === "sweeps") return viewSweeps();
+  if (section === "models") return viewModels();
+  if (section === "evals" && parts[1]) return viewEval(parts[1]);
+  return viewRuns();
+}
+
+setupToken();
+window.addEventListener("hashchange", route);
+route();
+})();
