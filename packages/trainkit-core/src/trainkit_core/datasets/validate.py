@@ -244,3 +244,59 @@ class DatasetInvalidError(UsageError):
             hint=f"fix the files named above, then check with `trainkit validate {report.name} --local`",
         )
         self.report = report
+
+
+def length_check_for(
+    model_size: str | None = None, *, max_tokens: int | None = None, tokenizer: Any = None
+) -> LengthCheck:
+    """The length rule for a model preset (`trainkit_core.presets`).
+
+    The maximum is `max_tokens`, else the preset's ``max_seq_length``, else
+    `DEFAULT_MAX_TOKENS`. Lengths are counted with `tokenizer` when given, else with the
+    preset's base-model tokenizer when it is already in the local Hugging Face cache
+    (never downloaded), else estimated at `CHARS_PER_TOKEN` characters per token.
+    """
+    preset = None
+    if model_size:
+        from trainkit_core.presets import get_preset
+
+        preset = get_preset(model_size)
+    limit = max_tokens or (preset.max_seq_length if preset else DEFAULT_MAX_TOKENS)
+    if tokenizer is None and preset is not None:
+        tokenizer = _cached_tokenizer(preset.base_model)
+    if tokenizer is None:
+        return LengthCheck.estimate(limit)
+    from trainkit_core.chat_format import get_format, render
+
+    fmt = get_format(preset.chat_format if preset else "gemma3")
+
+    def count(example: Example) -> int:
+        return len(tokenizer.encode(render(example.as_record()["messages"], fmt), add_special_tokens=False))
+
+    label = f"{preset.base_model} tokenizer" if preset else "tokenizer"
+    return LengthCheck(limit, count, f"{label}, max {limit} tokens")
+
+
+def _cached_tokenizer(model_id: str) -> Any:
+    """The tokenizer of `model_id` from the local cache only; None when absent or unloadable."""
+    import importlib.util
+
+    if "/" not in model_id or model_id.startswith("trainkit/") or importlib.util.find_spec("transformers") is None:
+        return None
+    if not _in_hf_cache(model_id):
+        return None  # checked first: importing transformers alone takes seconds
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(model_id, local_files_only=True)
+    except Exception:  # not cached, or no tokenizer files: the estimate is stated instead
+        return None
+
+
+def _in_hf_cache(model_id: str) -> bool:
+    import os
+
+    hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub"
+    )
+    return Path(hub, "models--" + model_id.replace("/", "--")).is_dir()
