@@ -37,16 +37,12 @@ MAX_BASES = 2
 def resolve_base(card: TrainedModelCard, hf_cache: Path | None) -> str:
     """Where to load the base model from: a local folder for `tiny`, else the hub id.
 
-    The tiny base is built on the hf-cache volume (never downloaded); `tiny_model`
-    builds it again, identically, when the cache was emptied.
+    The tiny base is built on the hf-cache volume (never downloaded); it is built again,
+    identically, when the cache was emptied (`trainkit_core.training.layout`).
     """
-    from trainkit_core.presets import TINY_BASE_MODEL
+    from trainkit_core.training.layout import resolve_base_model
 
-    if card.base_model == TINY_BASE_MODEL:
-        from trainkit_core import tiny_model
-
-        return str(tiny_model.ensure_tiny_base(hf_cache))  # type: ignore[attr-defined]
-    return card.base_model
+    return resolve_base_model(card.model_dump(), hf_cache)
 
 
 def _device(prefer: str | None = None) -> str:
@@ -93,8 +89,8 @@ def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any
                 f"{where} records chat format {fmt.name!r}, but the tokenizer saved with it has no {marker!r} token"
             )
     adapter_cfg = json.loads((model_dir / "adapter_config.json").read_text())
-    recorded = str(adapter_cfg.get("base_model_name_or_path") or "")
-    if recorded and recorded != card.base_model and not recorded.rstrip("/").endswith(card.base_model):
+    recorded = str(adapter_cfg.get("base_model_name_or_path") or "").rstrip("/")
+    if recorded and not any(recorded == name or recorded.endswith("/" + name) for name in _base_names(card)):
         raise UsageError(f"{where} records base model {card.base_model!r}, but its adapter was made on {recorded!r}")
     if base is not None:
         rows = base.get_input_embeddings().weight.shape[0]
@@ -108,6 +104,42 @@ def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any
         if recorded_type and model_type and recorded_type != model_type:
             raise UsageError(f"{where} records model type {recorded_type!r}, the base loaded is {model_type!r}")
     return fmt
+
+
+def _base_names(card: TrainedModelCard) -> set[str]:
+    """The names an adapter's recorded base may carry for this card's base model."""
+    names = {card.base_model}
+    extras = card.extras
+    for key in ("base_model_path", "unsloth_model"):
+        if extras.get(key):
+            names.add(str(extras[key]).rstrip("/"))
+    if card.config.get("unsloth_model"):
+        names.add(str(card.config["unsloth_model"]))
+    from trainkit_core.presets import PRESETS
+
+    preset = PRESETS.get(card.preset)
+    if preset is not None and preset.unsloth_model:
+        names.add(preset.unsloth_model)
+    return {n for n in names if n}
+
+
+def load_adapter_model(
+    folder: Path, card: TrainedModelCard, hf_cache: Path | None, *, device: str, quantize: bool
+) -> tuple[Any, Any, ChatFormat]:
+    """(peft model, tokenizer, chat format) of one saved adapter on a freshly loaded base.
+
+    Exactly what the cache does for a first request; the post-training gate uses it to
+    check that what is served is what was trained.
+    """
+    from peft import PeftModel
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    base = load_base(resolve_base(card, hf_cache), device=device, quantize=quantize)
+    fmt = check_fit(card, folder, tokenizer, base)
+    model = PeftModel.from_pretrained(base, str(folder), adapter_name="default", is_trainable=False)
+    model.eval()
+    return model, tokenizer, fmt
 
 
 def adapter_name(ref: ModelPath) -> str:
