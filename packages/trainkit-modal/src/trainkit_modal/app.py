@@ -96,9 +96,11 @@ def _web_function() -> Any:
     return web
 
 
-def build_app(settings: Settings, spec: AppSpec | None = None) -> BuiltApp:
-    """The `modal.App` for these settings. Imports modal; contacts nothing until deployed."""
-    import modal
+def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) -> BuiltApp:
+    """The `modal.App` for these settings. Imports modal (or uses `sdk`); contacts nothing until deployed."""
+    if sdk is None:
+        import modal as sdk
+    modal = sdk
 
     spec = spec or build_spec(settings)
     images = {name: _image(modal, image) for name, image in spec.images.items()}

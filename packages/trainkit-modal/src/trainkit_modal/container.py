@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.settings import VOLUME_KINDS, Settings
-from trainkit_modal.spec import MOUNT_PATHS
+from trainkit_modal import spec
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def job_context(settings: Settings, call_id: str, sdk: Any) -> Any:
         provider="modal",
         call_id=call_id,
         kv_factory=lambda namespace: ModalKV.for_settings(sdk, settings, namespace),
-        volume_paths={kind: Path(MOUNT_PATHS[kind]) for kind in VOLUME_KINDS},
+        volume_paths={kind: Path(spec.MOUNT_PATHS[kind]) for kind in VOLUME_KINDS},
         commit=commit,
         reload=reload,
     )

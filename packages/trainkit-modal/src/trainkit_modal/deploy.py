@@ -57,7 +57,7 @@ class ModalDeployment:
     def build(self) -> BuiltApp:
         from trainkit_modal.app import build_app
 
-        return build_app(self.settings)
+        return build_app(self.settings, sdk=self._sdk_factory())
 
     def deploy(self) -> DeploymentStatus:
         sdk = self._sdk_factory()

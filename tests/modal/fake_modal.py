@@ -1,0 +1,641 @@
+"""An in-process fake of exactly the parts of the modal SDK that trainkit-modal uses.
+
+State lives under a root folder (`FakeModal(root)`, or ``FAKE_MODAL_ROOT`` in a
+worker), so several processes share it the way several clients share Modal:
+
+- `Dict`: a SQLite table; values pickled like Modal's; `put(..., skip_if_exists=True)`
+  is an atomic conditional insert;
+- `Volume`: a folder per volume; `batch_upload` applies its files when the batch
+  ends (each by rename), so readers see the old file or the new one;
+- `App` / `Image` / `Secret` / `Retries` / `enter` / `method` / `asgi_app`: record
+  what `build_app` declares; `App.deploy` writes the deployed app's function names;
+  `App.lookup` / `info` / `stop` read and change that record;
+- `Function.from_name(...).spawn` / `Cls.from_name(...)().run.spawn`: start a
+  detached worker process (the "container") that rebuilds the app with this fake,
+  as Modal's container imports the app, and runs the declared function;
+  `FunctionCall.from_id(...).get(timeout=0)` raises `TimeoutError` while it runs,
+  `cancel` kills it.
+
+Signatures follow modal 1.6.4 (keyword names included), so a wrong argument name in
+trainkit-modal fails here too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import pickle
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+
+def _root() -> Path:
+    return Path(os.environ["FAKE_MODAL_ROOT"])
+
+
+# --------------------------------------------------------------------------- exceptions
+
+
+class exception:
+    class Error(Exception):
+        pass
+
+    class AuthError(Error):
+        pass
+
+    class NotFoundError(Error):
+        pass
+
+    class InvalidError(Error):
+        pass
+
+    class ConnectionError(Error):
+        pass
+
+    class TimeoutError(Error):
+        pass
+
+    class OutputExpiredError(TimeoutError):
+        pass
+
+    class FunctionTimeoutError(TimeoutError):
+        pass
+
+    class RemoteError(Error):
+        pass
+
+    class InputCancellation(BaseException):
+        pass
+
+
+def current_function_call_id() -> str | None:
+    return os.environ.get("FAKE_MODAL_CALL_ID")
+
+
+@contextlib.contextmanager
+def enable_output() -> Iterator[None]:
+    yield
+
+
+# --------------------------------------------------------------------------- Dict
+
+
+def _db() -> sqlite3.Connection:
+    root = _root()
+    root.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(root / "dicts.sqlite3", timeout=60, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS d (name TEXT, key BLOB, value BLOB, PRIMARY KEY (name, key))")
+    conn.execute("CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY)")
+    return conn
+
+
+_NO_DEFAULT = object()
+
+
+class Dict:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @staticmethod
+    def from_name(
+        name: str, *, environment_name: str | None = None, create_if_missing: bool = False, client: Any = None
+    ) -> Dict:
+        if create_if_missing:
+            with contextlib.closing(_db()) as conn:
+                conn.execute("INSERT OR IGNORE INTO names VALUES (?)", (name,))
+        return Dict(name)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = _db()
+        if conn.execute("SELECT 1 FROM names WHERE name=?", (self.name,)).fetchone() is None:
+            conn.close()
+            raise exception.NotFoundError(f"Dict '{self.name}' not found")
+        return conn
+
+    def get(self, key: Any, default: Any | None = None) -> Any:
+        with contextlib.closing(self._conn()) as conn:
+            row = conn.execute("SELECT value FROM d WHERE name=? AND key=?", (self.name, pickle.dumps(key))).fetchone()
+        return default if row is None else pickle.loads(row[0])
+
+    def put(self, key: Any, value: Any, *, skip_if_exists: bool = False) -> bool:
+        verb = "INSERT OR IGNORE" if skip_if_exists else "INSERT OR REPLACE"
+        with contextlib.closing(self._conn()) as conn:
+            cur = conn.execute(f"{verb} INTO d VALUES (?, ?, ?)", (self.name, pickle.dumps(key), pickle.dumps(value)))
+            return cur.rowcount == 1
+
+    def pop(self, key: Any, default: Any = _NO_DEFAULT) -> Any:
+        with contextlib.closing(self._conn()) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT value FROM d WHERE name=? AND key=?", (self.name, pickle.dumps(key))).fetchone()
+            conn.execute("DELETE FROM d WHERE name=? AND key=?", (self.name, pickle.dumps(key)))
+            conn.execute("COMMIT")
+        if row is None:
+            if default is _NO_DEFAULT:
+                raise KeyError(key)
+            return default
+        return pickle.loads(row[0])
+
+    def contains(self, key: Any) -> bool:
+        return self.get(key, _NO_DEFAULT) is not _NO_DEFAULT
+
+    def keys(self) -> Iterator[Any]:
+        with contextlib.closing(self._conn()) as conn:
+            rows = conn.execute("SELECT key FROM d WHERE name=?", (self.name,)).fetchall()
+        return iter([pickle.loads(r[0]) for r in rows])
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        with contextlib.closing(self._conn()) as conn:
+            rows = conn.execute("SELECT key, value FROM d WHERE name=?", (self.name,)).fetchall()
+        return iter([(pickle.loads(k), pickle.loads(v)) for k, v in rows])
+
+
+# --------------------------------------------------------------------------- Volume
+
+
+class FileEntryType:
+    FILE = 1
+    DIRECTORY = 2
+
+
+@dataclass
+class FileEntry:
+    path: str
+    type: int
+    mtime: int
+    size: int
+
+
+class _Batch:
+    def __init__(self, volume: Volume, force: bool) -> None:
+        self.volume = volume
+        self.force = force
+        self.files: list[tuple[Any, str]] = []
+
+    def put_file(self, local_file: Any, remote_path: Any, mode: int | None = None) -> None:
+        remote = PurePosixPath(remote_path).as_posix()
+        if remote.endswith("/"):
+            raise ValueError(f"remote_path ({remote}) must refer to a file - cannot end with /")
+        self.files.append((local_file, remote))
+
+    def put_directory(self, local_path: Any, remote_path: Any, recursive: bool = True) -> None:
+        local = Path(local_path)
+        assert local.is_dir()
+        for item in sorted(local.rglob("*") if recursive else local.glob("*")):
+            if item.is_file():
+                self.put_file(item, (PurePosixPath(remote_path) / item.relative_to(local).as_posix()).as_posix())
+
+    def apply(self) -> None:
+        for local, remote in self.files:
+            target = self.volume._path(remote)
+            if target.exists() and not self.force:
+                raise FileExistsError(f"{remote} already exists")
+            if target.is_dir():
+                raise exception.InvalidError(f"{remote} is a directory")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.parent / f".upload-{uuid.uuid4().hex}"
+            if isinstance(local, (str, Path)):
+                tmp.write_bytes(Path(local).read_bytes())
+            else:
+                local.seek(0)
+                tmp.write_bytes(local.read())
+            os.replace(tmp, target)
+
+
+class Volume:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.commits = 0
+
+    @staticmethod
+    def from_name(
+        name: str,
+        *,
+        environment_name: str | None = None,
+        create_if_missing: bool = False,
+        version: Any = None,
+        create_options: Any = None,
+        client: Any = None,
+    ) -> Volume:
+        if create_if_missing:
+            (_root() / "volumes" / name).mkdir(parents=True, exist_ok=True)
+        return Volume(name)
+
+    @property
+    def root(self) -> Path:
+        root = _root() / "volumes" / self.name
+        if not root.is_dir():
+            raise exception.NotFoundError(f"Volume '{self.name}' not found")
+        return root
+
+    def _path(self, path: str) -> Path:
+        rel = PurePosixPath(path.lstrip("/"))
+        assert ".." not in rel.parts, path
+        return self.root / rel
+
+    def _entry(self, item: Path) -> FileEntry:
+        st = item.stat()
+        kind = FileEntryType.DIRECTORY if item.is_dir() else FileEntryType.FILE
+        return FileEntry(item.relative_to(self.root).as_posix(), kind, int(st.st_mtime), st.st_size)
+
+    def listdir(self, path: str, *, recursive: bool = False) -> list[FileEntry]:
+        target = self._path(path)
+        if not target.exists():
+            raise exception.NotFoundError(f"No such file or directory: {path}")
+        if target.is_file():
+            return [self._entry(target)]
+        walker = target.rglob("*") if recursive else target.iterdir()
+        return [self._entry(item) for item in walker if not item.name.startswith(".upload-")]
+
+    def read_file(self, path: str) -> Iterator[bytes]:
+        target = self._path(path)
+        if not target.is_file():
+            raise FileNotFoundError(f"No such file: {path}")
+        data = target.read_bytes()
+        for start in range(0, max(len(data), 1), 1 << 20):
+            yield data[start : start + (1 << 20)]
+
+    def remove_file(self, path: str, recursive: bool = False) -> None:
+        target = self._path(path)
+        if not target.exists():
+            raise FileNotFoundError(f"No such file or directory: {path}")
+        if target.is_dir():
+            if any(target.iterdir()) and not recursive:
+                raise exception.InvalidError(f"{path} is a non-empty directory")
+            import shutil
+
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+
+    @contextlib.contextmanager
+    def batch_upload(self, force: bool = False) -> Iterator[_Batch]:
+        batch = _Batch(self, force)
+        yield batch
+        batch.apply()
+
+    def commit(self) -> None:
+        self.commits += 1
+
+    def reload(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+@dataclass
+class Secret:
+    name: str | None = None
+    required_keys: list[str] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def from_name(
+        name: str, *, environment_name: str | None = None, required_keys: list[str] | None = None, client: Any = None
+    ) -> Secret:
+        return Secret(name=name, required_keys=list(required_keys or []))
+
+    @staticmethod
+    def from_dict(env_dict: dict[str, str | None] | None = None) -> Secret:
+        return Secret(values={k: v for k, v in (env_dict or {}).items() if v is not None})
+
+
+@dataclass
+class Retries:
+    max_retries: int
+    backoff_coefficient: float = 2.0
+    initial_delay: float = 1.0
+    max_delay: float = 60.0
+
+
+@dataclass
+class Image:
+    layers: list[tuple[str, Any]] = field(default_factory=list)
+
+    @staticmethod
+    def debian_slim(python_version: str | None = None, force_build: bool = False) -> Image:
+        return Image([("debian_slim", python_version)])
+
+    def uv_pip_install(self, *packages: str, **options: Any) -> Image:
+        return Image([*self.layers, ("uv_pip_install", packages)])
+
+    def env(self, vars: dict[str, str]) -> Image:
+        return Image([*self.layers, ("env", dict(vars))])
+
+    def add_local_python_source(self, *modules: str, copy: bool = False, ignore: Any = None) -> Image:
+        return Image([*self.layers, ("add_local_python_source", modules)])
+
+
+def enter(*, snap: bool = False) -> Any:
+    def mark(f: Any) -> Any:
+        f._fake_enter = True
+        return f
+
+    return mark
+
+
+def method(*, is_generator: bool | None = None) -> Any:
+    def mark(f: Any) -> Any:
+        f._fake_method = True
+        return f
+
+    return mark
+
+
+def asgi_app(*, label: str | None = None, custom_domains: Any = None, requires_proxy_auth: bool = False) -> Any:
+    def mark(f: Any) -> Any:
+        f._fake_asgi = True
+        return f
+
+    return mark
+
+
+@dataclass
+class Declared:
+    name: str
+    kind: str
+    target: Any
+    options: dict[str, Any]
+
+
+_FUNCTION_OPTIONS = {
+    "image", "env", "secrets", "gpu", "serialized", "volumes", "cpu", "memory", "min_containers",
+    "max_containers", "scaledown_window", "retries", "timeout", "startup_timeout", "name", "nonpreemptible",
+    "single_use_containers", "include_source", "region", "cloud",
+}  # fmt: skip
+
+
+class App:
+    def __init__(self, name: str | None = None, *, tags: Any = None, image: Any = None, secrets: Any = (), volumes: Any = None, include_source: bool = True) -> None:  # fmt: skip
+        self.name = name
+        self.declared: dict[str, Declared] = {}
+
+    def function(self, **options: Any) -> Any:
+        unknown = set(options) - _FUNCTION_OPTIONS
+        assert not unknown, f"not a modal 1.6 function option: {unknown}"
+
+        def register(f: Any) -> Declared:
+            name = options.get("name") or f.__name__
+            self.declared[name] = Declared(name, "function", f, options)
+            return self.declared[name]
+
+        return register
+
+    def cls(self, **options: Any) -> Any:
+        unknown = set(options) - (_FUNCTION_OPTIONS - {"name"})
+        assert not unknown, f"not a modal 1.6 cls option: {unknown}"
+
+        def register(user_cls: type) -> Declared:
+            self.declared[user_cls.__name__] = Declared(user_cls.__name__, "class", user_cls, options)
+            return self.declared[user_cls.__name__]
+
+        return register
+
+    def deploy(self, *, name: str | None = None, environment_name: str | None = None, tag: str = "", client: Any = None, strategy: str = "rolling") -> App:  # fmt: skip
+        app_name = name or self.name
+        record = _read_json(_app_path(app_name)) or {"version": 0}
+        _write_json(
+            _app_path(app_name),
+            {
+                "app_id": record.get("app_id") or "ap-" + uuid.uuid4().hex[:20],
+                "state": "deployed",
+                "version": record["version"] + 1,
+                "deployed_at": time.time(),
+                "functions": {n: "fu-" + uuid.uuid4().hex[:12] for n in self.declared},
+            },
+        )
+        return self
+
+    @staticmethod
+    def lookup(name: str, *, client: Any = None, environment_name: str | None = None, create_if_missing: bool = False) -> AppHandle:  # fmt: skip
+        record = _read_json(_app_path(name))
+        if record is None or record["state"] == "stopped":
+            raise exception.NotFoundError(f"App '{name}' not found")
+        return AppHandle(name)
+
+
+def _app_path(name: str | None) -> Path:
+    return _root() / "apps" / f"{name}.json"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+class AppHandle:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def info(self, refresh: bool = False) -> Any:
+        from datetime import datetime, timezone
+        from types import SimpleNamespace
+
+        record = _read_json(_app_path(self.name))
+        lifecycle = SimpleNamespace(
+            state=SimpleNamespace(value=record["state"]),
+            version=record["version"],
+            deployed_at=datetime.fromtimestamp(record["deployed_at"], tz=timezone.utc),
+            deployed_by="fake-user",
+        )
+        return SimpleNamespace(app_id=record["app_id"], lifecycle=lifecycle, functions=dict(record["functions"]))
+
+    def stop(self, *, client: Any = None) -> None:
+        record = _read_json(_app_path(self.name))
+        _write_json(_app_path(self.name), {**record, "state": "stopped"})
+
+
+# --------------------------------------------------------------------------- calls
+
+
+def _call_path(call_id: str) -> Path:
+    return _root() / "calls" / f"{call_id}.json"
+
+
+def _deployed_function(app_name: str, name: str) -> None:
+    record = _read_json(_app_path(app_name))
+    if record is None or record["state"] != "deployed" or name not in record["functions"]:
+        raise exception.NotFoundError(f"Lookup failed for Function '{name}' from the '{app_name}' app")
+
+
+def _start_call(app_name: str, name: str, args: list[Any], kwargs: dict[str, Any]) -> FunctionCall:
+    _deployed_function(app_name, name)
+    call_id = "fc-" + uuid.uuid4().hex[:24]
+    _write_json(
+        _call_path(call_id), {"app": app_name, "name": name, "state": "pending", "args": args, "kwargs": kwargs}
+    )
+    env = {**os.environ, "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id}
+    here = str(Path(__file__).resolve().parent)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {here!r}); import fake_modal; fake_modal.worker_main()",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(_root() / "calls" / f"{call_id}.log", "wb"),  # noqa: SIM115 - the child owns it
+        start_new_session=True,
+    )
+    record = _read_json(_call_path(call_id))
+    _write_json(_call_path(call_id), {**record, "pid": proc.pid})
+    return FunctionCall(call_id)
+
+
+class _RemoteFunction:
+    def __init__(self, app_name: str, name: str) -> None:
+        self.app_name = app_name
+        self.name = name
+
+    def spawn(self, *args: Any, **kwargs: Any) -> FunctionCall:
+        return _start_call(self.app_name, self.name, list(args), kwargs)
+
+    def get_web_url(self) -> str | None:
+        _deployed_function(self.app_name, self.name)
+        return f"https://fake--{self.app_name}-{self.name}.modal.run"
+
+
+class Function:
+    @staticmethod
+    def from_name(app_name: str, name: str, *, version: int | None = None, environment_name: str | None = None, client: Any = None) -> _RemoteFunction:  # fmt: skip
+        return _RemoteFunction(app_name, name)
+
+
+class _RemoteMethod:
+    def __init__(self, app_name: str, cls_name: str, method: str) -> None:
+        self.app_name, self.cls_name, self.method = app_name, cls_name, method
+
+    def spawn(self, *args: Any, **kwargs: Any) -> FunctionCall:
+        return _start_call(self.app_name, self.cls_name, list(args), {**kwargs, "__method__": self.method})
+
+
+class _RemoteCls:
+    def __init__(self, app_name: str, name: str) -> None:
+        self.app_name, self.name = app_name, name
+
+    def __call__(self) -> Any:
+        outer = self
+
+        class Instance:
+            def __getattr__(self, method: str) -> _RemoteMethod:
+                return _RemoteMethod(outer.app_name, outer.name, method)
+
+        return Instance()
+
+
+class Cls:
+    @staticmethod
+    def from_name(app_name: str, name: str, *, version: int | None = None, environment_name: str | None = None, client: Any = None) -> _RemoteCls:  # fmt: skip
+        return _RemoteCls(app_name, name)
+
+
+class FunctionCall:
+    def __init__(self, call_id: str) -> None:
+        self.object_id = call_id
+
+    @staticmethod
+    def from_id(function_call_id: str, client: Any = None) -> FunctionCall:
+        return FunctionCall(function_call_id)
+
+    def _record(self) -> dict[str, Any]:
+        record = _read_json(_call_path(self.object_id))
+        if record is None:
+            raise exception.NotFoundError(f"Function call {self.object_id} not found")
+        return record  # type: ignore[no-any-return]
+
+    def get(self, timeout: float | None = None, *, index: int = 0) -> Any:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = self._record()
+            if record["state"] == "succeeded":
+                return pickle.loads(bytes.fromhex(record["result"]))
+            if record["state"] == "failed":
+                raise pickle.loads(bytes.fromhex(record["error"]))
+            if record["state"] == "cancelled":
+                raise exception.InputCancellation("Input was cancelled by user")
+            if record["state"] == "running" and not _alive(record.get("pid")):
+                raise exception.RemoteError("container exited without a result")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError()
+            time.sleep(0.02)
+
+    def cancel(self, terminate_containers: bool = False) -> None:
+        record = self._record()
+        if record["state"] in ("pending", "running"):
+            _write_json(_call_path(self.object_id), {**record, "state": "cancelled"})
+            if record.get("pid"):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(record["pid"], signal.SIGKILL)
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return True  # not started yet
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- the container
+
+
+def worker_main() -> None:
+    """Run one call like a Modal container: import the app (rebuilt with this fake), call the function."""
+    sys.modules["modal"] = sys.modules[__name__]
+    call_id = os.environ["FAKE_MODAL_CALL_ID"]
+    record = _read_json(_call_path(call_id))
+    _write_json(_call_path(call_id), {**record, "state": "running"})
+    try:
+        from trainkit_core.settings import VOLUME_KINDS, Settings
+        from trainkit_modal import spec
+        from trainkit_modal.app import build_app
+
+        settings = Settings.from_env()
+        for kind in VOLUME_KINDS:  # the volumes' "mount points" in this fake container
+            spec.MOUNT_PATHS[kind] = str(Volume.from_name(settings.volumes.name_for(kind), create_if_missing=True).root)
+        declared = build_app(settings, sdk=sys.modules[__name__]).objects[record["name"]]
+        kwargs = dict(record["kwargs"])
+        if declared.kind == "class":
+            instance = declared.target()
+            for attr in dir(instance):
+                if getattr(getattr(instance, attr), "_fake_enter", False):
+                    getattr(instance, attr)()
+            result = getattr(instance, kwargs.pop("__method__"))(*record["args"], **kwargs)
+        else:
+            result = declared.target(*record["args"], **kwargs)
+        outcome = {"state": "succeeded", "result": pickle.dumps(result).hex()}
+    except BaseException as exc:
+        try:
+            blob = pickle.dumps(exc)
+        except Exception:
+            blob = pickle.dumps(exception.RemoteError(f"{type(exc).__name__}: {exc}"))
+        outcome = {"state": "failed", "error": blob.hex()}
+    current = _read_json(_call_path(call_id))
+    if current["state"] != "cancelled":
+        _write_json(_call_path(call_id), {**current, **outcome})
+
+
+__all__ = ["App", "Cls", "Dict", "Function", "FunctionCall", "Image", "Retries", "Secret", "Volume", "exception", "io"]

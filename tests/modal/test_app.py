@@ -1,0 +1,118 @@
+"""The real `modal.App`, built offline, declares what the spec says (read back through `Function.info()`).
+
+`Function.info()` answers offline in modal 1.6 for a function that was built here.
+The inference classes' `scaledown_window` is not part of `info()`; it is checked
+through what `build_app` passes to `app.cls` (with the fake SDK), and Modal's own
+range check runs here when the real class is built.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from trainkit_core.jobs import JOBS
+from trainkit_core.settings import Settings
+from trainkit_modal import spec as specmod
+from trainkit_modal.app import build_app
+
+MOUNTS = ["/data", "/models", "/eval", "/root/.cache/huggingface"]
+
+
+@pytest.fixture(scope="module")
+def built() -> object:
+    """One real app for the module (building it takes about a second)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TRAINKIT_HF_SECRET", "huggingface")
+    mp.setenv("TRAINKIT_TRAIN_TIMEOUT_S", "5400")
+    mp.setenv("TRAINKIT_INFER_IDLE_TIMEOUT_S", "300")
+    try:
+        return build_app(Settings.from_env())
+    finally:
+        mp.undo()
+
+
+def _info(obj: object) -> object:
+    service = getattr(obj, "_get_class_service_function", None)
+    return (service() if service else obj).info()  # type: ignore[attr-defined]
+
+
+def test_import_builds_nothing_remote(built: object) -> None:
+    import modal
+
+    assert isinstance(built.app, modal.App)  # type: ignore[attr-defined]
+    assert built.app.name == "trainkit"  # type: ignore[attr-defined]
+
+
+def test_every_declared_function_has_its_gpu_timeout_retries_volumes_and_secret(built: object) -> None:
+    spec = built.spec  # type: ignore[attr-defined]
+    assert set(built.objects) == set(spec.functions) | ({spec.web.name} if spec.web else set())  # type: ignore[attr-defined]
+    for name, fs in spec.functions.items():
+        info = _info(built.objects[name])  # type: ignore[attr-defined]
+        expected_gpus = [(fs.gpu.split(":")[0], int(fs.gpu.split(":")[1]) if ":" in fs.gpu else 1)] if fs.gpu else []
+        assert info.gpus == expected_gpus, name
+        assert info.timeout == fs.timeout_s, name
+        assert info.max_retries == (fs.retries.max_retries if fs.retries else None), name
+        assert sorted(info.volumes) == sorted(MOUNTS), name
+        assert info.secrets == ["modal.Secret.from_name('huggingface')"], name
+
+
+def test_sizes_get_their_gpus(built: object) -> None:
+    objects = built.objects  # type: ignore[attr-defined]
+    for size, gpu in {"4b": "A10G", "12b": "A100", "31b": "A100-80GB"}.items():
+        for job in ("train", "eval", "infer"):
+            if job in JOBS:
+                assert _info(objects[specmod.function_name(job, size)]).gpus == [(gpu, 1)]
+    for job in ("train", "eval", "infer"):
+        if job in JOBS:
+            assert _info(objects[specmod.function_name(job, "tiny")]).gpus == []
+
+
+def test_train_timeout_and_retries_from_settings(built: object) -> None:
+    if "train" not in JOBS:
+        pytest.skip("the train job is not registered yet")
+    info = _info(built.objects["train_4b"])  # type: ignore[attr-defined]
+    assert info.timeout == 5400
+    assert info.max_retries == specmod.TRAIN_RETRIES.max_retries
+
+
+def test_inference_class_serves_run(built: object) -> None:
+    if "infer" not in JOBS:
+        pytest.skip("the infer job is not registered yet")
+    info = _info(built.objects["Inference_4b"])  # type: ignore[attr-defined]
+    assert info.method_names == ["run"]
+
+
+def test_web_api_is_an_asgi_app_without_the_hf_secret(built: object) -> None:
+    if built.spec.web is None:  # type: ignore[attr-defined]
+        pytest.skip("trainkit-api is not installed")
+    info = _info(built.objects["web"])  # type: ignore[attr-defined]
+    assert info.web_info is not None
+    assert info.secrets == []
+    assert info.gpus == []
+
+
+def test_gpu_override_reaches_modal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINKIT_GPU", "h100")
+    built = build_app(Settings.from_env())
+    for fs in built.spec.functions.values():
+        if fs.size:
+            assert _info(built.objects[fs.name]).gpus == [("H100", 1)]
+
+
+def test_options_passed_to_modal(fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What build_app hands to `app.function` / `app.cls`, the idle window included."""
+    monkeypatch.setenv("TRAINKIT_INFER_IDLE_TIMEOUT_S", "321")
+    built = build_app(Settings.from_env(), sdk=fake_modal)
+    for name, declared in built.objects.items():
+        options = declared.options
+        assert options["serialized"] is True
+        assert sorted(options["volumes"]) == sorted(MOUNTS)
+        if declared.kind == "class":
+            assert options["scaledown_window"] == 321, name
+        else:
+            assert "scaledown_window" not in options
+    image = built.objects["ping"].options["image"]
+    assert image.layers[0] == ("debian_slim", specmod._python_version())
+    assert image.layers[-1][0] == "add_local_python_source"

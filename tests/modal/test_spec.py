@@ -1,0 +1,148 @@
+"""The app's declared spec, read as plain data: GPUs, timeouts, retries, volumes, secret, idle window."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainkit_core.errors import UsageError
+from trainkit_core.jobs import JOBS
+from trainkit_core.settings import Settings
+from trainkit_modal import spec as specmod
+from trainkit_modal.spec import build_spec, target_for
+
+
+def settings(monkeypatch: pytest.MonkeyPatch, **env: str) -> Settings:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return Settings.from_env()
+
+
+EXPECTED_GPUS = {"tiny": None, "4b": "A10G", "12b": "A100", "31b": "A100-80GB"}
+
+
+def test_gpu_per_size_follows_the_presets(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = build_spec(settings(monkeypatch))
+    assert specmod.size_gpus().keys() >= EXPECTED_GPUS.keys()
+    for size, gpu in EXPECTED_GPUS.items():
+        for job in ("train", "eval", "infer"):
+            if job in JOBS:
+                assert spec.functions[specmod.function_name(job, size)].gpu == gpu, (job, size)
+        assert specmod.gpu_for_size(size) == gpu
+
+
+def test_gpu_override_applies_to_every_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = build_spec(settings(monkeypatch, TRAINKIT_GPU="h100:2"))
+    sized = [fs for fs in spec.functions.values() if fs.size]
+    assert sized, "no size-dependent function declared"
+    assert {fs.gpu for fs in sized} == {"H100:2"}
+    # Light jobs never ask for a GPU.
+    assert spec.functions["ping"].gpu is None
+
+
+@pytest.mark.parametrize("bad", ["V100", "A100-160GB", "a100:9", "", "gpu please"])
+def test_unknown_gpu_is_refused_naming_the_setting(bad: str) -> None:
+    with pytest.raises(UsageError) as info:
+        specmod.check_gpu(bad)
+    assert "TRAINKIT_GPU" in str(info.value) and "A100-80GB" in str(info.value)
+
+
+def test_unknown_gpu_setting_fails_the_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UsageError, match="TRAINKIT_GPU='K80'"):
+        build_spec(settings(monkeypatch, TRAINKIT_GPU="K80"))
+
+
+def test_train_timeout_and_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = build_spec(settings(monkeypatch, TRAINKIT_TRAIN_TIMEOUT_S="5400"))
+    train = [fs for fs in spec.functions.values() if fs.job == "train"]
+    if "train" in JOBS:
+        assert train
+    for fs in train:
+        assert fs.timeout_s == 5400
+        assert fs.retries is not None and fs.retries.max_retries >= 1
+    assert spec.functions["ping"].timeout_s == specmod.LIGHT_TIMEOUT_S
+
+
+def test_timeout_over_24_hours_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UsageError, match="24 h") as info:
+        build_spec(settings(monkeypatch, TRAINKIT_TRAIN_TIMEOUT_S=str(24 * 3600 + 1)))
+    assert "TRAINKIT_TRAIN_TIMEOUT_S" in str(info.value)
+    assert specmod.check_timeout(24 * 3600) == 86400
+
+
+@pytest.mark.parametrize("seconds", [1, 1201, 3600])
+def test_idle_window_outside_2_to_1200_is_refused(monkeypatch: pytest.MonkeyPatch, seconds: int) -> None:
+    with pytest.raises(UsageError, match="TRAINKIT_INFER_IDLE_TIMEOUT_S"):
+        build_spec(settings(monkeypatch, TRAINKIT_INFER_IDLE_TIMEOUT_S=str(seconds)))
+
+
+@pytest.mark.parametrize("seconds", [2, 60, 1200])
+def test_idle_window_is_the_inference_scaledown_window(monkeypatch: pytest.MonkeyPatch, seconds: int) -> None:
+    spec = build_spec(settings(monkeypatch, TRAINKIT_INFER_IDLE_TIMEOUT_S=str(seconds)))
+    classes = [fs for fs in spec.functions.values() if fs.kind == "class"]
+    if "infer" in JOBS:
+        assert {fs.size for fs in classes} == set(specmod.size_gpus())
+    assert all(fs.scaledown_window == seconds for fs in classes)
+
+
+def test_volumes_at_fixed_paths_with_configured_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = build_spec(settings(monkeypatch, TRAINKIT_VOL_MODELS="my-models"))
+    paths = {kind: (v.name, v.mount_path) for kind, v in spec.volumes.items()}
+    assert paths == {
+        "data": ("trainkit-data", "/data"),
+        "models": ("my-models", "/models"),
+        "eval": ("trainkit-eval", "/eval"),
+        "hf-cache": ("trainkit-hf-cache", "/root/.cache/huggingface"),
+    }
+    for image in spec.images.values():
+        assert image.env["HF_HOME"] == "/root/.cache/huggingface"
+        assert image.env["TRAINKIT_VOL_MODELS"] == "my-models"
+        assert image.env["TRAINKIT_PROVIDER"] == "modal"
+
+
+def test_secret_only_when_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert build_spec(settings(monkeypatch)).hf_secret is None
+    assert build_spec(settings(monkeypatch, TRAINKIT_HF_SECRET="huggingface")).hf_secret == "huggingface"
+
+
+def test_images_split_train_infer_web() -> None:
+    spec = build_spec(Settings.from_env())
+    names = {img: {p.split("<")[0].split(">")[0].split("[")[0] for p in i.packages} for img, i in spec.images.items()}
+    assert {"unsloth", "torch", "trl", "bitsandbytes"} <= names["train"]
+    assert {"transformers", "peft", "bitsandbytes"} <= names["infer"]
+    assert "unsloth" not in names["infer"]
+    assert "torch" not in names["web"] and "unsloth" not in names["web"]
+    assert {"pluggy", "pydantic-settings"} <= names["web"]
+    for image in spec.images.values():
+        assert "trainkit_core" in image.local_sources and "trainkit_modal" in image.local_sources
+        assert not any(p.startswith("trainkit") for p in image.packages)
+    if spec.web is not None:
+        assert "trainkit_api" in spec.images["web"].local_sources
+        assert "fastapi" in names["web"]
+
+
+def test_every_job_has_a_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = build_spec(settings(monkeypatch))
+    for job in JOBS:
+        fs = target_for(spec, job, {"model_size": "12b"})
+        assert fs.job == job
+        if fs.size:
+            assert fs.size == "12b" and fs.gpu == "A100"
+    assert target_for(spec, "ping", {}).name == "ping"
+    with pytest.raises(UsageError, match="unknown model size '70b'"):
+        target_for(spec, next(iter(specmod.SIZED_JOBS)) if "train" in JOBS else "infer", {"model_size": "70b"})
+
+
+def test_size_and_base_model_of_a_call() -> None:
+    assert specmod.size_of({}) == "4b"
+    assert specmod.size_of({"config": {"model_size": "31b"}}) == "31b"
+    assert specmod.base_model_of({"base_model": "org/model"}) == "org/model"
+    assert specmod.base_model_of({"model_size": "4b"}) == "google/gemma-3-4b-it"
+    assert specmod.is_gated("google/gemma-3-4b-it") and not specmod.is_gated("trainkit/tiny-gemma")
+
+
+def test_requirements_follow_markers_for_the_container_python() -> None:
+    reqs = specmod.requirements_of("trainkit-core", (), "3.10")
+    assert any(r.startswith("tomli") for r in reqs)
+    assert not any(r.startswith("tomli") for r in specmod.requirements_of("trainkit-core", (), "3.12"))
+    with pytest.raises(UsageError, match="not installed"):
+        specmod.requirements_of("trainkit-does-not-exist")
