@@ -56,4 +56,3 @@ def build_router() -> APIRouter:
         return _serve(static_file(name))
 
     return router
-
