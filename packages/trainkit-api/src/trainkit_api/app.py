@@ -33,6 +33,24 @@ Every route but `/health` needs `Authorization: Bearer <TRAINKIT_API_TOKEN>`. Er
 """
 
 
+def route_table(app: FastAPI) -> list[tuple[str, frozenset[str]]]:
+    """(path, methods) of every HTTP route of the app, included routers flattened.
+
+    FastAPI 0.16x keeps included routers as lazy branches (`iter_route_contexts`
+    walks them); older versions copy the routes into `app.routes`. Both are read.
+    """
+    from fastapi import routing
+
+    walk = getattr(routing, "iter_route_contexts", None)
+    routes = list(walk(app.routes)) if walk is not None else list(app.routes)
+    table = []
+    for route in routes:
+        path, methods = getattr(route, "path", None), getattr(route, "methods", None)
+        if path is not None and methods:
+            table.append((str(path), frozenset(methods)))
+    return table
+
+
 def build_router(path: str) -> Any:
     module_name, _, attr = path.partition(":")
     return getattr(importlib.import_module(module_name), attr)()

@@ -16,4 +16,5 @@ ROUTER_BUILDERS = (
     "trainkit_api.routes.events:build_router",
     "trainkit_api.routes.models:build_router",
     "trainkit_api.routes.generate:build_router",
+    "trainkit_api.dashboard:build_router",
 )

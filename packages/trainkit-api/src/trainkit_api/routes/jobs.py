@@ -8,7 +8,7 @@ thread pool: these handlers are plain `def`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Query, status
 
@@ -16,6 +16,7 @@ from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
 from trainkit_api.schemas import Checkpoint, CheckpointList, JobList
 from trainkit_api.state import ApiState, get_state
+from trainkit_api.training import JobCreate, JobResume, resume_job, start_job
 from trainkit_core.ids import RUN_ID_PATTERN
 from trainkit_core.reconcile import reconcile_run
 from trainkit_core.runs import TrainingRun
@@ -31,13 +32,8 @@ def build_router() -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
 
     @router.post("/jobs", response_model=TrainingRun, status_code=status.HTTP_201_CREATED)
-    def create_job(
-        body: Annotated[dict[str, Any], Body(description="A TrainConfig, plus `metadata`.")],
-        state: ApiState = Depends(get_state),
-    ) -> TrainingRun:
+    def create_job(body: JobCreate, state: ApiState = Depends(get_state)) -> TrainingRun:
         """Start a training run on a dataset already synced to the data volume."""
-        from trainkit_api.training import start_job
-
         return start_job(state, body)
 
     @router.get("/jobs", response_model=JobList)
@@ -89,12 +85,11 @@ def build_router() -> APIRouter:
         return run
 
     @router.post("/jobs/{run_id}/resume", response_model=TrainingRun, status_code=status.HTTP_202_ACCEPTED)
-    def resume_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
-        """Continue a stopped, failed or preempted run from its latest checkpoint."""
-        from trainkit_api.training import resume_job as resume
-
-        state.run(run_id)  # 404 before anything starts
-        return resume(state, run_id)
+    def resume(
+        run_id: RunId, state: ApiState = Depends(get_state), body: Annotated[JobResume | None, Body()] = None
+    ) -> TrainingRun:
+        """Continue a stopped, failed or preempted run from its latest checkpoint (409 when it cannot)."""
+        return resume_job(state, run_id, body)
 
     @router.get("/jobs/{run_id}/checkpoints", response_model=CheckpointList)
     def list_checkpoints(run_id: RunId, state: ApiState = Depends(get_state)) -> CheckpointList:

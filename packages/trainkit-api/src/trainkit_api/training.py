@@ -1,0 +1,43 @@
+"""Starting and resuming runs: the request bodies, and the calls into core's `submit`.
+
+`POST /v1/jobs` takes a `TrainConfig` (the same fields as `trainkit train`) plus
+`metadata` (a sweep's `group_id`, say); the dataset must be on the data volume already
+(`trainkit sync`), or in the server's local datasets folder, which is synced first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from trainkit_api.state import ApiState
+from trainkit_core.ids import NAME_PATTERN
+from trainkit_core.runs import TrainingRun
+from trainkit_core.training.config import TrainConfig
+
+
+class JobCreate(TrainConfig):
+    """A training run to start: a `TrainConfig`, plus `metadata` stored on the run."""
+
+    dataset: str = Field(pattern=NAME_PATTERN.pattern, description="Name of the dataset (synced to the data volume).")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Stored on the run; `group_id` groups a sweep.")
+
+
+class JobResume(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int | None = Field(None, ge=1, le=1_000_000, description="Train to this step (default: the run's own).")
+
+
+def start_job(state: ApiState, body: JobCreate) -> TrainingRun:
+    from trainkit_core.training.submit import start_run
+
+    config = TrainConfig.model_validate(body.model_dump(exclude={"metadata"}))
+    return start_run(state.provider, config, metadata=body.metadata)
+
+
+def resume_job(state: ApiState, run_id: str, body: JobResume | None) -> TrainingRun:
+    from trainkit_core.training.submit import resume_run
+
+    return resume_run(state.provider, run_id, steps=body.steps if body else None)
