@@ -75,7 +75,7 @@ class ProviderManifest:
 
 
 @hookspec
-def provider_manifest() -> ProviderManifest | list[ProviderManifest]:
+def provider_manifest() -> ProviderManifest | list[ProviderManifest]:  # type: ignore[empty-body]
     """Declare the provider(s) this plugin implements, with their capabilities.
 
     Collect-all: every plugin answers. A plugin normally declares one provider, named

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,13 +50,13 @@ def _names_from_env(variable: str) -> set[str] | None:
     return {part.strip() for part in raw.split(",") if part.strip()}
 
 
-def _trace(hook_name: str, hook_impls: Any, kwargs: dict[str, Any]) -> None:
+def _trace(hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     # Only argument names and plain strings: settings carry secrets.
     shown = ", ".join(f"{k}={v!r}" if isinstance(v, str) else k for k, v in kwargs.items())
     print(f"trainkit: hook {hook_name}({shown}) -> {len(hook_impls)} impl(s)", file=sys.stderr)
 
 
-def _trace_after(outcome: Any, hook_name: str, hook_impls: Any, kwargs: dict[str, Any]) -> None:
+def _trace_after(outcome: Any, hook_name: str, hook_impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     exc = outcome.exception
     result = f"raised {type(exc).__name__}" if exc else type(outcome.get_result()).__name__
     print(f"trainkit: hook {hook_name} -> {result}", file=sys.stderr)
@@ -85,15 +86,39 @@ def build_plugin_manager(*, load_entry_points: bool = True) -> pluggy.PluginMana
                     hint=f"reinstall the package that provides it, or set TRAINKIT_DISABLE_PLUGINS={ep.name}",
                 ) from exc
             register(pm, plugin, name=ep.name, module=ep.value, dist=ep.dist)
-    pm.check_pending()
+    check_pending(pm)
     if os.environ.get("TRAINKIT_TRACE_PLUGINS", "") not in ("", "0"):
         pm.add_hookcall_monitoring(_trace, _trace_after)
     return pm
 
 
+def check_pending(pm: pluggy.PluginManager) -> None:
+    """Refuse a hook implementation that matches no spec (a misspelt hook name).
+
+    Raises `PluginLoadError` naming the plugin and the hook.
+    """
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginLoadError(
+            f'plugin "{pm.get_name(exc.plugin) or exc.plugin}" is invalid: {exc}',
+            hint="a hook name is misspelt or not a trainkit hook; see trainkit_core.hookspecs",
+        ) from exc
+
+
 def register(pm: pluggy.PluginManager, plugin: object, *, name: str, module: str = "", dist: Any = None) -> None:
-    """Register one plugin object and remember where it came from (for `trainkit providers`)."""
-    pm.register(plugin, name=name)
+    """Register one plugin object and remember where it came from (for `trainkit providers`).
+
+    Raises `PluginLoadError` naming the plugin when a hook implementation does not
+    fit its spec (e.g. an argument the spec does not have).
+    """
+    try:
+        pm.register(plugin, name=name)
+    except pluggy.PluginValidationError as exc:
+        raise PluginLoadError(
+            f'plugin "{name}" is invalid: {exc}',
+            hint="compare its hook implementations with trainkit_core.hookspecs",
+        ) from exc
     hooks = tuple(sorted(impl.name for impl in (pm.get_hookcallers(plugin) or [])))
     info = PluginInfo(
         name=name,

@@ -45,13 +45,24 @@ class ProviderInfo:
 
 
 def _manifests(pm: pluggy.PluginManager) -> dict[str, tuple[ProviderManifest, str | None]]:
-    """Provider name -> (manifest, name of the plugin that declared it)."""
+    """Provider name -> (manifest, name of the plugin that declared it).
+
+    Each plugin is asked through its own subset of the hook, so the answer can be
+    tied to the plugin and the call still shows in ``TRAINKIT_TRACE_PLUGINS`` output.
+    """
     found: dict[str, tuple[ProviderManifest, str | None]] = {}
+    plugins = pm.get_plugins()
     for impl in reversed(pm.hook.provider_manifest.get_hookimpls()):
-        answer = impl.function()
-        for manifest in answer if isinstance(answer, list) else [answer]:
-            if manifest is not None and manifest.name not in found:
-                found[manifest.name] = (manifest, impl.plugin_name)
+        others = [p for p in plugins if p is not impl.plugin]
+        for answer in pm.subset_hook_caller("provider_manifest", remove_plugins=others)():
+            for manifest in answer if isinstance(answer, list) else [answer]:
+                if not isinstance(manifest, ProviderManifest):
+                    raise ProviderError(
+                        f"plugin {impl.plugin_name!r} answered provider_manifest with {type(manifest).__name__},"
+                        " not a ProviderManifest"
+                    )
+                if manifest.name not in found:
+                    found[manifest.name] = (manifest, impl.plugin_name)
     return found
 
 

@@ -40,8 +40,8 @@ class ProviderSettings(BaseSettings):
 
     model_config = _config()
 
-    provider: str = Field("local", description="Compute provider (`local`, `modal`, or any installed plugin).")
-    app_name: str = Field("trainkit", pattern=_NAME_PATTERN, description="Name of the provider app.")
+    provider: str = Field(default="local", description="Compute provider (`local`, `modal`, or any installed plugin).")
+    app_name: str = Field(default="trainkit", pattern=_NAME_PATTERN, description="Name of the provider app.")
     home: Path = Field(
         default_factory=default_home,
         description="Home of the `local` provider: volumes, key-value store, job logs.",
@@ -54,16 +54,18 @@ class ComputeSettings(BaseSettings):
     model_config = _config()
 
     gpu: str = Field(
-        "",
+        default="",
         description="GPU override for every model size (provider names, e.g. `A100`). Empty: the size's default.",
     )
-    train_timeout_s: int = Field(7200, ge=1, description="Timeout of a training job, in seconds.")
+    train_timeout_s: int = Field(default=7200, ge=1, description="Timeout of a training job, in seconds.")
     infer_idle_timeout_s: int = Field(
-        60,
+        default=60,
         ge=1,
         description="Seconds an inference worker keeps its models loaded after its last request.",
     )
-    hf_secret: str = Field("", description="Name of a provider secret holding `HF_TOKEN`. Empty: none attached.")
+    hf_secret: str = Field(
+        default="", description="Name of a provider secret holding `HF_TOKEN`. Empty: none attached."
+    )
 
 
 class VolumeSettings(BaseSettings):
@@ -71,11 +73,15 @@ class VolumeSettings(BaseSettings):
 
     model_config = _config()
 
-    vol_data: str = Field("trainkit-data", pattern=_NAME_PATTERN, description="Volume of the datasets.")
-    vol_models: str = Field("trainkit-models", pattern=_NAME_PATTERN, description="Volume of trained models and run history.")
-    vol_eval: str = Field("trainkit-eval", pattern=_NAME_PATTERN, description="Volume of eval sets and reports.")
+    vol_data: str = Field(default="trainkit-data", pattern=_NAME_PATTERN, description="Volume of the datasets.")
+    vol_models: str = Field(
+        default="trainkit-models", pattern=_NAME_PATTERN, description="Volume of trained models and run history."
+    )
+    vol_eval: str = Field(
+        default="trainkit-eval", pattern=_NAME_PATTERN, description="Volume of eval sets and reports."
+    )
     vol_hf_cache: str = Field(
-        "trainkit-hf-cache", pattern=_NAME_PATTERN, description="Volume of the model cache (`HF_HOME`)."
+        default="trainkit-hf-cache", pattern=_NAME_PATTERN, description="Volume of the model cache (`HF_HOME`)."
     )
 
     def name_for(self, kind: str) -> str:
@@ -93,7 +99,9 @@ class DatasetSettings(BaseSettings):
 
     model_config = _config()
 
-    datasets_dir: Path = Field(Path("datasets"), description="Folder of the local datasets (`<dir>/<name>/dataset.toml`).")
+    datasets_dir: Path = Field(
+        default=Path("datasets"), description="Folder of the local datasets (`<dir>/<name>/dataset.toml`)."
+    )
 
 
 class ApiSettings(BaseSettings):
@@ -102,7 +110,7 @@ class ApiSettings(BaseSettings):
     model_config = _config()
 
     api_token: SecretStr | None = Field(
-        None, description="Bearer token the web API requires on every route but `/health`."
+        default=None, description="Bearer token the web API requires on every route but `/health`."
     )
 
     @field_validator("api_token", mode="before")
@@ -136,10 +144,24 @@ class Settings(BaseModel):
                 api=ApiSettings(),
             )
         except ValidationError as exc:
-            problems = "; ".join(
-                f"TRAINKIT_{str(err['loc'][0]).upper()}: {err['msg']}" for err in exc.errors()
-            )
+            problems = "; ".join(f"TRAINKIT_{str(err['loc'][0]).upper()}: {err['msg']}" for err in exc.errors())
             raise UsageError(f"invalid setting: {problems}") from None
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as `TRAINKIT_*` variables, for a child process to rebuild them.
+
+        Secrets are included in clear (a child needs them); never log the result.
+        """
+        env: dict[str, str] = {}
+        for concern in (self.provider, self.compute, self.volumes, self.datasets, self.api):
+            for name in type(concern).model_fields:
+                value = getattr(concern, name)
+                if value is None:
+                    continue
+                if isinstance(value, SecretStr):
+                    value = value.get_secret_value()
+                env[f"TRAINKIT_{name.upper()}"] = str(value)
+        return env
 
 
 def settings_table() -> list[tuple[str, str, str]]:

@@ -43,8 +43,16 @@ def ping(ctx: JobContext, echo: Any = None) -> dict[str, Any]:
     }
 
 
-def sleep(ctx: JobContext, seconds: float = 1.0, result: Any = None) -> Any:
-    """Sleep, then return `result`: lets tests see a call running and cancel it."""
+def sleep(ctx: JobContext, seconds: float = 1.0, result: Any = None, ignore_sigterm: bool = False) -> Any:
+    """Sleep, then return `result`: lets tests see a call running and cancel it.
+
+    With `ignore_sigterm` the job shrugs off SIGTERM, so a test can see a cancel
+    fall back to SIGKILL after its grace period.
+    """
+    if ignore_sigterm:
+        import signal
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     deadline = time.monotonic() + float(seconds)
     while time.monotonic() < deadline:
         time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))

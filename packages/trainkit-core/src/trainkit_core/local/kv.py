@@ -84,9 +84,11 @@ class LocalKV:
     def get(self, key: str, default: Any = None) -> Any:
         self._check_key(key)
         with self._lock:
-            row = self._connection().execute(
-                "SELECT value FROM kv WHERE namespace=? AND key=?", (self.namespace, key)
-            ).fetchone()
+            row = (
+                self._connection()
+                .execute("SELECT value FROM kv WHERE namespace=? AND key=?", (self.namespace, key))
+                .fetchone()
+            )
         return default if row is None else json.loads(row[0])
 
     def put(self, key: str, value: Any) -> None:
@@ -119,10 +121,14 @@ class LocalKV:
 
     def _select(self, columns: str, prefix: str) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._connection().execute(
-                f"SELECT {columns} FROM kv WHERE namespace=? AND substr(key, 1, ?)=? ORDER BY key",
-                (self.namespace, len(prefix), prefix),
-            ).fetchall()
+            return (
+                self._connection()
+                .execute(
+                    f"SELECT {columns} FROM kv WHERE namespace=? AND substr(key, 1, ?)=? ORDER BY key",
+                    (self.namespace, len(prefix), prefix),
+                )
+                .fetchall()
+            )
 
     def keys(self, prefix: str = "") -> list[str]:
         return [row[0] for row in self._select("key", prefix)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from trainkit_core.errors import MissingExtraError
+from trainkit_core.errors import MissingExtraError, NotFoundError
 from trainkit_core.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
-from trainkit_core.jobs import JOB_EXTRAS, JobContext
+from trainkit_core.jobs import JOB_EXTRAS, JOBS, JobContext
 from trainkit_core.local.kv import LocalKV, db_path
 from trainkit_core.local.runner import LocalRunner
 from trainkit_core.local.volume import LocalVolume
@@ -48,6 +48,8 @@ class LocalDeployment:
 
     def check(self, functions: list[str]) -> None:
         for function in functions:
+            if function not in JOBS:
+                raise NotFoundError(f"unknown job function {function!r}; known: {', '.join(sorted(JOBS))}")
             extra = JOB_EXTRAS.get(function)
             if not extra:
                 continue
@@ -65,13 +67,9 @@ class LocalDeployment:
         return self.status()
 
     def status(self) -> DeploymentStatus:
-        volumes = {
-            kind: str(self.home / "volumes" / self.settings.volumes.name_for(kind)) for kind in VOLUME_KINDS
-        }
+        volumes = {kind: str(self.home / "volumes" / self.settings.volumes.name_for(kind)) for kind in VOLUME_KINDS}
         ready = all(Path(p).is_dir() for p in volumes.values()) and db_path(self.home).exists()
-        return DeploymentStatus(
-            "ready" if ready else "not-deployed", {"home": str(self.home), "volumes": volumes}
-        )
+        return DeploymentStatus("ready" if ready else "not-deployed", {"home": str(self.home), "volumes": volumes})
 
     def stop(self) -> None:
         """Nothing runs permanently on the local provider; jobs are stopped one by one."""
@@ -107,7 +105,7 @@ def kv_store(provider: str, settings: Settings, namespace: str) -> LocalKV | Non
 
 @hookimpl
 def run_function(provider: str, settings: Settings) -> LocalRunner | None:
-    return LocalRunner(home_of(settings)) if provider == NAME else None
+    return LocalRunner(home_of(settings), settings) if provider == NAME else None
 
 
 @hookimpl

@@ -19,12 +19,15 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import JobError, JobTimeout, NotFoundError, UsageError
 from trainkit_core.hookspecs import CallStatus
 from trainkit_core.local.kv import LocalKV
 from trainkit_core.provider import call_kwargs
+
+if TYPE_CHECKING:
+    from trainkit_core.settings import Settings
 
 CALLS_NAMESPACE = "_calls"
 CANCEL_GRACE_S = 5.0
@@ -189,10 +192,16 @@ def _mark_cancelled(record: dict[str, Any]) -> dict[str, Any]:
 
 
 class LocalRunner:
-    """The `run_function` answer of the local provider."""
+    """The `run_function` answer of the local provider.
 
-    def __init__(self, home: Path) -> None:
+    `settings`, when given, reach the job: the worker process rebuilds them from the
+    `TRAINKIT_*` variables it inherits, so a job sees the caller's settings object,
+    not only the caller's environment.
+    """
+
+    def __init__(self, home: Path, settings: Settings | None = None) -> None:
         self.home = Path(home)
+        self.settings = settings
         self.calls = LocalKV(self.home, CALLS_NAMESPACE)
 
     def spawn(self, function: str, kwargs: Mapping[str, Any]) -> LocalRunHandle:
@@ -215,13 +224,13 @@ class LocalRunner:
                 "cwd": os.getcwd(),
             },
         )
-        env = {**os.environ, "TRAINKIT_HOME": str(self.home.resolve())}
+        env = {**os.environ, **(self.settings.to_env() if self.settings else {})}
+        env["TRAINKIT_HOME"] = str(self.home.resolve())
         launcher = subprocess.run(
             [sys.executable, "-m", "trainkit_core.local.supervisor", call_id],
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            capture_output=True,
             timeout=60,
             check=False,
         )

@@ -19,11 +19,22 @@ from trainkit_core.local.runner import CALLS_NAMESPACE, describe_exit, process_s
 
 def supervise(home: Path, call_id: str) -> int:
     calls = LocalKV(home, CALLS_NAMESPACE)
-    record = calls.get(call_id)
-    me = os.getpid()
-    calls.update(call_id, lambda r: {**r, "supervisor_pid": me, "supervisor_start": process_start_time(me)})
     # SIGTERM reaches the whole process group on cancel; the supervisor stays to record it.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    me = os.getpid()
+    # Registering and reading the cancel flag in one transaction: a cancel that came
+    # before we had a pid to signal is seen here, and no worker is started for it.
+    record = calls.update(call_id, lambda r: {**r, "supervisor_pid": me, "supervisor_start": process_start_time(me)})
+    if record.get("cancel_requested") or record["state"] != "pending":
+        calls.update(
+            call_id,
+            lambda r: (
+                {**r, "state": "cancelled", "ended_at": time.time(), "error": "cancelled"}
+                if r["state"] in ("pending", "running")
+                else r
+            ),
+        )
+        return 0
     with open(record["log_path"], "ab", buffering=0) as log:
         worker = subprocess.Popen(
             [sys.executable, "-m", "trainkit_core.local.worker", call_id],
@@ -36,9 +47,11 @@ def supervise(home: Path, call_id: str) -> int:
         start = process_start_time(worker.pid)
         calls.update(
             call_id,
-            lambda r: {**r, "pid": worker.pid, "pid_start": start, "state": "running", "started_at": time.time()}
-            if r["state"] == "pending"
-            else r,
+            lambda r: (
+                {**r, "pid": worker.pid, "pid_start": start, "state": "running", "started_at": time.time()}
+                if r["state"] == "pending"
+                else r
+            ),
         )
         returncode = worker.wait()
 
@@ -68,12 +81,13 @@ def main() -> None:
         os.dup2(devnull, fd)
     try:
         code = supervise(home, call_id)
-    except BaseException:  # noqa: BLE001 - nobody is left to tell; record it
+    except BaseException:
         import traceback
 
         text = traceback.format_exc()
         LocalKV(home, CALLS_NAMESPACE).update(
-            call_id, lambda r: {**r, "state": "failed", "ended_at": time.time(), "error": f"supervisor failed: {text[-2000:]}"}
+            call_id,
+            lambda r: {**r, "state": "failed", "ended_at": time.time(), "error": f"supervisor failed: {text[-2000:]}"},
         )
         code = 1
     os._exit(code)

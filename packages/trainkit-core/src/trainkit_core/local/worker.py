@@ -34,8 +34,9 @@ def main() -> int:
         result = resolve(record["function"])(ctx, **record["kwargs"])
         import json
 
-        json.dumps(result)  # a result that cannot be stored is the job's error
-    except BaseException as exc:  # noqa: BLE001 - every failure is the job's result
+        # A result that cannot be stored is the job's error (the store refuses NaN too).
+        json.dumps(result, allow_nan=False)
+    except BaseException as exc:
         traceback.print_exc()
         message = f"{type(exc).__name__}: {exc}"
         calls.update(call_id, lambda r: _finish(r, state="failed", error=message))
