@@ -82,7 +82,9 @@ class RunStore:
     def list(self, *, status: str | None = None, group_id: str | None = None) -> list[TrainingRun]:
         """Runs newest first (run ids sort by creation time)."""
         runs = [TrainingRun.from_stored_data(data, store=self) for _, data in self.records.items("run-")]
-        runs = [r for r in runs if (status is None or r.status == status) and (group_id is None or r.group_id == group_id)]
+        runs = [
+            r for r in runs if (status is None or r.status == status) and (group_id is None or r.group_id == group_id)
+        ]
         return sorted(runs, key=lambda r: r.id, reverse=True)
 
 
@@ -340,7 +342,9 @@ class TrainingRun(BaseModel):
         return component
 
 
-def wait_all(runs: Sequence[TrainingRun], *, poll_interval: float = 2.0, timeout: float | None = None) -> list[TrainingRun]:
+def wait_all(
+    runs: Sequence[TrainingRun], *, poll_interval: float = 2.0, timeout: float | None = None
+) -> list[TrainingRun]:
     """Wait for every run to end; returns them reloaded."""
     deadline = None if timeout is None else time.monotonic() + timeout
     for run in runs:
