@@ -1,0 +1,141 @@
+"""Eval sets on the eval volume: ``sets/<name>/examples.jsonl``, and reports under ``reports/``.
+
+An eval example is a chat conversation ending with the reference answer:
+``{"messages": [..., {"role": "user", ...}, {"role": "assistant", "content": REF}]}``,
+or a ``{"prompt", "completion"}`` pair. Adding examples checks every one first and
+writes the whole set at once (atomic), so bad input leaves the set as it was.
+Reports: ``reports/<report id>/report.json`` (metrics) and ``examples.jsonl`` (each
+example with the tuned and base answers).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from trainkit_core.errors import NotFoundError, UsageError
+from trainkit_core.hookspecs import Volume
+from trainkit_core.ids import check_name
+
+REPORT_ID_PATTERN = re.compile(r"^ev-\d{8}-\d{6}-[0-9a-f]{6}$")
+ROLES = ("system", "user", "assistant")
+
+
+def set_path(name: str) -> str:
+    return f"sets/{check_name(name, what='eval set name')}/examples.jsonl"
+
+
+def report_dir(report_id: str) -> str:
+    return f"reports/{check_report_id(report_id)}"
+
+
+def new_report_id(now: float | None = None) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    return f"ev-{stamp}-{secrets.token_hex(3)}"
+
+
+def check_report_id(value: str) -> str:
+    if not isinstance(value, str) or not REPORT_ID_PATTERN.match(value):
+        raise UsageError(f"{value!r} is not an eval report id (expected ev-YYYYMMDD-HHMMSS-xxxxxx)")
+    return value
+
+
+def normalize_example(record: Any, *, where: str) -> dict[str, Any]:
+    """One example as ``{"messages": [...]}`` ending with the assistant's reference; `UsageError` naming `where`."""
+    if not isinstance(record, Mapping):
+        raise UsageError(f"{where}: an example must be a JSON object")
+    if "prompt" in record or "completion" in record:
+        prompt, completion = record.get("prompt"), record.get("completion")
+        if not isinstance(prompt, str) or not prompt.strip() or not isinstance(completion, str):
+            raise UsageError(f"{where}: 'prompt' and 'completion' must be strings (prompt non-empty)")
+        return {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}]}
+    messages = record.get("messages")
+    if not isinstance(messages, list) or len(messages) < 2:
+        raise UsageError(f"{where}: 'messages' must be a list of at least a user and an assistant message")
+    clean = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
+            raise UsageError(f"{where}: message {i} needs a role ({', '.join(ROLES)}) and string content")
+        clean.append({"role": m["role"], "content": m["content"]})
+    if clean[-1]["role"] != "assistant" or clean[-2]["role"] != "user":
+        raise UsageError(f"{where}: the last two messages must be the user's question and the assistant's reference")
+    return {"messages": clean}
+
+
+def parse_jsonl(data: bytes, *, file: str) -> list[dict[str, Any]]:
+    """Examples of a JSONL file; `UsageError` with file and line for the first bad one."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{file}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    examples = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{file}:{number}: invalid JSON: {exc.msg}") from None
+        examples.append(normalize_example(record, where=f"{file}:{number}"))
+    if not examples:
+        raise UsageError(f"{file}: no examples")
+    return examples
+
+
+def read_set(volume: Volume, name: str) -> list[dict[str, Any]]:
+    path = set_path(name)
+    if not volume.exists(path):
+        raise NotFoundError(f"no eval set {name!r} on volume {volume.name!r}", hint="add one with: trainkit eval add")
+    return parse_jsonl(volume.read_bytes(path), file=f"{volume.name}:{path}")
+
+
+def add_examples(volume: Volume, name: str, examples: Iterable[Any], *, replace: bool = False) -> dict[str, Any]:
+    """Append (or with `replace`, set) the examples of set `name`; duplicates are skipped."""
+    path = set_path(name)
+    new = [normalize_example(e, where=f"example {i + 1}") for i, e in enumerate(examples)]
+    if not new:
+        raise UsageError("no examples to add")
+    current = [] if replace or not volume.exists(path) else read_set(volume, name)
+    seen = {json.dumps(e, sort_keys=True) for e in current}
+    added = 0
+    for example in new:
+        key = json.dumps(example, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            current.append(example)
+            added += 1
+    volume.write_bytes(path, "".join(json.dumps(e) + "\n" for e in current).encode())
+    return {"set": name, "added": added, "skipped": len(new) - added, "total": len(current)}
+
+
+def list_sets(volume: Volume) -> list[dict[str, Any]]:
+    if not volume.exists("sets"):
+        return []
+    found = []
+    for entry in volume.listdir("sets"):
+        name = entry.path.rsplit("/", 1)[-1]
+        path = f"{entry.path}/examples.jsonl"
+        if entry.is_dir and volume.exists(path):
+            count = sum(1 for line in volume.read_bytes(path).splitlines() if line.strip())
+            found.append({"name": name, "examples": count})
+    return found
+
+
+def write_report(volume: Volume, report: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> None:
+    base = report_dir(str(report["report_id"]))
+    volume.write_bytes(f"{base}/examples.jsonl", "".join(json.dumps(r) + "\n" for r in rows).encode())
+    volume.write_bytes(f"{base}/report.json", json.dumps(report, indent=2).encode())
+
+
+def read_report(volume: Volume, report_id: str, *, examples: bool = False) -> dict[str, Any]:
+    base = report_dir(report_id)
+    if not volume.exists(f"{base}/report.json"):
+        raise NotFoundError(f"no eval report {report_id!r} on volume {volume.name!r}")
+    report: dict[str, Any] = json.loads(volume.read_bytes(f"{base}/report.json"))
+    if examples and volume.exists(f"{base}/examples.jsonl"):
+        report["examples"] = [json.loads(x) for x in volume.read_bytes(f"{base}/examples.jsonl").splitlines() if x]
+    return report

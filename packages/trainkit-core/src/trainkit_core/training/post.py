@@ -1,0 +1,168 @@
+"""After training: the adapter-effect gate and the eval metrics of the saved model.
+
+The `train` job calls `after_training` once the adapter and tokenizer are saved in
+``trained/<id>`` (before `trained_model.json`, which is written last). Two checks, on
+the adapter *as saved*, loaded the way inference loads it (`load_adapter_model`):
+
+1. **Round trip**: on fixed prompts, its logits match the trainer's in-memory model
+   (max abs diff <= `ROUND_TRIP_TOL` = 1e-4 in fp32). A saved adapter that does not
+   reproduce the trained one means serving is not what was trained.
+2. **Effect**: its logits differ from the base model's (max abs diff >
+   `EFFECT_MIN`). Peers have shipped adapters that silently do nothing once saved or
+   served (unsloth #2142, vllm #41754).
+
+Either failing raises `JobError` with the figures, which fails the run. Then, when
+the dataset has an eval split, the saved model and its base are scored on it (loss,
+perplexity, exact match, token F1): ``eval_*`` and ``base_eval_*`` metrics.
+
+On CPU (and for fp32 models) the saved adapter is loaded on a fresh base, exactly as
+inference does. A quantized (4-bit GPU) model is not reloaded a second time: the
+saved adapter is loaded onto the in-memory base under another name, and the
+round-trip tolerance is that of 4-bit arithmetic (`QUANTIZED_TOL`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.errors import JobError
+from trainkit_core.jobs.context import JobContext
+from trainkit_core.runs import TrainingRun
+
+log = logging.getLogger(__name__)
+
+ROUND_TRIP_TOL = 1e-4
+QUANTIZED_TOL = 5e-2
+EFFECT_MIN = 1e-3
+#: Examples of the eval split scored after training (all of a small split).
+MAX_EVAL_EXAMPLES = 200
+
+FIXED_PROMPTS = (
+    [{"role": "user", "content": "Hello! Who are you?"}],
+    [{"role": "user", "content": "Uppercase: snow blue"}],
+    [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is two plus two?"}],
+)
+
+
+def _card(run: TrainingRun, out_dir: Path) -> Any:
+    from trainkit_core.models.card import TrainedModelCard
+    from trainkit_core.presets import TINY_BASE_MODEL
+    from trainkit_core.tiny_model import TINY_BASE_PATH
+
+    config = run.config
+    base = run.source_model or str(config.get("base_model") or "")
+    return TrainedModelCard.model_validate(
+        {
+            "run_id": run.id,
+            "base_model": base,
+            "base_model_path": TINY_BASE_PATH if base == TINY_BASE_MODEL else "",
+            "preset": str(config.get("model_size") or config.get("preset") or ""),
+            "chat_format": str(config.get("chat_format") or "gemma3"),
+            "dataset_id": str(config.get("dataset") or ""),
+            "config": config,
+        }
+    )
+
+
+def _logits(model: Any, tokenizer: Any, prompts: list[str], device: str) -> list[Any]:
+    import torch
+
+    found = []
+    with torch.inference_mode():
+        for text in prompts:
+            ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"].to(device)
+            found.append(model(input_ids=ids).logits.float().cpu())
+    return found
+
+
+def _max_diff(a: list[Any], b: list[Any]) -> float:
+    return max(float((x - y).abs().max()) for x, y in zip(a, b, strict=True))
+
+
+def _is_quantized(model: Any) -> bool:
+    return bool(getattr(model, "is_loaded_in_4bit", False) or getattr(model, "is_loaded_in_8bit", False)) or bool(
+        getattr(getattr(model, "base_model", None), "is_loaded_in_4bit", False)
+    )
+
+
+def adapter_gate(
+    ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path
+) -> tuple[dict[str, Any], Any]:
+    """Check round trip and effect; returns (figures, (reloaded model, tokenizer, format, device, adapter))."""
+    import torch
+
+    from trainkit_core.chat_format import get_format, render_prompt
+    from trainkit_core.inference.loading import check_fit, load_adapter_model
+
+    card = _card(run, out_dir)
+    fmt = get_format(card.chat_format)
+    prompts = [render_prompt(p, fmt) for p in FIXED_PROMPTS]
+    device = str(next(model.parameters()).device)
+    device = "cuda" if device.startswith("cuda") else "cpu"
+    quantized = _is_quantized(model)
+    model.eval()
+    trained = _logits(model, tokenizer, prompts, device)
+    if not quantized:
+        reloaded, tok, fmt = load_adapter_model(out_dir, card, ctx.path("hf-cache"), device=device, quantize=False)
+        adapter, tol = "default", ROUND_TRIP_TOL
+    else:
+        check_fit(card, out_dir, tokenizer)
+        model.load_adapter(str(out_dir), adapter_name="saved", is_trainable=False)
+        reloaded, tok, adapter, tol = model, tokenizer, "saved", QUANTIZED_TOL
+    reloaded.set_adapter(adapter)
+    served = _logits(reloaded, tok, prompts, device)
+    with reloaded.disable_adapter():
+        base = _logits(reloaded, tok, prompts, device)
+    round_trip, effect = _max_diff(trained, served), _max_diff(served, base)
+    figures = {
+        "gate_round_trip_max_abs_diff": round(round_trip, 8),
+        "gate_round_trip_tolerance": tol,
+        "gate_effect_max_abs_diff": round(effect, 6),
+        "gate_effect_minimum": EFFECT_MIN,
+        "gate_prompts": len(prompts),
+        "gate_reloaded": "fresh base" if not quantized else "in-memory base",
+    }
+    if not round_trip <= tol:
+        raise JobError(
+            f"adapter gate failed: the saved adapter, loaded as inference loads it, gives logits up to {round_trip:.3g} "
+            f"away from the trained model's (tolerance {tol:g}) on {len(prompts)} fixed prompts"
+        )
+    if not effect > EFFECT_MIN:
+        raise JobError(
+            f"adapter gate failed: the saved adapter changes the base model's logits by at most {effect:.3g} "
+            f"(minimum {EFFECT_MIN:g}) on {len(prompts)} fixed prompts: it does nothing"
+        )
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return figures, (reloaded, tok, fmt, device, adapter)
+
+
+def after_training(ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path) -> dict[str, Any]:
+    """Gate figures and eval metrics of the saved model in `out_dir`, merged into the run's metrics."""
+    figures, (reloaded, tok, fmt, device, adapter) = adapter_gate(ctx, run, model, tokenizer, out_dir)
+    run.events.append(
+        "log", message="adapter gate passed: the saved adapter is what was trained, and it has an effect", **figures
+    )
+    metrics: dict[str, Any] = dict(figures)
+    dataset = str(run.config.get("dataset") or "")
+    if not dataset:
+        return metrics
+    from trainkit_core.datasets.reader import read_synced
+    from trainkit_core.evals.runner import evaluate
+
+    synced = read_synced(ctx.path("data"), dataset)
+    examples = [e for e in synced.eval if e.get("messages") and e["messages"][-1]["role"] == "assistant"]
+    if not examples:
+        return metrics
+    run.apply_framework_status("evaluating")
+    run.save()
+    run.events.append("phase", phase="evaluating")
+    result = evaluate(reloaded, tok, fmt, examples[:MAX_EVAL_EXAMPLES], device=device, adapter=adapter)
+    for label, prefix in (("tuned", "eval_"), ("base", "base_eval_")):
+        for key, value in (result[label] or {}).items():
+            metrics[f"{prefix}{key}"] = value
+    metrics["eval_s"] = result["eval_s"]
+    run.events.append("eval", tuned=result["tuned"], base=result["base"], examples=len(examples[:MAX_EVAL_EXAMPLES]))
+    return metrics
