@@ -52,7 +52,7 @@ class ModalDeployment:
         build_spec(self.settings)  # raises UsageError naming a setting Modal would refuse
         unknown = [f for f in functions if f not in JOBS]
         if unknown:
-            raise UsageError(f"unknown job function(s) {', '.join(unknown)}; known: {', '.join(sorted(JOBS))}")
+            raise NotFoundError(f"unknown job function(s) {', '.join(unknown)}; known: {', '.join(sorted(JOBS))}")
 
     def build(self) -> BuiltApp:
         from trainkit_modal.app import build_app

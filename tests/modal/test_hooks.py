@@ -1,0 +1,165 @@
+"""Modal-specific behaviour of the hook objects: the errors a user meets, and the app lifecycle.
+
+Most tests run on the fake SDK (`fake_modal.py`); the no-token tests use the real
+modal SDK, offline, to show what a user without credentials sees.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from trainkit_core.errors import JobError, NotFoundError, ProviderError, UsageError
+from trainkit_core.plugins import build_plugin_manager, register
+from trainkit_core.provider import Provider, get_provider
+from trainkit_core.settings import Settings
+from trainkit_modal.errors import TOKEN_HINT
+from trainkit_modal.kv import ModalKV, dict_name
+from trainkit_modal.plugin import ModalPlugin
+
+
+def provider_on(sdk: object, settings: Settings | None = None) -> Provider:
+    pm = build_plugin_manager(load_entry_points=False)
+    register(pm, ModalPlugin(lambda: sdk), name="modal", module="trainkit_modal.plugin")
+    return get_provider("modal", settings or Settings.from_env(), pm=pm)
+
+
+# --------------------------------------------------------------------------- no token (real SDK, offline)
+
+
+def test_no_token_tells_how_to_log_in() -> None:
+    import modal
+
+    kv = ModalKV.for_settings(modal, Settings.from_env(), "runs")
+    with pytest.raises(ProviderError) as info:
+        kv.get("anything")
+    assert info.value.hint == TOKEN_HINT
+    assert "modal token new" in str(info.value) and "MODAL_TOKEN_ID" in str(info.value)
+
+
+def test_no_token_on_spawn_and_status_of_the_real_provider() -> None:
+    provider = get_provider("modal", Settings.from_env())
+    with pytest.raises(ProviderError, match="modal token new"):
+        provider.spawn("ping")
+    with pytest.raises(ProviderError, match="modal token new"):
+        provider.deployment().status()
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_app_not_deployed_says_to_deploy(fake_modal: ModuleType) -> None:
+    provider = provider_on(fake_modal)
+    with pytest.raises(NotFoundError) as info:
+        provider.spawn("ping")
+    assert "not deployed" in info.value.message
+    assert "trainkit app deploy" in (info.value.hint or "")
+
+
+def test_gated_model_without_hf_secret_is_refused_before_spawning(
+    fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = provider_on(fake_modal)
+    provider.deployment().deploy()
+    with pytest.raises(UsageError) as info:
+        provider.spawn("train", model_size="4b", dataset="demo")
+    assert "google/gemma-3-4b-it" in info.value.message and "gated" in info.value.message
+    assert "TRAINKIT_HF_SECRET" in (info.value.hint or "")
+    assert provider.kv("_calls").keys() == []  # nothing started, nothing recorded
+
+
+def test_ungated_tiny_model_needs_no_secret(fake_modal: ModuleType) -> None:
+    from trainkit_modal.runner import ModalRunner
+
+    runner = ModalRunner(fake_modal, Settings.from_env())
+    runner._check_secret("train", {"model_size": "tiny"})  # no error
+    with pytest.raises(UsageError):
+        runner._check_secret("infer", {"model_size": "12b"})
+
+
+def test_bad_settings_fail_the_deploy_naming_the_setting(
+    fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable, value, words in (
+        ("TRAINKIT_GPU", "RTX4090", "not a GPU Modal knows"),
+        ("TRAINKIT_TRAIN_TIMEOUT_S", "90000", "24 h"),
+        ("TRAINKIT_INFER_IDLE_TIMEOUT_S", "1500", "2 to 1200"),
+    ):
+        with monkeypatch.context() as m:
+            m.setenv(variable, value)
+            deployment = provider_on(fake_modal).deployment()
+            with pytest.raises(UsageError, match=words) as info:
+                deployment.deploy()
+            assert variable in str(info.value)
+            with pytest.raises(UsageError):
+                deployment.check(["ping"])
+    assert not (fake_modal._root() / "apps").exists(), "a refused deploy left an app behind"
+
+
+def test_dict_names_follow_modal_rules() -> None:
+    assert dict_name("trainkit", "runs") == "trainkit-kv-runs"
+    with pytest.raises(UsageError, match="Modal refuses"):
+        dict_name("trainkit", "has space")
+    with pytest.raises(UsageError, match="Modal refuses"):
+        dict_name("trainkit", "x" * 60)
+
+
+def test_call_ids_are_checked(fake_modal: ModuleType) -> None:
+    provider = provider_on(fake_modal)
+    with pytest.raises(UsageError, match="not a Modal call id"):
+        provider.call("lc-123")
+    with pytest.raises(NotFoundError):
+        provider.call("fc-0123456789abcdef")
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_deploy_status_stop(fake_modal: ModuleType) -> None:
+    deployment = provider_on(fake_modal).deployment()
+    before = deployment.status()
+    assert before.state == "not-deployed"
+    assert "ping" in before.detail["declared"]
+
+    after = deployment.deploy()
+    assert after.state == "deployed"
+    assert after.detail["missing"] == []
+    assert set(after.detail["functions"]) == set(after.detail["declared"])
+    if "web" in after.detail["declared"]:
+        assert after.url and after.url.startswith("https://")
+
+    again = deployment.deploy()  # redeploy: same app, new version
+    assert again.detail["app_id"] == after.detail["app_id"]
+    assert again.detail["version"] == after.detail["version"] + 1
+
+    deployment.stop()
+    assert deployment.status().state == "not-deployed"
+    with pytest.raises(NotFoundError, match="not deployed"):
+        deployment.stop()
+
+
+def test_job_runs_in_a_container_with_volumes_and_dicts(fake_modal: ModuleType) -> None:
+    """A call runs the declared function in a worker that rebuilt the app (as a Modal container does)."""
+    provider = provider_on(fake_modal)
+    provider.deployment().deploy()
+    provider.volume("data").write_bytes("datasets/demo/dataset.toml", b'name = "demo"\n')
+    handle = provider.spawn("ping", echo={"n": 1})
+    result = handle.wait(timeout=60)
+    assert result["provider"] == "modal" and result["call_id"] == handle.call_id
+    assert result["echo"] == {"n": 1}
+    assert all(v["exists"] for v in result["volumes"].values())
+    status = handle.status()
+    assert status.state == "succeeded" and status.started_at and status.ended_at
+    # The call's records: which job, when it started and ended.
+    calls = provider.kv("_calls")
+    assert calls.get(f"{handle.call_id}/record")["function"] == "ping"
+    assert calls.get(f"{handle.call_id}/ended")["state"] == "succeeded"
+
+
+def test_failed_job_error_text_survives(fake_modal: ModuleType) -> None:
+    provider = provider_on(fake_modal)
+    provider.deployment().deploy()
+    handle = provider.spawn("fail", message="out of memory at step 3")
+    with pytest.raises(JobError, match="RuntimeError: out of memory at step 3"):
+        handle.wait(timeout=60)
