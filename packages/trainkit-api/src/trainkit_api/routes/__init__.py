@@ -16,5 +16,6 @@ ROUTER_BUILDERS = (
     "trainkit_api.routes.events:build_router",
     "trainkit_api.routes.models:build_router",
     "trainkit_api.routes.generate:build_router",
+    "trainkit_api.routes.evals:build_router",
     "trainkit_api.dashboard:build_router",
 )
