@@ -13,7 +13,7 @@ def test_add_eval_examples_checks_every_one_first(server) -> None:
     with server.client() as client:
         added = client.post("/v1/evals/shout/examples", json={"examples": good})
         again = client.post(
-            "/v1/evals/shout/examples", json={"examples": good[:1] + [{"prompt": "a b", "completion": "A B"}]}
+            "/v1/evals/shout/examples", json={"examples": [*good[:1], {"prompt": "a b", "completion": "A B"}]}
         )
         bad = client.post(
             "/v1/evals/shout/examples", json={"examples": [{"prompt": "x", "completion": "X"}, {"messages": []}]}
