@@ -1,0 +1,21 @@
+"""The fixture third-party provider (`tests/fixtures/trainkit-dirstore`) passes the suite.
+
+Skipped when it is not installed, except in the `plugin_discovery` nox session, which
+installs it non-editable and sets ``TRAINKIT_REQUIRE_DIRSTORE=1`` so that a missing
+plugin fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from trainkit_core.testing import ProviderContract
+
+if os.environ.get("TRAINKIT_REQUIRE_DIRSTORE") != "1":
+    pytest.importorskip("trainkit_dirstore", reason="the trainkit-dirstore fixture plugin is not installed")
+
+
+class TestDirstoreProvider(ProviderContract):
+    provider_name = "dirstore"
