@@ -22,12 +22,14 @@ JOBS: dict[str, str] = {
     "fail": "trainkit_core.jobs.ping:fail",
     "infer": "trainkit_core.jobs.infer:infer",
     "eval": "trainkit_core.jobs.evaluate:evaluate",
+    "train": "trainkit_core.training.job:train",
 }
 
 #: The pip extra each job needs beyond trainkit-core itself (checked by `Deployment.check`).
 JOB_EXTRAS: dict[str, str] = {}
 JOB_EXTRAS["infer"] = "train"
 JOB_EXTRAS["eval"] = "train"
+JOB_EXTRAS["train"] = "train"
 
 
 def resolve(name: str) -> Callable[..., Any]:

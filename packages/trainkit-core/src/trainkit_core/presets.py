@@ -1,0 +1,147 @@
+"""Model presets: what `--model-size tiny|4b|12b|31b` means. Data only, no logic beyond lookup.
+
+Each preset names the base model (a Hugging Face id, or ``trainkit/tiny-gemma`` for the
+locally built tiny model), the Unsloth 4-bit checkpoint where one exists, the default
+GPU of its training job, its chat format, maximum sequence length, and LoRA and
+optimiser defaults. `TRAINKIT_GPU` overrides the GPU of every size; any Hugging Face id
+can be trained instead of a preset (`TrainConfig.base_model`). Sources of each choice
+are in ``docs/MODEL_SIZES.md``; the ids come from Google's model cards and Unsloth's
+``unsloth/models/mapper.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainkit_core.errors import UsageError
+
+#: The base-model id of the tiny preset. It is never downloaded: `tiny_model` builds it.
+TINY_BASE_MODEL = "trainkit/tiny-gemma"
+
+#: LoRA targets: all seven projections of a Gemma decoder layer.
+ALL_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One model size. Fields that a `TrainConfig` leaves unset come from here."""
+
+    name: str
+    base_model: str
+    unsloth_model: str | None
+    gpu: str
+    chat_format: str
+    max_seq_length: int
+    lora_r: int
+    lora_alpha: int
+    learning_rate: float
+    batch_size: int
+    steps: int
+    description: str
+    lora_dropout: float = 0.0
+    grad_accum: int = 1
+    warmup_steps: int = 0
+    lr_scheduler: str = "constant"
+    weight_decay: float = 0.0
+    target_modules: tuple[str, ...] = field(default=ALL_PROJECTIONS)
+    load_in_4bit: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["target_modules"] = list(self.target_modules)
+        return data
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(
+        name="tiny",
+        base_model=TINY_BASE_MODEL,
+        unsloth_model=None,
+        gpu="",  # runs anywhere, CPU included
+        chat_format="gemma3",
+        max_seq_length=256,
+        lora_r=8,
+        lora_alpha=16,
+        learning_rate=1e-2,
+        batch_size=16,
+        steps=300,
+        load_in_4bit=False,
+        description="A 2-layer Gemma 3 architecture model built locally (345k parameters): the CPU demo.",
+    ),
+    "4b": Preset(
+        name="4b",
+        base_model="google/gemma-3-4b-it",
+        unsloth_model="unsloth/gemma-3-4b-it-unsloth-bnb-4bit",
+        gpu="A10G",
+        chat_format="gemma3",
+        max_seq_length=2048,
+        lora_r=16,
+        lora_alpha=16,
+        learning_rate=2e-4,
+        batch_size=2,
+        grad_accum=4,
+        warmup_steps=5,
+        lr_scheduler="linear",
+        steps=60,
+        description="Gemma 3 4B instruct, 4-bit QLoRA on an A10G (24 GB).",
+    ),
+    "12b": Preset(
+        name="12b",
+        base_model="google/gemma-3-12b-it",
+        unsloth_model="unsloth/gemma-3-12b-it-unsloth-bnb-4bit",
+        gpu="A100",
+        chat_format="gemma3",
+        max_seq_length=2048,
+        lora_r=16,
+        lora_alpha=16,
+        learning_rate=2e-4,
+        batch_size=2,
+        grad_accum=4,
+        warmup_steps=5,
+        lr_scheduler="linear",
+        steps=60,
+        description="Gemma 3 12B instruct, 4-bit QLoRA on an A100 (40 GB).",
+    ),
+    "31b": Preset(
+        name="31b",
+        base_model="google/gemma-4-31B-it",
+        unsloth_model="unsloth/gemma-4-31B-it-unsloth-bnb-4bit",
+        gpu="A100-80GB",
+        chat_format="gemma4",
+        max_seq_length=8192,
+        lora_r=8,
+        lora_alpha=8,
+        learning_rate=2e-4,
+        batch_size=1,
+        grad_accum=8,
+        warmup_steps=5,
+        lr_scheduler="linear",
+        steps=60,
+        description="Gemma 4 31B instruct, 4-bit QLoRA on an A100-80GB (Unsloth's notebook: 18.6 GB reserved).",
+    ),
+}
+
+#: Defaults for a base model given by Hugging Face id instead of a preset.
+CUSTOM_DEFAULTS = PRESETS["4b"]
+
+
+def get_preset(name: str) -> Preset:
+    """The preset `name`; `UsageError` listing the known sizes otherwise."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown model size {name!r}; known sizes: {', '.join(PRESETS)}",
+            hint="or give any Hugging Face id with --base-model",
+        ) from None
+
+
+def chat_format_for_model(model_id: str) -> str:
+    """The chat format of a Hugging Face id that is not a preset: Gemma 4 ids use `gemma4`."""
+    return "gemma4" if "gemma-4" in model_id.lower() else "gemma3"
+
+
+def gpu_for(preset: Preset, override: str = "") -> str:
+    """The GPU a training job asks for: `TRAINKIT_GPU` (passed as `override`) wins over the preset."""
+    return override or preset.gpu

@@ -1,0 +1,179 @@
+"""Training backends: `unsloth` (FastModel, 4-bit, on GPU) and `hf` (transformers + peft + trl).
+
+`select_backend("auto")` takes unsloth when CUDA and unsloth are both there, else hf;
+asking for one explicitly forces it (`MissingExtraError` when it is not installed).
+Both backends return a peft model with LoRA adapters on the language model's seven
+projections (never the vision tower of the multimodal Gemma checkpoints) and train it
+with trl's `SFTTrainer` on pre-tokenized examples whose labels already carry the
+assistant-only mask (`trainkit_core.chat_format.encode_for_training`).
+
+On CPU: `use_cpu`, fp32, no gradient checkpointing (it halves CPU speed), no 4-bit.
+Everything heavy is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.errors import MissingExtraError, UsageError
+from trainkit_core.presets import ALL_PROJECTIONS
+from trainkit_core.training.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+#: peft `target_modules` as a regex: the seven projections, outside any vision tower.
+TARGET_MODULES = rf"^(?!.*(vision|multi_modal)).*\.({'|'.join(ALL_PROJECTIONS)})$"
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def select_backend(requested: str) -> str:
+    """The backend a run uses: `requested`, or for `auto` unsloth on CUDA when installed, else hf."""
+    has_unsloth = importlib.util.find_spec("unsloth") is not None
+    if requested == "unsloth":
+        if not has_unsloth:
+            raise MissingExtraError(
+                "the unsloth backend needs unsloth installed", hint="pip install 'trainkit-core[gpu]'"
+            )
+        return "unsloth"
+    if requested == "hf":
+        return "hf"
+    if requested != "auto":
+        raise UsageError(f"unknown backend {requested!r}; expected auto, hf or unsloth")
+    return "unsloth" if has_unsloth and cuda_available() else "hf"
+
+
+def load_hf(source: str, config: TrainConfig) -> Any:
+    """transformers + peft: the base (4-bit on CUDA when asked) with fresh LoRA adapters."""
+    import torch
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from transformers import AutoModelForCausalLM
+
+    cuda = cuda_available()
+    kwargs: dict[str, Any] = {}
+    quantize = bool(config.load_in_4bit) and cuda
+    if quantize:
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=torch.bfloat16,
+            bnb_4bit_use_double_quant=True,
+        )
+        kwargs["device_map"] = {"": 0}
+    else:
+        kwargs["dtype"] = torch.bfloat16 if cuda else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    if quantize:
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
+    lora = LoraConfig(
+        r=config.lora_r or 8,
+        lora_alpha=config.lora_alpha or 16,
+        lora_dropout=config.lora_dropout or 0.0,
+        target_modules=TARGET_MODULES,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, lora)
+
+
+def load_unsloth(source: str, config: TrainConfig) -> Any:
+    """Unsloth's FastModel: the 4-bit checkpoint on CUDA, LoRA on the language layers only."""
+    import unsloth  # noqa: F401  (must be imported before transformers/trl are patched)
+    from unsloth import FastLanguageModel, FastModel
+
+    cuda = cuda_available()
+    text_only = Path(source).is_dir()  # the tiny model: a plain causal LM
+    loader = FastLanguageModel if text_only else FastModel
+    model, _ = loader.from_pretrained(
+        model_name=source,
+        max_seq_length=config.max_seq_length,
+        load_in_4bit=bool(config.load_in_4bit) and cuda,
+        full_finetuning=False,
+    )
+    common = {
+        "r": config.lora_r or 8,
+        "lora_alpha": config.lora_alpha or 16,
+        "lora_dropout": config.lora_dropout or 0.0,
+        "bias": "none",
+        "random_state": config.seed,
+    }
+    if text_only:
+        return FastLanguageModel.get_peft_model(
+            model, target_modules=list(ALL_PROJECTIONS), use_gradient_checkpointing=False, **common
+        )
+    return FastModel.get_peft_model(
+        model,
+        finetune_vision_layers=False,
+        finetune_language_layers=True,
+        finetune_attention_modules=True,
+        finetune_mlp_modules=True,
+        use_gradient_checkpointing="unsloth" if cuda else False,
+        **common,
+    )
+
+
+def load_model(backend: str, source: str, config: TrainConfig) -> Any:
+    return load_unsloth(source, config) if backend == "unsloth" else load_hf(source, config)
+
+
+def build_trainer(
+    backend: str,
+    model: Any,
+    tokenizer: Any,
+    train_rows: list[dict[str, list[int]]],
+    config: TrainConfig,
+    output_dir: Path,
+    callbacks: list[Any],
+) -> Any:
+    """trl's `SFTTrainer` over pre-tokenized rows (labels already masked)."""
+    from trl import SFTConfig, SFTTrainer
+
+    from datasets import Dataset  # type: ignore[attr-defined]  # (mypy sees the repo's datasets/ folder)
+
+    cuda = cuda_available()
+    bf16 = cuda and _bf16_supported()
+    args = SFTConfig(
+        output_dir=str(output_dir),
+        max_steps=config.steps if config.steps else -1,
+        num_train_epochs=config.epochs or 1.0,
+        per_device_train_batch_size=config.batch_size or 1,
+        gradient_accumulation_steps=config.grad_accum or 1,
+        learning_rate=config.learning_rate or 2e-4,
+        lr_scheduler_type=config.lr_scheduler or "constant",
+        warmup_steps=config.warmup_steps or 0,
+        weight_decay=config.weight_decay or 0.0,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=config.save_every,
+        seed=config.seed,
+        data_seed=config.seed,
+        use_cpu=not cuda,
+        bf16=bf16,
+        fp16=cuda and not bf16,
+        gradient_checkpointing=cuda and backend == "hf",
+        optim="adamw_8bit" if cuda and config.load_in_4bit else "adamw_torch",
+        report_to="none",
+        max_length=config.max_seq_length,
+        packing=False,
+        disable_tqdm=True,
+        include_num_input_tokens_seen="non_padding",
+        dataloader_num_workers=0,
+        remove_unused_columns=True,
+    )
+    dataset = Dataset.from_list(train_rows)
+    return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks)
+
+
+def _bf16_supported() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_bf16_supported())

@@ -1,0 +1,149 @@
+"""`TrainConfig`: what a user asks of a training run, checked before anything starts.
+
+Fields left unset take the preset's defaults (`resolve()` fills them in, so the stored
+config of a run says exactly what was trained). `model_size` names a preset; a
+`base_model` (any Hugging Face id) replaces it, with the defaults of a 4b-class
+model. Validation errors are `UsageError`s naming the field (`TrainConfig.parse`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from trainkit_core.errors import UsageError
+from trainkit_core.ids import check_name
+from trainkit_core.presets import CUSTOM_DEFAULTS, PRESETS, Preset, chat_format_for_model, get_preset
+
+Backend = Literal["auto", "hf", "unsloth"]
+
+
+class TrainConfig(BaseModel):
+    """One training run's settings. Unset values come from the preset."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    dataset: str = Field(description="Name of the dataset (synced to the data volume).")
+    model_size: str | None = Field(None, description="Preset: tiny, 4b, 12b or 31b. Default tiny.")
+    base_model: str | None = Field(None, description="Any Hugging Face id, instead of a preset.")
+    chat_format: Literal["gemma3", "gemma4"] | None = None
+    steps: int | None = Field(None, ge=1, le=1_000_000)
+    epochs: float | None = Field(None, gt=0, le=1000)
+    learning_rate: float | None = Field(None, gt=0, le=1)
+    lora_r: int | None = Field(None, ge=1, le=1024)
+    lora_alpha: int | None = Field(None, ge=1, le=4096)
+    lora_dropout: float | None = Field(None, ge=0, lt=1)
+    batch_size: int | None = Field(None, ge=1, le=4096)
+    grad_accum: int | None = Field(None, ge=1, le=1024)
+    max_seq_length: int | None = Field(None, ge=8, le=131072)
+    warmup_steps: int | None = Field(None, ge=0)
+    lr_scheduler: Literal["constant", "linear", "cosine"] | None = None
+    weight_decay: float | None = Field(None, ge=0, le=1)
+    save_every: int = Field(50, ge=1, description="Save a checkpoint every N optimizer steps.")
+    seed: int = Field(42, ge=0)
+    backend: Backend = "auto"
+    gpu: str | None = Field(None, description="GPU for this run; default TRAINKIT_GPU, else the preset's.")
+    load_in_4bit: bool | None = None
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_name(cls, value: str) -> str:
+        check_name(value, what="dataset name")
+        return value
+
+    @field_validator("model_size")
+    @classmethod
+    def _known_size(cls, value: str | None) -> str | None:
+        if value is not None and value not in PRESETS:
+            raise ValueError(f"unknown model size {value!r}; known sizes: {', '.join(PRESETS)}")
+        return value
+
+    @field_validator("base_model")
+    @classmethod
+    def _hf_id(cls, value: str | None) -> str | None:
+        if value is not None:
+            value = value.strip()
+            parts = value.split("/")
+            if len(parts) != 2 or not all(parts) or any(c.isspace() for c in value) or ".." in value:
+                raise ValueError(f"{value!r} is not a Hugging Face model id (owner/name)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_of(self) -> TrainConfig:
+        if self.model_size and self.base_model:
+            raise ValueError("give model_size or base_model, not both")
+        if self.steps is not None and self.epochs is not None:
+            raise ValueError("give steps or epochs, not both")
+        return self
+
+    # ------------------------------------------------------------------ helpers
+
+    @classmethod
+    def parse(cls, data: dict[str, Any] | None = None, **fields: Any) -> TrainConfig:
+        """Build from user input; `UsageError` naming each bad field."""
+        values = {**(data or {}), **fields}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise UsageError(f"invalid training config: {describe_errors(exc)}") from None
+
+    @property
+    def preset(self) -> Preset:
+        if self.base_model:
+            return CUSTOM_DEFAULTS
+        return get_preset(self.model_size or "tiny")
+
+    @property
+    def preset_name(self) -> str:
+        return "" if self.base_model else (self.model_size or "tiny")
+
+    def resolve(self, *, gpu_override: str = "") -> TrainConfig:
+        """A copy with every unset value taken from the preset (what the run records)."""
+        preset = self.preset
+        values = self.model_dump()
+        if not self.base_model:
+            values["model_size"] = self.preset_name
+        defaults = {
+            "chat_format": chat_format_for_model(self.base_model) if self.base_model else preset.chat_format,
+            "learning_rate": preset.learning_rate,
+            "lora_r": preset.lora_r,
+            "lora_alpha": preset.lora_alpha,
+            "lora_dropout": preset.lora_dropout,
+            "batch_size": preset.batch_size,
+            "grad_accum": preset.grad_accum,
+            "max_seq_length": preset.max_seq_length,
+            "warmup_steps": preset.warmup_steps,
+            "lr_scheduler": preset.lr_scheduler,
+            "weight_decay": preset.weight_decay,
+            "gpu": gpu_override or preset.gpu,
+            "load_in_4bit": preset.load_in_4bit,
+        }
+        for key, default in defaults.items():
+            if values.get(key) is None:
+                values[key] = default
+        if values["steps"] is None and values["epochs"] is None:
+            values["steps"] = preset.steps
+        return TrainConfig.model_validate(values)
+
+    @property
+    def model_id(self) -> str:
+        """The base model this config trains."""
+        return self.base_model or self.preset.base_model
+
+
+def describe_errors(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown field"
+        parts.append(f"{field}: {message}")
+    return "; ".join(parts)
+
+
+#: Names a sweep grid may vary.
+TUNABLE_FIELDS = tuple(
+    name for name in TrainConfig.model_fields if name not in ("dataset", "model_size", "base_model", "backend", "gpu")
+)

@@ -1,0 +1,233 @@
+"""The `train` job function: runs inside the provider's process or container.
+
+``train(ctx, run_id, resume=False)`` reads the run's record (created by
+`trainkit_core.training.submit.start_run`), trains, and leaves the result on the models
+volume (layout in `trainkit_core.training.layout`). It never imports a provider SDK:
+state goes through `RunStore.for_job(ctx)`, files through `ctx.path(kind)`, and
+`ctx.commit("models")` follows every checkpoint and the end.
+
+Resuming: with `resume=True` (from `resume_run`), or when the job finds its run still
+`running` (the provider restarted the same input after a preemption or crash), it
+continues from the latest complete checkpoint: adapter, optimizer, scheduler, RNG
+and step count are restored by the trainer.
+
+Ends: `succeeded`; `stopped` when the stop flag was set (the adapter is saved and a
+checkpoint written, so it can be resumed); `failed` with the error text on any
+exception (raised again, so the provider also sees the call fail). Every end writes
+the run's history to the models volume.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.chat_format import check_loss_mask, encode_for_training, get_format, render
+from trainkit_core.errors import JobError
+from trainkit_core.jobs.context import JobContext
+from trainkit_core.presets import TINY_BASE_MODEL
+from trainkit_core.runs import RunStore, TrainingRun, trained_dir
+from trainkit_core.training.config import TrainConfig
+from trainkit_core.training.layout import make_card, resolve_base_model, write_card
+
+log = logging.getLogger(__name__)
+
+
+def _phase(run: TrainingRun, phase: str) -> None:
+    now = time.time()
+    previous = run.phase
+    if run.apply_framework_status(phase) is None:
+        return
+    if previous in run.step_times and run.step_times[previous].get("end") is None:
+        run.step_times[previous]["end"] = now
+    run.step_times[phase] = {"start": now, "end": None}
+    run.save()
+    run.events.append("phase", phase=phase)
+
+
+def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
+    """Train run `run_id`; returns a summary (status, step, metrics)."""
+    store = RunStore.for_job(ctx)
+    run = store.get(run_id)
+    if run.done() and not resume:
+        log.warning("run %s already ended %s; nothing to do", run_id, run.status)
+        return {"run_id": run_id, "status": run.status, "skipped": True}
+    restarted = run.status in ("running", "preempted") and not resume
+    if restarted:
+        run.attempt += 1
+        run.events.append("warning", message=f"the job was restarted (attempt {run.attempt}); resuming")
+    os.environ["HF_HOME"] = str(ctx.path("hf-cache"))
+    now = time.time()
+    run.status = "running"
+    run.started_at = run.started_at or now
+    run.ended_at = None
+    run.error_message = None
+    run.phase = "provisioning"
+    run.save()
+    run.events.append("status", status="running", attempt=run.attempt)
+    scratch = Path(tempfile.mkdtemp(prefix=f"trainkit-{run_id}-"))
+    try:
+        status = _train(ctx, run, scratch, resume=resume or restarted)
+    except BaseException as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        log.error("run %s failed: %s", run_id, traceback.format_exc())
+        _end(ctx, run, "failed", error=text)
+        raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"run_id": run_id, "status": status, "step": run.step, "metrics": run.metrics}
+
+
+def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = None) -> None:
+    now = time.time()
+    run.status = status  # type: ignore[assignment]
+    run.ended_at = now
+    if status == "succeeded":
+        run.completed_at = now
+    if run.started_at:
+        run.duration_seconds = now - run.started_at
+    run.error_message = error
+    if status != "failed":
+        _phase(run, "done")
+    if run.phase in run.step_times and run.step_times[run.phase].get("end") is None:
+        run.step_times[run.phase]["end"] = now
+    run.save()
+    run.events.append("status", status=status, **({"error": error} if error else {}))
+    run.write_history()
+    ctx.commit("models")
+
+
+def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
+    from trainkit_core.datasets.reader import read_synced
+    from trainkit_core.training.backends import build_trainer, load_model, select_backend
+    from trainkit_core.training.progress import Reporter, make_callback
+
+    config = TrainConfig.model_validate(run.config)
+    fmt = get_format(config.chat_format or "gemma3")
+    models_root = ctx.path("models")
+    hf_cache = ctx.path("hf-cache")
+
+    _phase(run, "loading_dataset")
+    dataset = read_synced(ctx.path("data"), config.dataset)
+    if run.dataset_hash and dataset.hash != run.dataset_hash:
+        run.events.append(
+            "warning",
+            message=f"dataset {config.dataset} changed since the run started ({run.dataset_hash[:12]} -> {dataset.hash[:12]})",
+        )
+    run.dataset_hash = dataset.hash
+    if not dataset.train:
+        raise JobError(f"dataset {config.dataset} has no training examples")
+
+    _phase(run, "loading_model")
+    backend = select_backend(config.backend)
+    run.framework = backend
+    base_model = config.model_id
+    base_model_path = ""
+    if base_model == TINY_BASE_MODEL:
+        from trainkit_core.tiny_model import TINY_BASE_PATH, build_tokenizer
+
+        base_model_path = TINY_BASE_PATH
+        texts = [render(example["messages"], fmt) for example in dataset.train]
+        tokenizer = build_tokenizer(texts, fmt.name)
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(base_model)
+        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's text tokenizer
+        tokenizer.chat_template = fmt.chat_template
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    source = resolve_base_model({"base_model": base_model}, hf_cache)
+    run.source_model = base_model
+    model = load_model(backend, source, config)
+    mask = check_loss_mask(tokenizer, fmt)
+    run.events.append("log", message="loss mask checked on the tokenizer", **mask)
+
+    rows = []
+    dropped = 0
+    for example in dataset.train:
+        row = encode_for_training(tokenizer, example["messages"], fmt, max_length=config.max_seq_length)
+        if any(label != -100 for label in row["labels"]):
+            rows.append(row)
+        else:
+            dropped += 1
+    if dropped:
+        run.events.append(
+            "warning", message=f"{dropped} examples have no answer left within max_seq_length {config.max_seq_length}"
+        )
+    if not rows:
+        raise JobError(f"no example of {config.dataset} fits in max_seq_length {config.max_seq_length}")
+
+    def card(step: int | None = None) -> dict[str, Any]:
+        return make_card(
+            run_id=run.id,
+            base_model=base_model,
+            base_model_path=base_model_path,
+            preset=config.preset_name,
+            chat_format=fmt.name,
+            dataset_id=config.dataset,
+            dataset_hash=dataset.hash,
+            config=config.model_dump(mode="json"),
+            backend=backend,
+            metrics=run.metrics,
+            step=step,
+        )
+
+    def checkpoint_extras(folder: Path, step: int) -> None:
+        tokenizer.save_pretrained(folder)
+        write_card(folder, card(step))
+
+    reporter = Reporter(
+        run, models_root=models_root, save_checkpoint_extras=checkpoint_extras, commit=lambda: ctx.commit("models")
+    )
+    trainer = build_trainer(backend, model, tokenizer, rows, config, scratch, [make_callback(reporter)])
+
+    checkpoint = None
+    if resume:
+        latest = run.latest_checkpoint()
+        if latest is not None:
+            checkpoint = str(models_root / latest.path)
+            run.metadata["resumed_from_step"] = latest.step
+            run.events.append("log", message=f"resuming from checkpoint at step {latest.step}", step=latest.step)
+        else:
+            run.events.append("warning", message="no complete checkpoint to resume from; training from the start")
+
+    _phase(run, "training")
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    reporter.flush()
+    run.step = trainer.state.global_step
+    run.metrics.update(
+        {
+            "first_loss": reporter.first_loss,
+            "final_loss": reporter.last_loss,
+            "train_runtime_s": round(float(result.metrics.get("train_runtime", 0.0)), 3),
+            "steps": trainer.state.global_step,
+            "train_examples": len(rows),
+        }
+    )
+
+    _phase(run, "saving")
+    out_dir = models_root / trained_dir(run.id)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "trained_model.json").unlink(missing_ok=True)  # the card is written last
+    trainer.model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+
+    from trainkit_core.training.post import after_training
+
+    extra = after_training(ctx, run, trainer.model, tokenizer, out_dir)
+    if extra:
+        run.metrics.update(extra)
+        run.events.append("metrics", **extra)
+    write_card(out_dir, card())
+    ctx.commit("models")
+    run.events.append("metrics", **{k: v for k, v in run.metrics.items() if k != "loss"})
+    status = "stopped" if reporter.stop_requested else "succeeded"
+    _end(ctx, run, status)
+    return status

@@ -1,0 +1,191 @@
+"""The training callback: progress events, the stop flag, checkpoints on the models volume.
+
+`Reporter` holds the logic and imports nothing heavy (it is tested without torch);
+`make_callback(reporter)` wraps it in a transformers `TrainerCallback`.
+
+- Progress events (`progress`: step, total_steps, loss, learning_rate, grad_norm,
+  epoch, tokens_per_s, eta_s, memory_mb) go to the run's event log at most every
+  `event_interval_s`, and always for the first and the last step, so a fast CPU run
+  does not flood the store (a Modal Dict write takes milliseconds).
+- The run record's step/total_steps/metrics are saved every `save_interval_s`.
+- The stop flag is read every step; when set, training stops after this step and a
+  checkpoint is saved, so a stopped run can be resumed.
+- After the trainer writes a checkpoint to its scratch folder, it is copied to
+  ``trained/<id>/checkpoints/<step>/`` with the tokenizer and `trained_model.json`,
+  the `done` marker last, and the models volume is committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import resource
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.runs import TrainingRun
+from trainkit_core.training.layout import DONE_FILE, checkpoint_path
+
+log = logging.getLogger(__name__)
+
+
+def memory_mb() -> float:
+    """Peak memory of this process: GPU memory when CUDA is in use, else the peak RSS."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 1024), 1)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+class Reporter:
+    """What the callback does, independent of transformers."""
+
+    def __init__(
+        self,
+        run: TrainingRun,
+        *,
+        models_root: Path,
+        save_checkpoint_extras: Callable[[Path, int], None],
+        commit: Callable[[], None],
+        event_interval_s: float = 0.25,
+        save_interval_s: float = 5.0,
+    ) -> None:
+        self.run = run
+        self.models_root = Path(models_root)
+        self.save_checkpoint_extras = save_checkpoint_extras
+        self.commit = commit
+        self.event_interval_s = event_interval_s
+        self.save_interval_s = save_interval_s
+        self.stop_flag = run.store.stop_flag(run.id)
+        self.stop_requested = False
+        self.first_loss: float | None = _number(run.metrics.get("first_loss"))  # kept across a resume
+        self.last_loss: float | None = None
+        self._start_time = time.monotonic()
+        self._start_step = 0
+        self._start_tokens = 0
+        self._last_event = 0.0
+        self._last_save = time.monotonic()
+        self._pending: dict[str, Any] | None = None
+
+    # ----------------------------------------------------------------- events
+
+    def train_begin(self, step: int, total_steps: int, tokens: int = 0) -> None:
+        self._start_time = time.monotonic()
+        self._start_step = step
+        self._start_tokens = tokens
+        self.run.step = step
+        self.run.total_steps = total_steps
+        self.run.save()
+
+    def log(self, step: int, total_steps: int, logs: dict[str, Any], tokens: int = 0) -> None:
+        """One trainer log entry (every step). Emits a progress event when due."""
+        loss = _number(logs.get("loss"))
+        if loss is None:
+            return  # an end-of-training summary (train_runtime, ...) rather than a step
+        if self.first_loss is None:
+            self.first_loss = loss
+        self.last_loss = loss
+        elapsed = max(1e-9, time.monotonic() - self._start_time)
+        done = max(0, step - self._start_step)
+        event = {
+            "step": step,
+            "total_steps": total_steps,
+            "loss": loss,
+            "learning_rate": _number(logs.get("learning_rate")),
+            "grad_norm": _number(logs.get("grad_norm")),
+            "epoch": _number(logs.get("epoch")),
+            "tokens_per_s": round((tokens - self._start_tokens) / elapsed, 1) if tokens else None,
+            "eta_s": round((total_steps - step) * elapsed / done, 1) if done else None,
+            "memory_mb": memory_mb(),
+        }
+        now = time.monotonic()
+        first = self._last_event == 0.0
+        if first or step >= total_steps or now - self._last_event >= self.event_interval_s:
+            self._emit(event)
+        else:
+            self._pending = event
+        self.run.step = step
+        self.run.total_steps = total_steps
+        self.run.metrics.update({"first_loss": self.first_loss, "loss": loss})
+        if now - self._last_save >= self.save_interval_s:
+            self._last_save = now
+            self.run.save()
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        self._last_event = time.monotonic()
+        self._pending = None
+        self.run.events.append("progress", **event)
+
+    def flush(self) -> None:
+        """Write the last progress event that was held back."""
+        if self._pending is not None:
+            self._emit(self._pending)
+
+    def should_stop(self) -> bool:
+        """Read the stop flag (every step)."""
+        if not self.stop_requested and self.stop_flag.is_set():
+            self.stop_requested = True
+            self.flush()
+            self.run.events.append("log", message=f"stop requested: stopping after step {self.run.step}")
+        return self.stop_requested
+
+    # ----------------------------------------------------------------- checkpoints
+
+    def checkpoint_saved(self, scratch_dir: Path, step: int) -> str:
+        """Copy the trainer's checkpoint to the models volume; returns its volume path."""
+        rel = checkpoint_path(self.run.id, step)
+        target = self.models_root / rel
+        if target.exists():
+            shutil.rmtree(target)  # an incomplete one from a killed attempt
+        shutil.copytree(scratch_dir, target)
+        self.save_checkpoint_extras(target, step)
+        (target / DONE_FILE).write_text(f"{time.time()}\n")
+        self.commit()
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+        self.flush()
+        self.run.events.append("checkpoint", step=step, path=rel)
+        return rel
+
+
+def make_callback(reporter: Reporter) -> Any:
+    """A `TrainerCallback` driving `reporter`."""
+    from transformers import TrainerCallback
+
+    class TrainkitCallback(TrainerCallback):  # type: ignore[misc]
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            reporter.train_begin(state.global_step, state.max_steps, getattr(state, "num_input_tokens_seen", 0) or 0)
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+        ) -> None:
+            tokens = getattr(state, "num_input_tokens_seen", 0) or 0
+            reporter.log(state.global_step, state.max_steps, logs or {}, tokens)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if reporter.should_stop():
+                control.should_training_stop = True
+                control.should_save = True
+            return control
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            scratch = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if scratch.is_dir():
+                reporter.checkpoint_saved(scratch, state.global_step)
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            reporter.flush()
+
+    return TrainkitCallback()

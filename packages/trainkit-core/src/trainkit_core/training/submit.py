@@ -1,0 +1,156 @@
+"""Starting and resuming training runs from the client side (CLI, API, Python).
+
+`start_run(provider, config)` checks everything it can before anything is written:
+the config, that the provider can run the `train` job, and the dataset (validated and
+synced to the data volume only when its content changed, or already on the volume
+when there is no local copy). Only then does it create the run record (`pending`) and
+spawn the `train` job; a spawn that fails leaves the record `failed` with the reason.
+
+`resume_run(provider, run_id, steps=None)` continues an ended run (failed, stopped,
+preempted, or succeeded with a larger step count) from its latest checkpoint.
+No heavy imports: submitting never imports torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from trainkit_core.errors import ConflictError, NotFoundError, TrainkitError, UsageError
+from trainkit_core.ids import new_run_id
+from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.training.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+def _prepare_dataset(provider: Any, config: TrainConfig, *, progress: Any = None) -> tuple[str, dict[str, Any]]:
+    """(dataset hash, sync summary): sync the local copy if it changed, else use the volume's."""
+    from pathlib import Path
+
+    from trainkit_core.datasets.local import find_local
+    from trainkit_core.datasets.sync import sync_dataset, synced_hash
+    from trainkit_core.datasets.validate import DatasetInvalidError, LengthCheck, validate_synced
+
+    length = LengthCheck.estimate(config.max_seq_length or config.preset.max_seq_length)
+    try:
+        find_local(Path(provider.settings.datasets.datasets_dir), config.dataset)
+    except NotFoundError:
+        volume = provider.volume("data")
+        digest = synced_hash(volume, config.dataset)
+        if digest is None:
+            raise NotFoundError(
+                f"no dataset {config.dataset!r}: not in {str(provider.settings.datasets.datasets_dir)!r} "
+                f"and never synced to the {provider.name} data volume",
+                hint="trainkit datasets lists the local datasets",
+            ) from None
+        report = validate_synced(volume, config.dataset, length=length)
+        if not report.ok():
+            raise DatasetInvalidError(report) from None
+        return digest, {"synced": False, "source": "volume"}
+    result = sync_dataset(provider, config.dataset, provider.settings, length=length, progress=progress)
+    summary = {
+        "synced": not result.unchanged,
+        "version": result.version,
+        "uploaded_bytes": result.uploaded_bytes,
+        "files_sent": list(result.files_sent),
+    }
+    return result.hash, summary
+
+
+def start_run(
+    provider: Any,
+    config: TrainConfig | dict[str, Any],
+    *,
+    metadata: dict[str, Any] | None = None,
+    sync_progress: Any = None,
+) -> TrainingRun:
+    """Validate, sync the dataset if changed, create the record, spawn the `train` job."""
+    if not isinstance(config, TrainConfig):
+        config = TrainConfig.parse(config)
+    config = config.resolve(gpu_override=provider.settings.compute.gpu)
+    provider.deployment().check(["train"])
+    dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress)
+
+    store = RunStore.for_provider(provider)
+    now = time.time()
+    run = TrainingRun(
+        id=new_run_id(now),
+        provider=provider.name,
+        config=config.model_dump(mode="json"),
+        dataset_id=config.dataset,
+        dataset_hash=dataset_hash,
+        status="pending",
+        phase="provisioning",
+        created_at=now,
+        metadata=dict(metadata or {}),
+        app_name=provider.settings.provider.app_name,
+        source_model=config.model_id,
+    ).attach(store)
+    run.save()
+    run.events.append("status", status="pending", dataset_sync=sync)
+    _spawn(provider, run, resume=False)
+    return run
+
+
+def _spawn(provider: Any, run: TrainingRun, *, resume: bool) -> None:
+    try:
+        handle = provider.spawn("train", run_id=run.id, resume=resume)
+    except TrainkitError as exc:
+        _fail(run, f"could not start the train job: {exc.message}")
+        raise
+    except Exception as exc:
+        _fail(run, f"could not start the train job: {type(exc).__name__}: {exc}")
+        raise
+    run.function_call_id = handle.call_id
+    run.save()
+
+
+def _fail(run: TrainingRun, reason: str) -> None:
+    run.status = "failed"
+    run.ended_at = time.time()
+    run.error_message = reason
+    run.save()
+    run.events.append("status", status="failed", reason=reason)
+
+
+def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> TrainingRun:
+    """Continue run `run_id` from its latest checkpoint, to `steps` (default: its own step count)."""
+    store = RunStore.for_provider(provider)
+    run = store.get(run_id)
+    if not run.done():
+        from trainkit_core.reconcile import reconcile_run
+
+        reconcile_run(run)
+    if run.status in ("pending", "running"):
+        raise ConflictError(f"run {run_id} is still {run.status}", hint=f"trainkit runs stop {run_id} first")
+    latest = run.latest_checkpoint()
+    if latest is None:
+        raise ConflictError(
+            f"run {run_id} has no complete checkpoint to resume from",
+            hint="start a new run with trainkit train (checkpoints are saved every --save-every steps)",
+        )
+    config = TrainConfig.model_validate(run.config)
+    if steps is not None:
+        if steps <= latest.step:
+            raise UsageError(f"--steps {steps} is not beyond the checkpoint at step {latest.step}")
+        config = TrainConfig.parse(config.model_dump(), steps=steps, epochs=None)
+    target = config.steps
+    if run.status == "succeeded" and (target is None or target <= run.step):
+        raise ConflictError(
+            f"run {run_id} already succeeded at step {run.step}", hint="pass --steps N beyond it to train further"
+        )
+    provider.deployment().check(["train"])
+    store.stop_flag(run_id).clear()
+    run.config = config.model_dump(mode="json")
+    run.status = "pending"
+    run.ended_at = None
+    run.completed_at = None
+    run.error_message = None
+    run.attempt += 1
+    run.metadata["resumes"] = int(run.metadata.get("resumes", 0)) + 1
+    run.save()
+    run.events.append("status", status="pending", resume_from_step=latest.step, steps=target)
+    _spawn(provider, run, resume=True)
+    return run
