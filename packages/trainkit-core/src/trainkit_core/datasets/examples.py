@@ -184,12 +184,17 @@ def _check_order(
 def _prompt_completion(
     record: dict[str, Any], file: str, line: int
 ) -> tuple[tuple[tuple[str, str], ...] | None, list[Problem]]:
+    if "messages" in record and "prompt" not in record and "completion" not in record:
+        return None, [
+            Problem(
+                file, line, "error", "prompt-missing", 'no "prompt" key (this is a chat example; set format = "chat")'
+            )
+        ]
     problems: list[Problem] = []
     values: dict[str, str] = {}
     for key in ("prompt", "completion"):
         if key not in record:
-            hint = ' (this is a chat example; set format = "chat")' if "messages" in record else ""
-            problems.append(Problem(file, line, "error", f"{key}-missing", f'no "{key}" key{hint}'))
+            problems.append(Problem(file, line, "error", f"{key}-missing", f'no "{key}" key'))
         elif not isinstance(record[key], str):
             problems.append(
                 Problem(file, line, "error", f"{key}-not-string", f'"{key}" must be a string, got {_kind(record[key])}')

@@ -107,6 +107,8 @@ def parse_spec(
     except tomllib.TOMLDecodeError as exc:
         match = _TOML_LINE.search(str(exc))
         line = int(match.group(1)) if match else None
+        if line is None and "end of document" in str(exc):
+            line = max(len(text.splitlines()), 1)
         return None, [Problem(file, line, "error", "toml-invalid", f"invalid TOML: {exc}")]
     try:
         spec = DatasetSpec.model_validate(raw)
