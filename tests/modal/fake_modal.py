@@ -74,6 +74,9 @@ class exception:
     class RemoteError(Error):
         pass
 
+    class ExecutionError(Error):
+        pass
+
     class InputCancellation(BaseException):
         pass
 
@@ -367,6 +370,13 @@ class Declared:
     kind: str
     target: Any
     options: dict[str, Any]
+    app: App | None = None
+
+    def get_web_url(self) -> str | None:
+        """Only while the app runs (`App.run`), like an ephemeral app's temporary URL."""
+        if self.app is None or not self.app.running:
+            raise exception.ExecutionError("the app is not running")
+        return f"https://fake--{self.app.name}-{self.name}-dev.modal.run"
 
 
 _FUNCTION_OPTIONS = {
@@ -380,6 +390,8 @@ class App:
     def __init__(self, name: str | None = None, *, tags: Any = None, image: Any = None, secrets: Any = (), volumes: Any = None, include_source: bool = True) -> None:  # fmt: skip
         self.name = name
         self.declared: dict[str, Declared] = {}
+        self.running = False
+        self.runs = 0
 
     def function(self, **options: Any) -> Any:
         unknown = set(options) - _FUNCTION_OPTIONS
@@ -387,7 +399,7 @@ class App:
 
         def register(f: Any) -> Declared:
             name = options.get("name") or f.__name__
-            self.declared[name] = Declared(name, "function", f, options)
+            self.declared[name] = Declared(name, "function", f, options, self)
             return self.declared[name]
 
         return register
@@ -397,10 +409,19 @@ class App:
         assert not unknown, f"not a modal 1.6 cls option: {unknown}"
 
         def register(user_cls: type) -> Declared:
-            self.declared[user_cls.__name__] = Declared(user_cls.__name__, "class", user_cls, options)
+            self.declared[user_cls.__name__] = Declared(user_cls.__name__, "class", user_cls, options, self)
             return self.declared[user_cls.__name__]
 
         return register
+
+    @contextlib.contextmanager
+    def run(self, *, name: str | None = None, client: Any = None, detach: bool = False, interactive: bool = False, environment_name: str | None = None) -> Iterator[App]:  # fmt: skip
+        """An ephemeral app: running inside the block only."""
+        self.running, self.runs = True, self.runs + 1
+        try:
+            yield self
+        finally:
+            self.running = False
 
     def deploy(self, *, name: str | None = None, environment_name: str | None = None, tag: str = "", client: Any = None, strategy: str = "rolling") -> App:  # fmt: skip
         app_name = name or self.name

@@ -163,3 +163,18 @@ def test_failed_job_error_text_survives(fake_modal: ModuleType) -> None:
     handle = provider.spawn("fail", message="out of memory at step 3")
     with pytest.raises(JobError, match="RuntimeError: out of memory at step 3"):
         handle.wait(timeout=60)
+
+
+def test_web_app_in_the_container_needs_no_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The container has sources, not installed distributions: the provider is registered by hand."""
+    pytest.importorskip("trainkit_api")
+    from fastapi.testclient import TestClient
+
+    from trainkit_modal.container import web_app
+
+    monkeypatch.setenv("TRAINKIT_PROVIDER", "modal")
+    monkeypatch.setenv("TRAINKIT_LOAD_PLUGINS", "")  # discovery finds nothing, as in the container
+    monkeypatch.setenv("TRAINKIT_API_TOKEN", "s3cret-token")
+    with TestClient(web_app()) as client:
+        assert client.get("/health").status_code == 200
+        assert client.get("/v1/jobs/run-x/events").status_code == 401  # the token is required

@@ -125,18 +125,17 @@ def warm_up() -> None:
 
 
 def web_app() -> Any:
-    """The trainkit web API (an ASGI app) for the `@modal.asgi_app` function."""
-    import trainkit_api
+    """The trainkit web API (an ASGI app) for the `@modal.asgi_app` function.
 
-    for name in ("create_app", "build_app"):
-        factory = getattr(trainkit_api, name, None)
-        if factory is None:
-            try:
-                from trainkit_api import app as app_module
+    The container has the trainkit sources but no installed distributions, so no
+    entry points: the modal provider is registered by hand, not discovered.
+    """
+    from trainkit_api.app import create_app
+    from trainkit_core.plugins import build_plugin_manager, register
+    from trainkit_core.provider import get_provider
+    from trainkit_modal.plugin import ModalPlugin
 
-                factory = getattr(app_module, name, None)
-            except ImportError:
-                factory = None
-        if factory is not None:
-            return factory()
-    raise RuntimeError("trainkit_api has no create_app(); install a trainkit-api that provides it")
+    settings = Settings.from_env()
+    pm = build_plugin_manager(load_entry_points=False)
+    register(pm, ModalPlugin(), name="modal", module="trainkit_modal.plugin")
+    return create_app(settings, provider=get_provider("modal", settings, pm=pm))

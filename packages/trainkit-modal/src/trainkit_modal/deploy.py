@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 _STOPPED_STATES = ("stopped", "stopping", "disabled")
 
 
+def block_until_interrupted() -> None:
+    """Wait for Ctrl-C (KeyboardInterrupt) while the dev app runs."""
+    while True:
+        time.sleep(3600)
+
+
 class ModalDeployment:
     """The `provision` answer of the Modal provider."""
 
@@ -132,8 +138,7 @@ class ModalDeployment:
                 on_url(url)
             if block:
                 try:
-                    while True:
-                        time.sleep(3600)
+                    block_until_interrupted()
                 except KeyboardInterrupt:
                     print("stopping the dev app", file=sys.stderr)
         return url

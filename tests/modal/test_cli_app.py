@@ -1,0 +1,88 @@
+"""`trainkit app deploy|status|stop` over the modal provider (on the SDK fake), and `serve` wiring."""
+
+from __future__ import annotations
+
+import json
+from types import ModuleType
+
+import pytest
+
+from trainkit_cli.main import main
+from trainkit_core import plugins
+from trainkit_modal.plugin import ModalPlugin
+
+
+@pytest.fixture
+def cli_on_fake(fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The installed plugins, with the modal provider's SDK swapped for the fake."""
+    pm = plugins.build_plugin_manager()
+    pm.unregister(name="modal")
+    plugins.register(pm, ModalPlugin(lambda: fake_modal), name="modal", module="trainkit_modal.plugin")
+    monkeypatch.setattr(plugins, "_manager", pm)
+    return fake_modal
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def test_app_lifecycle_through_the_cli(cli_on_fake: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--provider", "modal", "app", "status", "--json")
+    assert code == 0 and json.loads(out)["state"] == "not-deployed"
+
+    code, out, _ = run(capsys, "--provider", "modal", "app", "deploy", "--json")
+    deployed = json.loads(out)
+    assert code == 0 and deployed["state"] == "deployed"
+    assert "ping" in deployed["detail"]["functions"] and deployed["detail"]["missing"] == []
+
+    code, out, _ = run(capsys, "--provider", "modal", "app", "status")
+    assert code == 0 and "deployed" in out and "ping" in out
+
+    code, out, _ = run(capsys, "--provider", "modal", "app", "stop", "--json")
+    assert code == 0 and json.loads(out)["state"] == "not-deployed"
+
+    code, _, err = run(capsys, "--provider", "modal", "app", "stop")
+    assert code == 3 and "not deployed" in err
+
+
+def test_providers_without_a_lifecycle_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--provider", "local", "app", "deploy")
+    assert code == 2
+    assert "provider 'local' has no app" in err and "--provider modal" in err
+
+
+def test_bad_setting_is_named_by_the_cli(
+    cli_on_fake: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRAINKIT_GPU", "TPU")
+    code, _, err = run(capsys, "--provider", "modal", "app", "deploy")
+    assert code == 2 and "TRAINKIT_GPU='TPU'" in err
+
+
+def test_serve_runs_the_dev_app_and_prints_its_url(
+    cli_on_fake: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`trainkit serve --provider modal` runs the app ephemerally, prints the URL, stops on Ctrl-C."""
+    pytest.importorskip("trainkit_api")
+    from trainkit_modal import deploy
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(deploy, "block_until_interrupted", interrupt)  # the wait ends as on Ctrl-C
+    code, out, err = run(capsys, "--provider", "modal", "serve")
+    assert code == 0, err
+    assert "https://fake--trainkit-web-dev.modal.run" in out
+    assert "stopping the dev app" in err
+
+
+def test_serve_on_url_callback(cli_on_fake: ModuleType) -> None:
+    pytest.importorskip("trainkit_api")
+    from trainkit_core import get_provider
+
+    seen: list[str] = []
+    url = get_provider("modal").deployment().serve(seen.append, block=False)  # type: ignore[attr-defined]
+    assert seen == [url] and url and url.endswith("-dev.modal.run")
