@@ -49,7 +49,10 @@ class TrainConfig(BaseModel):
     @field_validator("dataset")
     @classmethod
     def _dataset_name(cls, value: str) -> str:
-        check_name(value, what="dataset name")
+        try:
+            check_name(value, what="dataset name")
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
         return value
 
     @field_validator("model_size")
