@@ -499,12 +499,22 @@ def _deployed_function(app_name: str, name: str) -> None:
         raise exception.NotFoundError(f"Lookup failed for Function '{name}' from the '{app_name}' app")
 
 
-def _start_call(app_name: str, name: str, args: list[Any], kwargs: dict[str, Any]) -> FunctionCall:
+_WITH_OPTIONS = {"cpu", "memory", "gpu", "env", "secrets", "volumes", "retries", "max_containers", "buffer_containers", "scaledown_window", "timeout", "region", "cloud", "routing_region"}  # fmt: skip
+
+
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(options) - _WITH_OPTIONS
+    assert not unknown, f"not a modal 1.6 with_options argument: {unknown}"
+    return options
+
+
+def _start_call(
+    app_name: str, name: str, args: list[Any], kwargs: dict[str, Any], options: dict[str, Any] | None = None
+) -> FunctionCall:
     _deployed_function(app_name, name)
     call_id = "fc-" + uuid.uuid4().hex[:24]
-    _write_json(
-        _call_path(call_id), {"app": app_name, "name": name, "state": "pending", "args": args, "kwargs": kwargs}
-    )
+    record = {"app": app_name, "name": name, "state": "pending", "args": args, "kwargs": kwargs}
+    _write_json(_call_path(call_id), {**record, "options": options or {}})
     env = {**os.environ, "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id}
     here = str(Path(__file__).resolve().parent)
     proc = subprocess.Popen(
@@ -525,12 +535,16 @@ def _start_call(app_name: str, name: str, args: list[Any], kwargs: dict[str, Any
 
 
 class _RemoteFunction:
-    def __init__(self, app_name: str, name: str) -> None:
+    def __init__(self, app_name: str, name: str, options: dict[str, Any] | None = None) -> None:
         self.app_name = app_name
         self.name = name
+        self.options = options or {}
+
+    def with_options(self, **options: Any) -> _RemoteFunction:
+        return _RemoteFunction(self.app_name, self.name, {**self.options, **_check_options(options)})
 
     def spawn(self, *args: Any, **kwargs: Any) -> FunctionCall:
-        return _start_call(self.app_name, self.name, list(args), kwargs)
+        return _start_call(self.app_name, self.name, list(args), kwargs, self.options)
 
     def get_web_url(self) -> str | None:
         _deployed_function(self.app_name, self.name)
@@ -544,23 +558,27 @@ class Function:
 
 
 class _RemoteMethod:
-    def __init__(self, app_name: str, cls_name: str, method: str) -> None:
-        self.app_name, self.cls_name, self.method = app_name, cls_name, method
+    def __init__(self, cls: _RemoteCls, method: str) -> None:
+        self.cls, self.method = cls, method
 
     def spawn(self, *args: Any, **kwargs: Any) -> FunctionCall:
-        return _start_call(self.app_name, self.cls_name, list(args), {**kwargs, "__method__": self.method})
+        kwargs = {**kwargs, "__method__": self.method}
+        return _start_call(self.cls.app_name, self.cls.name, list(args), kwargs, self.cls.options)
 
 
 class _RemoteCls:
-    def __init__(self, app_name: str, name: str) -> None:
-        self.app_name, self.name = app_name, name
+    def __init__(self, app_name: str, name: str, options: dict[str, Any] | None = None) -> None:
+        self.app_name, self.name, self.options = app_name, name, options or {}
+
+    def with_options(self, **options: Any) -> _RemoteCls:
+        return _RemoteCls(self.app_name, self.name, {**self.options, **_check_options(options)})
 
     def __call__(self) -> Any:
         outer = self
 
         class Instance:
             def __getattr__(self, method: str) -> _RemoteMethod:
-                return _RemoteMethod(outer.app_name, outer.name, method)
+                return _RemoteMethod(outer, method)
 
         return Instance()
 

@@ -73,9 +73,10 @@ def test_ungated_tiny_model_needs_no_secret(fake_modal: ModuleType) -> None:
     from trainkit_modal.runner import ModalRunner
 
     runner = ModalRunner(fake_modal, Settings.from_env())
-    runner._check_secret("train", {"model_size": "tiny"})  # no error
+    runner._check_secret({"model_size": "tiny"})  # no error
+    runner._check_secret({"base_model": "someorg/open-model"})
     with pytest.raises(UsageError):
-        runner._check_secret("infer", {"model_size": "12b"})
+        runner._check_secret({"model_size": "12b"})
 
 
 def test_bad_settings_fail_the_deploy_naming_the_setting(
@@ -178,3 +179,70 @@ def test_web_app_in_the_container_needs_no_entry_points(monkeypatch: pytest.Monk
     with TestClient(web_app()) as client:
         assert client.get("/health").status_code == 200
         assert client.get("/v1/jobs/run-x/events").status_code == 401  # the token is required
+
+
+# --------------------------------------------------------------------------- routing by model size
+
+
+def _call_record(fake_modal: ModuleType, call_id: str) -> dict:
+    import json
+
+    return json.loads((fake_modal._root() / "calls" / f"{call_id}.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("config", "function", "gpu_option"),
+    [
+        ({"model_size": "12b", "gpu": "A100"}, "train_12b", None),
+        ({"model_size": "tiny", "gpu": ""}, "train_tiny", None),
+        ({"model_size": "4b", "gpu": "h100"}, "train_4b", "H100"),  # the run's own GPU
+        ({"base_model": "someorg/open-model", "gpu": "A10G"}, "train_4b", None),
+    ],
+)
+def test_train_call_runs_on_its_runs_size_and_gpu(
+    fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch, config: dict, function: str, gpu_option: str | None
+) -> None:
+    """The train job gets only a run id: the runner reads the run's config to pick the function."""
+    monkeypatch.setenv("TRAINKIT_HF_SECRET", "huggingface")
+    provider = provider_on(fake_modal)
+    provider.deployment().deploy()
+    provider.kv("runs").put("run-20261130-120000-abcdef", {"id": "run-20261130-120000-abcdef", "config": config})
+    handle = provider.spawn("train", run_id="run-20261130-120000-abcdef", resume=False)
+    try:
+        record = _call_record(fake_modal, handle.call_id)
+        assert record["name"] == function
+        assert record["options"].get("gpu") == gpu_option
+        assert record["kwargs"] == {"run_id": "run-20261130-120000-abcdef", "resume": False}
+    finally:
+        handle.cancel()
+
+
+def test_train_call_for_an_unknown_run_is_refused(fake_modal: ModuleType) -> None:
+    provider = provider_on(fake_modal)
+    provider.deployment().deploy()
+    with pytest.raises(NotFoundError, match="no run 'run-x'"):
+        provider.spawn("train", run_id="run-x")
+
+
+def test_gated_run_without_secret_is_refused(fake_modal: ModuleType) -> None:
+    provider = provider_on(fake_modal)
+    provider.deployment().deploy()
+    provider.kv("runs").put("run-g", {"config": {"model_size": "31b", "gpu": "A100-80GB"}})
+    with pytest.raises(UsageError, match="gated"):
+        provider.spawn("train", run_id="run-g")
+
+
+def test_infer_goes_to_the_warm_class_of_the_trained_models_size(fake_modal: ModuleType) -> None:
+    if "infer" not in __import__("trainkit_core.jobs", fromlist=["JOBS"]).JOBS:
+        pytest.skip("no infer job yet")
+    provider = provider_on(fake_modal)
+    provider.deployment().deploy()
+    provider.kv("runs").put("run-t", {"config": {"model_size": "tiny", "gpu": ""}})
+    handle = provider.spawn("infer", model_path="trained/run-t", prompt="hi")
+    try:
+        record = _call_record(fake_modal, handle.call_id)
+        assert record["name"] == "Inference_tiny"
+        assert record["args"] == [{"model_path": "trained/run-t", "prompt": "hi"}]
+        assert record["kwargs"] == {"__method__": "run"}
+    finally:
+        handle.cancel()

@@ -17,6 +17,7 @@ from typing import Any
 from trainkit_core.errors import JobError, JobTimeout, NotFoundError, UsageError
 from trainkit_core.hookspecs import CallStatus
 from trainkit_core.provider import call_kwargs
+from trainkit_core.runs import RUNS_NAMESPACE
 from trainkit_core.settings import Settings
 from trainkit_modal import errors
 from trainkit_modal.container import CALLS_NAMESPACE, cancel_key, ended_key, record_key, started_key
@@ -27,6 +28,7 @@ from trainkit_modal.spec import (
     FunctionSpec,
     base_model_of,
     build_spec,
+    check_gpu,
     is_gated,
     target_for,
 )
@@ -150,29 +152,61 @@ class ModalRunner:
     def app_name(self) -> str:
         return self.settings.provider.app_name
 
-    def _check_secret(self, function: str, kwargs: Mapping[str, Any]) -> None:
-        if function not in _MODEL_JOBS or self.spec.hf_secret:
+    def model_config(self, function: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """What a call will load: `model_size` / `base_model` / `gpu`, from its arguments or its run.
+
+        The train job gets only a run id: its config is in the run's record. infer and
+        eval name a trained model (`trained/<run id>`), whose run says what it was
+        trained from. Anything else falls back to the arguments themselves.
+        """
+        if function not in _MODEL_JOBS:
+            return {}
+        if any(kwargs.get(key) for key in ("model_size", "base_model")):
+            return dict(kwargs)
+        run_id = kwargs.get("run_id") if function == "train" else None
+        model_path = kwargs.get("model_path")
+        if not run_id and isinstance(model_path, str) and model_path.startswith("trained/"):
+            run_id = model_path.split("/")[1] if model_path.count("/") >= 1 else None
+        if not run_id:
+            return dict(kwargs)
+        record = ModalKV.for_settings(self.sdk, self.settings, RUNS_NAMESPACE).get(str(run_id)) or {}
+        config = record.get("config") if isinstance(record, dict) else None
+        if function == "train" and not isinstance(config, dict):
+            raise NotFoundError(f"no run {run_id!r} in the Modal app {self.app_name!r}; start it with `trainkit train`")
+        return dict(config) if isinstance(config, dict) else dict(kwargs)
+
+    def _check_secret(self, config: Mapping[str, Any]) -> None:
+        if self.spec.hf_secret:
             return
-        model = base_model_of(dict(kwargs))
+        model = base_model_of(dict(config))
         if is_gated(model):
             raise errors.hf_secret_missing(str(model))
 
-    def _start(self, target: FunctionSpec, kwargs: dict[str, Any]) -> Any:
+    def _start(self, target: FunctionSpec, kwargs: dict[str, Any], gpu: str | None) -> Any:
         where = f"spawn {target.name} in app {self.app_name}"
         try:
             with errors.translate(self.sdk, where):
                 if target.kind == "class":
                     cls = self.sdk.Cls.from_name(self.app_name, target.name)
+                    if gpu:
+                        cls = cls.with_options(gpu=gpu)
                     return cls().run.spawn(kwargs)
-                return self.sdk.Function.from_name(self.app_name, target.name).spawn(**kwargs)
+                fn = self.sdk.Function.from_name(self.app_name, target.name)
+                if gpu:
+                    fn = fn.with_options(gpu=gpu)
+                return fn.spawn(**kwargs)
         except NotFoundError:
             raise errors.app_not_deployed(self.app_name, target.name) from None
 
     def spawn(self, function: str, kwargs: Mapping[str, Any]) -> ModalRunHandle:
         args = call_kwargs(kwargs)
-        target = target_for(self.spec, function, args)
-        self._check_secret(function, args)
-        call = self._start(target, args)
+        config = self.model_config(function, args)
+        target = target_for(self.spec, function, config)
+        if function in _MODEL_JOBS:
+            self._check_secret(config)
+        # A run may ask for its own GPU (`TrainConfig.gpu`); Modal runs it in its own pool.
+        wanted = check_gpu(config["gpu"], setting="the run's gpu") if config.get("gpu") else None
+        call = self._start(target, args, wanted if wanted and wanted != target.gpu else None)
         call_id = call.object_id
         self.calls.put(
             record_key(call_id),
