@@ -43,17 +43,19 @@ def _length_options(func: Any) -> Any:
 
 
 def _print_report(report: Report, strict: bool) -> None:
+    from rich.markup import escape
+
     out = console()
     for problem in report.problems:
         colour = "red" if problem.severity == "error" else "yellow"
         out.print(
-            f"{problem.where}: [{colour}]{problem.severity}[/{colour}] [{problem.code}] {problem.message}",
+            f"{problem.where}: [{colour}]{problem.severity}[/{colour}] {escape('[' + problem.code + '] ' + problem.message)}",
             markup=True,
             soft_wrap=True,
         )
     status = "[green]ok[/green]" if report.ok(strict=strict) else "[red]failed[/red]"
     where = f", version {report.version}" if report.version else ""
-    out.print(f"{status}: {report.summary()}{where}")
+    out.print(f"{status}: {escape(report.summary())}{where}", soft_wrap=True)
     if report.length_check:
         out.print(f"  lengths: {report.length_check}")
 
@@ -142,11 +144,14 @@ def register(cli: click.Group) -> None:
         if as_json:
             print_json(result.as_dict())
             return
+        from rich.markup import escape
+
         out = console()
         if result.report:
             for problem in result.report.warnings:
                 out.print(
-                    f"{problem.where}: [yellow]warning[/yellow] [{problem.code}] {problem.message}", soft_wrap=True
+                    f"{problem.where}: [yellow]warning[/yellow] {escape('[' + problem.code + '] ' + problem.message)}",
+                    soft_wrap=True,
                 )
         if result.unchanged:
             out.print(f"{result.name}: unchanged (version {result.version}); nothing sent")
