@@ -70,7 +70,7 @@ def test_check_pending_catches_a_misspelt_hook(pm) -> None:
             return None
 
     register(pm, Misspelt(), name="misspelt")
-    with pytest.raises(PluginLoadError, match='(?s)plugin "misspelt" is invalid.*kv_stor'):
+    with pytest.raises(PluginLoadError, match=r'(?s)plugin "misspelt" is invalid.*kv_stor'):
         check_pending(pm)
 
 
@@ -80,7 +80,7 @@ def test_an_argument_the_spec_lacks_names_the_plugin(pm) -> None:
         def volume(self, provider: str, colour: str) -> None:
             return None
 
-    with pytest.raises(PluginLoadError, match='(?s)plugin "wrong-args" is invalid.*colour'):
+    with pytest.raises(PluginLoadError, match=r'(?s)plugin "wrong-args" is invalid.*colour'):
         register(pm, WrongArgs(), name="wrong-args")
 
 
