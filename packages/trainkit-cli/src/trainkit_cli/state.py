@@ -15,6 +15,7 @@ import click
 
 if TYPE_CHECKING:
     from rich.console import Console
+
     from trainkit_core import Provider, Settings
 
 

@@ -23,7 +23,7 @@ def reconcile_run(run: Any) -> bool:
     if run.function_call_id and provider is not None:
         try:
             status = provider.call(run.function_call_id).status()
-        except Exception as exc:  # noqa: BLE001 - a lost handle is itself the reason
+        except Exception as exc:
             status = None
             reason = f"the run's job {run.function_call_id} cannot be found: {exc}"
         if status is not None and status.done:
