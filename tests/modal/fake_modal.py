@@ -23,6 +23,7 @@ trainkit-modal fails here too.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 import os
@@ -565,6 +566,12 @@ class _RemoteMethod:
         kwargs = {**kwargs, "__method__": self.method}
         return _start_call(self.cls.app_name, self.cls.name, list(args), kwargs, self.cls.options)
 
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self.spawn(*args, **kwargs).get(timeout=120)
+
+    def remote_gen(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        yield from self.spawn(*args, **kwargs).get(timeout=120)  # the worker collected the items
+
 
 class _RemoteCls:
     def __init__(self, app_name: str, name: str, options: dict[str, Any] | None = None) -> None:
@@ -649,8 +656,10 @@ def worker_main() -> None:
     _write_json(_call_path(call_id), {**record, "state": "running"})
     try:
         from trainkit_core.settings import VOLUME_KINDS, Settings
-        from trainkit_modal import spec
+        from trainkit_modal import container, spec
         from trainkit_modal.app import build_app
+
+        container.WarmInference.preload = lambda self: None  # type: ignore[method-assign]  # no torch import here
 
         settings = Settings.from_env()
         for kind in VOLUME_KINDS:  # the volumes' "mount points" in this fake container
@@ -663,6 +672,8 @@ def worker_main() -> None:
                 if getattr(getattr(instance, attr), "_fake_enter", False):
                     getattr(instance, attr)()
             result = getattr(instance, kwargs.pop("__method__"))(*record["args"], **kwargs)
+            if inspect.isgenerator(result):
+                result = list(result)
         else:
             result = declared.target(*record["args"], **kwargs)
         outcome = {"state": "succeeded", "result": pickle.dumps(result).hex()}

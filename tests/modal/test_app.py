@@ -77,11 +77,11 @@ def test_train_timeout_and_retries_from_settings(built: object) -> None:
     assert info.max_retries == specmod.TRAIN_RETRIES.max_retries
 
 
-def test_inference_class_serves_run(built: object) -> None:
+def test_inference_class_serves_the_job_and_warm_requests(built: object) -> None:
     if "infer" not in JOBS:
         pytest.skip("the infer job is not registered yet")
     info = _info(built.objects["Inference_4b"])  # type: ignore[attr-defined]
-    assert info.method_names == ["run"]
+    assert sorted(info.method_names) == ["generate", "run", "stream"]
 
 
 def test_web_api_is_an_asgi_app_without_the_hf_secret(built: object) -> None:

@@ -246,3 +246,26 @@ def test_infer_goes_to_the_warm_class_of_the_trained_models_size(fake_modal: Mod
         assert record["kwargs"] == {"__method__": "run"}
     finally:
         handle.cancel()
+
+
+# --------------------------------------------------------------------------- warm inference
+
+
+def test_inference_server_validates_the_model_path_in_the_container(
+    fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """generate/stream reach the warm class of the model's size; its container refuses a bad path."""
+    monkeypatch.setenv("TRAINKIT_HF_SECRET", "huggingface")
+    provider = provider_on(fake_modal)
+    server = provider.inference_server()
+    assert server is not None
+    with pytest.raises(NotFoundError, match="trainkit app deploy"):
+        server.generate({"model_path": "trained/run-t", "prompt": "hi"})
+    provider.deployment().deploy()
+    for bad in ("../../etc/passwd", "trained/../secrets"):
+        with pytest.raises(UsageError):
+            server.generate({"model_path": bad, "prompt": "hi"})
+        with pytest.raises(UsageError):
+            list(server.stream({"model_path": bad, "prompt": "hi"}))
+    with pytest.raises(NotFoundError):
+        server.generate({"model_path": "trained/run-20261130-120000-abcdef", "prompt": "hi"})

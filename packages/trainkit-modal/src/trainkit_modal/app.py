@@ -67,20 +67,33 @@ def _job_function(job: str) -> Any:
 
 
 def _inference_class(name: str, modal: Any) -> type:
-    """A warm inference class: `@modal.enter` prepares the container, `run` serves `infer` calls."""
+    """A warm inference class: `@modal.enter` builds the model cache once per container.
+
+    `run` serves the `infer` job (spawned calls, with their call records);
+    `generate` and `stream` serve the provider's `inference_server` directly.
+    """
 
     class Inference:
         @modal.enter()
         def load(self) -> None:
-            from trainkit_modal.container import warm_up
+            from trainkit_modal.container import WarmInference
 
-            warm_up()
+            self.warm = WarmInference()
+            self.warm.preload()
 
         @modal.method()
         def run(self, kwargs: dict[str, Any]) -> Any:
             from trainkit_modal.container import run_job
 
-            return run_job("infer", kwargs)
+            return run_job("infer", kwargs, call=lambda ctx, **request: self.warm.generate(request))
+
+        @modal.method()
+        def generate(self, request: dict[str, Any]) -> Any:
+            return self.warm.generate(request)
+
+        @modal.method()
+        def stream(self, request: dict[str, Any]) -> Any:
+            yield from self.warm.stream(request)
 
     Inference.__name__ = name
     Inference.__qualname__ = name

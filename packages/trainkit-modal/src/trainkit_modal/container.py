@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,12 @@ def job_context(settings: Settings, call_id: str, sdk: Any) -> Any:
     )
 
 
-def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None) -> Any:
-    """Run job `job` in this container; the job's result, or its exception re-raised."""
+def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None, call: Callable[..., Any] | None = None) -> Any:
+    """Run job `job` in this container; the job's result, or its exception re-raised.
+
+    `call(ctx, **kwargs)` replaces the registered job function (the warm inference
+    class serves ``infer`` from its loaded models this way).
+    """
     if sdk is None:
         import modal as sdk
     from trainkit_core.jobs import resolve
@@ -82,7 +87,7 @@ def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None) -> Any:
     for kind in VOLUME_KINDS:
         _quietly(ctx.reload, kind)
     try:
-        result = resolve(job)(ctx, **kwargs)
+        result = (call or resolve(job))(ctx, **kwargs)
     except BaseException as exc:
         text = f"{type(exc).__name__}: {exc}"
         log.error("job %s (%s) failed:\n%s", job, call_id, traceback.format_exc())
@@ -107,21 +112,56 @@ def _quietly(action: Any, kind: str) -> None:
         log.warning("volume %s: %s failed: %s", kind, getattr(action, "__name__", "action"), exc)
 
 
-def warm_up() -> None:
-    """Called from the inference class's `@modal.enter`: import the model stack once per container.
+class WarmInference:
+    """The models an inference container keeps loaded between requests (its `scaledown_window`).
 
-    Loaded models stay cached by the inference code for the container's life (its
-    `scaledown_window`), so later requests skip the load.
+    Built in the class's `@modal.enter`; serves `generate` and `stream` with the
+    inference code of trainkit-core (`ModelCache`, `generate`, `stream_tokens`), the
+    same code the local warm worker runs. The models volume is reloaded before each
+    request, so a model trained after the container started is found.
     """
-    try:
-        from trainkit_core import inference  # noqa: F401 - the inference helper's module, when installed
-    except ImportError:
-        pass
-    for module in ("torch", "transformers", "peft"):
-        try:
-            __import__(module)
-        except ImportError:
-            log.warning("warm-up: %s is not installed in this image", module)
+
+    def __init__(self, sdk: Any = None) -> None:
+        if sdk is None:
+            import modal as sdk
+        from trainkit_core.inference.loading import ModelCache
+
+        self._sdk = sdk
+        self.settings = Settings.from_env()
+        self.cache = ModelCache(Path(spec.MOUNT_PATHS["models"]), Path(spec.MOUNT_PATHS["hf-cache"]))
+
+    def preload(self) -> None:
+        """Import the model stack now (seconds), not on the first request."""
+        for module in ("torch", "transformers", "peft"):
+            try:
+                __import__(module)
+            except ImportError:
+                log.warning("warm-up: %s is not installed in this image", module)
+
+    def _prepare(self, request: dict[str, Any]) -> tuple[Any, Any]:
+        from trainkit_core.inference.request import GenerateRequest
+        from trainkit_core.local.volume import LocalVolume
+        from trainkit_core.models import default_model_for_preset
+        from trainkit_modal.volume import reload_volume
+
+        _quietly(lambda kind: reload_volume(self._sdk, self.settings.volumes.name_for(kind)), "models")
+        req = GenerateRequest.parse(dict(request))
+        if req.model_path is None:
+            ref = default_model_for_preset(LocalVolume.at(self.cache.models_root), req.model_size or "")
+            req = req.model_copy(update={"model_path": ref.path, "model_size": None})
+        return self.cache.get(req.model_path or ""), req
+
+    def generate(self, request: dict[str, Any]) -> dict[str, Any]:
+        from trainkit_core.inference.generation import generate
+
+        loaded, req = self._prepare(request)
+        return generate(loaded, req)
+
+    def stream(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        from trainkit_core.inference.generation import stream_tokens
+
+        loaded, req = self._prepare(request)
+        yield from stream_tokens(loaded, req)
 
 
 def web_app() -> Any:

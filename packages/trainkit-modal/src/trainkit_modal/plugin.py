@@ -82,6 +82,15 @@ class ModalPlugin:
 
         return ModalDeployment(self.sdk_factory, settings)
 
+    @hookimpl
+    def inference_server(self, provider: str, settings: Settings) -> Any:
+        if provider != NAME:
+            return None
+        from trainkit_modal.inference import ModalInferenceServer
+        from trainkit_modal.runner import ModalRunner
+
+        return ModalInferenceServer(ModalRunner(self.sdk_factory(), settings))
+
 
 _default = ModalPlugin()
 
@@ -109,3 +118,8 @@ def run_function(provider: str, settings: Settings) -> Any:
 @hookimpl
 def provision(provider: str, settings: Settings) -> Any:
     return _default.provision(provider=provider, settings=settings)
+
+
+@hookimpl
+def inference_server(provider: str, settings: Settings) -> Any:
+    return _default.inference_server(provider=provider, settings=settings)

@@ -182,15 +182,30 @@ class ModalRunner:
         if is_gated(model):
             raise errors.hf_secret_missing(str(model))
 
+    def resolve(self, function: str, kwargs: dict[str, Any]) -> tuple[FunctionSpec, str | None]:
+        """The declared function for a call, and a GPU to ask for instead of its own (or None).
+
+        A run may ask for its own GPU (`TrainConfig.gpu`): Modal then runs it in a pool
+        of its own (`with_options`). Gated base models need the HF secret.
+        """
+        config = self.model_config(function, kwargs)
+        target = target_for(self.spec, function, config)
+        if function in _MODEL_JOBS:
+            self._check_secret(config)
+        wanted = check_gpu(config["gpu"], setting="the run's gpu") if config.get("gpu") else None
+        return target, (wanted if wanted and wanted != target.gpu else None)
+
+    def modal_class(self, target: FunctionSpec, gpu: str | None) -> Any:
+        """An instance handle of a deployed class (`Cls.from_name(...)()`), on `gpu` when given."""
+        cls = self.sdk.Cls.from_name(self.app_name, target.name)
+        return (cls.with_options(gpu=gpu) if gpu else cls)()
+
     def _start(self, target: FunctionSpec, kwargs: dict[str, Any], gpu: str | None) -> Any:
         where = f"spawn {target.name} in app {self.app_name}"
         try:
             with errors.translate(self.sdk, where):
                 if target.kind == "class":
-                    cls = self.sdk.Cls.from_name(self.app_name, target.name)
-                    if gpu:
-                        cls = cls.with_options(gpu=gpu)
-                    return cls().run.spawn(kwargs)
+                    return self.modal_class(target, gpu).run.spawn(kwargs)
                 fn = self.sdk.Function.from_name(self.app_name, target.name)
                 if gpu:
                     fn = fn.with_options(gpu=gpu)
@@ -200,13 +215,8 @@ class ModalRunner:
 
     def spawn(self, function: str, kwargs: Mapping[str, Any]) -> ModalRunHandle:
         args = call_kwargs(kwargs)
-        config = self.model_config(function, args)
-        target = target_for(self.spec, function, config)
-        if function in _MODEL_JOBS:
-            self._check_secret(config)
-        # A run may ask for its own GPU (`TrainConfig.gpu`); Modal runs it in its own pool.
-        wanted = check_gpu(config["gpu"], setting="the run's gpu") if config.get("gpu") else None
-        call = self._start(target, args, wanted if wanted and wanted != target.gpu else None)
+        target, gpu = self.resolve(function, args)
+        call = self._start(target, args, gpu)
         call_id = call.object_id
         self.calls.put(
             record_key(call_id),
