@@ -20,6 +20,8 @@ from trainkit_core.evals.metrics import exact_match, summarize, token_f1
 
 #: Generation stops at the end of turn, or after the reference's length plus this margin.
 LENGTH_MARGIN = 16
+#: Examples scored at once (padded batches: the loss forward pass and greedy generation).
+BATCH_SIZE = 16
 
 
 def _stops(tokenizer: Any, fmt: ChatFormat) -> list[int]:
@@ -29,46 +31,96 @@ def _stops(tokenizer: Any, fmt: ChatFormat) -> list[int]:
     return ids
 
 
-def score_one(
-    model: Any, tokenizer: Any, fmt: ChatFormat, messages: Sequence[dict[str, str]], *, device: str, max_new_tokens: int
-) -> dict[str, Any]:
-    """Loss on the reference and a greedy answer for one example (no grad)."""
+def _pad_id(tokenizer: Any, stops: list[int]) -> int:
+    return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0])
+
+
+def _losses(model: Any, encoded: list[dict[str, list[int]]], pad: int, device: str) -> list[tuple[float, int]]:
+    """(sum of token losses, token count) on the trained tokens of each example; one batch."""
     import torch
 
-    reference = messages[-1]["content"]
-    encoded = encode_for_training(tokenizer, messages, fmt)
-    ids = torch.tensor([encoded["input_ids"]], device=device)
-    labels = torch.tensor([encoded["labels"]], device=device)
-    logits = model(input_ids=ids).logits.float()
-    shift_logits, shift_labels = logits[0, :-1], labels[0, 1:]
-    mask = shift_labels != -100
-    losses = torch.nn.functional.cross_entropy(shift_logits[mask], shift_labels[mask], reduction="sum")
-    tokens = int(mask.sum())
+    width = max(len(e["input_ids"]) for e in encoded)
+    ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+    labels = torch.full((len(encoded), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, e in enumerate(encoded):
+        n = len(e["input_ids"])
+        ids[row, :n] = torch.tensor(e["input_ids"])
+        labels[row, :n] = torch.tensor(e["labels"])
+        mask[row, :n] = 1
+    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+    shift_logits, shift_labels = logits[:, :-1], labels[:, 1:].to(device)
+    per_token = torch.nn.functional.cross_entropy(
+        shift_logits.reshape(-1, shift_logits.shape[-1]), shift_labels.reshape(-1), reduction="none", ignore_index=-100
+    ).reshape(shift_labels.shape)
+    valid = shift_labels != -100
+    return [(float(per_token[r][valid[r]].sum()), int(valid[r].sum())) for r in range(len(encoded))]
 
-    prompt = tokenizer(render_prompt(messages, fmt), add_special_tokens=False, return_tensors="pt").to(device)
-    ref_len = len(tokenizer(reference, add_special_tokens=False)["input_ids"])
-    stops = _stops(tokenizer, fmt)
+
+def _generate(
+    model: Any, tokenizer: Any, prompts: list[list[int]], stops: list[int], max_new_tokens: int, device: str
+) -> list[tuple[list[int], bool]]:
+    """Greedy answers for a batch of prompts (left-padded); (answer ids, stopped) each."""
+    import torch
+
+    pad = _pad_id(tokenizer, stops)
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, p in enumerate(prompts):
+        ids[row, width - len(p) :] = torch.tensor(p)
+        mask[row, width - len(p) :] = 1
     out = model.generate(
-        **prompt,
-        max_new_tokens=min(max_new_tokens, ref_len + LENGTH_MARGIN),
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        max_new_tokens=max_new_tokens,
         do_sample=False,
         temperature=None,
         top_p=None,
         top_k=None,
         eos_token_id=stops,
-        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0],
+        pad_token_id=pad,
     )
-    new = [int(i) for i in out[0, prompt["input_ids"].shape[1] :].tolist()]
-    stopped = bool(new) and new[-1] in stops
-    answer = tokenizer.decode(new[:-1] if stopped else new, skip_special_tokens=True).strip()
-    return {
-        "answer": answer,
-        "stopped": stopped,
-        "loss_sum": float(losses),
-        "loss_tokens": tokens,
-        "exact_match": exact_match(answer, reference),
-        "f1": token_f1(answer, reference),
-    }
+    answers = []
+    for row in out[:, width:].tolist():
+        cut = next((i for i, t in enumerate(row) if t in stops), None)
+        answers.append((row if cut is None else row[:cut], cut is not None))
+    return answers
+
+
+def score_batch(
+    model: Any,
+    tokenizer: Any,
+    fmt: ChatFormat,
+    batch: Sequence[Sequence[dict[str, str]]],
+    *,
+    device: str,
+    max_new_tokens: int,
+) -> list[dict[str, Any]]:
+    """Loss on the reference and a greedy answer for each example of a batch (no grad)."""
+    stops = _stops(tokenizer, fmt)
+    encoded = [encode_for_training(tokenizer, messages, fmt) for messages in batch]
+    losses = _losses(model, encoded, _pad_id(tokenizer, stops), device)
+    references = [messages[-1]["content"] for messages in batch]
+    prompts = [
+        list(tokenizer(render_prompt(messages, fmt), add_special_tokens=False)["input_ids"]) for messages in batch
+    ]
+    longest = max(len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in references)
+    answers = _generate(model, tokenizer, prompts, stops, min(max_new_tokens, longest + LENGTH_MARGIN), device)
+    scored = []
+    for (loss_sum, tokens), (ids, stopped), reference in zip(losses, answers, references, strict=True):
+        answer = tokenizer.decode(ids, skip_special_tokens=True).strip()
+        scored.append(
+            {
+                "answer": answer,
+                "stopped": stopped,
+                "loss_sum": loss_sum,
+                "loss_tokens": tokens,
+                "exact_match": exact_match(answer, reference),
+                "f1": token_f1(answer, reference),
+            }
+        )
+    return scored
 
 
 def evaluate(
@@ -102,10 +154,10 @@ def evaluate(
                 model.set_adapter(adapter)
             ctx = model.disable_adapter() if off else contextlib.nullcontext()
             with ctx:
-                scored = [
-                    score_one(model, tokenizer, fmt, ex["messages"], device=device, max_new_tokens=max_new_tokens)
-                    for ex in examples
-                ]
+                scored = []
+                for first in range(0, len(examples), BATCH_SIZE):
+                    batch = [ex["messages"] for ex in examples[first : first + BATCH_SIZE]]
+                    scored += score_batch(model, tokenizer, fmt, batch, device=device, max_new_tokens=max_new_tokens)
             for row, score in zip(rows, scored, strict=True):
                 row[label] = score
             summaries[label] = summarize(scored)
