@@ -152,3 +152,14 @@ def unsloth(session: nox.Session) -> None:
         "import unsloth, transformers, trl; print('unsloth', unsloth.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__)",
     )
     _pytest(session, "tests", "-m", "unsloth", "-p", "no:cacheprovider", "-s")
+
+
+@nox.session(python=ML_PYTHON, default=False)
+def modal_live(session: nox.Session) -> None:
+    """Against the real Modal (needs `modal token new` or MODAL_TOKEN_ID/SECRET): deploy a throw-away
+    app, run ping, train `tiny` a few steps, stop the app. Builds the images on first run."""
+    _install(session, ["core", "cli", "api", "modal"], "test")
+    session.run(
+        "pytest", "tests/modal/test_live.py", "-m", "modal_live", "-v", *session.posargs,
+        env={"TRAINKIT_MODAL_LIVE": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip

@@ -24,16 +24,23 @@ _OFFLINE_ENV = {
     "MODAL_SERVER_URL": "http://127.0.0.1:9",
 }
 _CUT = ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_ENVIRONMENT")
-for _name in _CUT:
-    os.environ.pop(_name, None)
-os.environ.update(_OFFLINE_ENV)
+#: Set by `nox -s modal_live` (which runs only the `modal_live` tests): keep the credentials.
+LIVE = os.environ.get("TRAINKIT_MODAL_LIVE") == "1"
+if not LIVE:
+    for _name in _CUT:
+        os.environ.pop(_name, None)
+    os.environ.update(_OFFLINE_ENV)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(autouse=True)
-def modal_offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test: no Modal token, an empty Modal config, an unreachable Modal server."""
+def modal_offline(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test but `modal_live` ones: no Modal token, an empty Modal config, an unreachable server."""
+    if request.node.get_closest_marker("modal_live") is not None:
+        if not LIVE:
+            pytest.skip("a modal_live test: run it with `nox -s modal_live` (needs Modal credentials)")
+        return
     for name in _CUT:
         monkeypatch.delenv(name, raising=False)
     for name, value in _OFFLINE_ENV.items():

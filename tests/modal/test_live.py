@@ -1,0 +1,72 @@
+"""Against the real Modal service (needs credentials): deploy, ping, train `tiny` a few steps, stop.
+
+Not part of any default run. `nox -s modal_live` runs it for anyone logged in to
+Modal (`modal token new`, or MODAL_TOKEN_ID / MODAL_TOKEN_SECRET). It deploys a
+throw-away app (`trainkit-live-<random>`) with its own volumes, so it never touches
+your own trainkit app, and stops the app at the end. The first run builds the
+images (several minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.modal_live
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _has_credentials() -> bool:
+    if os.environ.get("MODAL_TOKEN_ID") and os.environ.get("MODAL_TOKEN_SECRET"):
+        return True
+    config = Path(os.environ.get("MODAL_CONFIG_PATH") or Path.home() / ".modal.toml")
+    return config.is_file() and "token_id" in config.read_text()
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[object]:
+    if os.environ.get("TRAINKIT_MODAL_LIVE") != "1" or not _has_credentials():
+        pytest.skip("needs Modal credentials and TRAINKIT_MODAL_LIVE=1 (run `nox -s modal_live`)")
+    from trainkit_core import Settings, get_provider
+
+    tag = uuid.uuid4().hex[:6]
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TRAINKIT_PROVIDER", "modal")
+    mp.setenv("TRAINKIT_APP_NAME", f"trainkit-live-{tag}")
+    for kind in ("data", "models", "eval", "hf_cache"):
+        mp.setenv(f"TRAINKIT_VOL_{kind.upper()}", f"trainkit-live-{kind.replace('_', '-')}")
+    mp.setenv("TRAINKIT_DATASETS_DIR", str(REPO / "datasets"))
+    provider = get_provider("modal", Settings.from_env())
+    deployment = provider.deployment()
+    try:
+        status = deployment.deploy()
+        assert status.state == "deployed", status
+        assert status.detail["missing"] == []
+        yield provider
+    finally:
+        try:
+            deployment.stop()
+        finally:
+            mp.undo()
+
+
+def test_ping(live: object) -> None:
+    result = live.spawn("ping", echo="live").wait(timeout=900)  # type: ignore[attr-defined]
+    assert result["ok"] and result["provider"] == "modal" and result["echo"] == "live"
+    assert all(v["exists"] for v in result["volumes"].values())
+    assert result["call_id"].startswith("fc-")
+
+
+def test_train_tiny_a_few_steps(live: object) -> None:
+    from trainkit_core.training.submit import start_run
+
+    run = start_run(live, {"dataset": "demo", "model_size": "tiny", "steps": 5})
+    assert run.function_call_id and run.function_call_id.startswith("fc-")
+    done = run.wait(timeout=3600)
+    assert done.status == "succeeded", done.error_message
+    assert live.volume("models").exists(f"trained/{run.id}")  # type: ignore[attr-defined]
