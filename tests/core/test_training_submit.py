@@ -97,6 +97,7 @@ def test_reporter_throttles_events_keeps_first_and_last_and_sees_the_stop_flag(p
         )
     progress = [e for e in run.events.read() if e["type"] == "progress"]
     assert [e["step"] for e in progress] == [1, 5]  # the first, then the last; the rest held back
+    assert [s for s, _ in progress[1]["losses"]] == [2, 3, 4, 5]  # but every step's loss is kept
     assert progress[-1]["loss"] == 1.0 and progress[-1]["tokens_per_s"] > 0 and progress[-1]["memory_mb"] > 0
     assert not reporter.should_stop()
     run.close("enough")

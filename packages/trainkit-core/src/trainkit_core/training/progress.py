@@ -6,7 +6,8 @@
 - Progress events (`progress`: step, total_steps, loss, learning_rate, grad_norm,
   epoch, tokens_per_s, eta_s, memory_mb) go to the run's event log at most every
   `event_interval_s`, and always for the first and the last step, so a fast CPU run
-  does not flood the store (a Modal Dict write takes milliseconds).
+  does not flood the store (a Modal Dict write takes milliseconds). No loss is lost:
+  each event also carries `losses`, the [step, loss] pairs since the previous one.
 - The run record's step/total_steps/metrics are saved every `save_interval_s`.
 - The stop flag is read every step; when set, training stops after this step and a
   checkpoint is saved, so a stopped run can be resumed.
@@ -79,6 +80,7 @@ class Reporter:
         self._last_event = 0.0
         self._last_save = time.monotonic()
         self._pending: dict[str, Any] | None = None
+        self._window: list[list[float]] = []
 
     # ----------------------------------------------------------------- events
 
@@ -98,6 +100,7 @@ class Reporter:
         if self.first_loss is None:
             self.first_loss = loss
         self.last_loss = loss
+        self._window.append([step, loss])
         elapsed = max(1e-9, time.monotonic() - self._start_time)
         done = max(0, step - self._start_step)
         event = {
@@ -127,6 +130,7 @@ class Reporter:
     def _emit(self, event: dict[str, Any]) -> None:
         self._last_event = time.monotonic()
         self._pending = None
+        event["losses"], self._window = self._window, []
         self.run.events.append("progress", **event)
 
     def flush(self) -> None:

@@ -1,0 +1,51 @@
+"""The unsloth backend trains the tiny model on CPU (the `unsloth` nox session only).
+
+Unsloth 2026.10 falls back to CPU when there is no GPU ("no GPU found, training on
+CPU"); this proves the backend's code path (FastLanguageModel, its LoRA, trl under
+Unsloth's patches) end to end through `trainkit train --backend unsloth`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.ml, pytest.mark.unsloth, pytest.mark.e2e]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_unsloth_backend_trains_the_tiny_model(tmp_path: Path) -> None:
+    pytest.importorskip("unsloth")
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "TRAINKIT_HOME": str(home),
+        "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    args = ["train", "--dataset", "demo", "--steps", "60", "--backend", "unsloth", "--save-every", "30", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "trainkit_cli", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=900
+    )
+    logs = "\n".join(p.read_text(errors="replace") for p in (home / "logs").glob("*.log"))
+    print(logs[-6000:])  # what unsloth printed, for the session's output
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(done.stdout)
+    assert record["status"] == "succeeded", record["error_message"]
+    assert record["framework"] == "unsloth"
+    assert record["metrics"]["final_loss"] < record["metrics"]["first_loss"]
+    print(
+        "unsloth run metrics:",
+        json.dumps({k: record["metrics"].get(k) for k in ("first_loss", "final_loss", "train_runtime_s", "steps")}),
+    )
+    out = home / "volumes" / "trainkit-models" / "trained" / record["id"]
+    assert (out / "adapter_model.safetensors").is_file()
+    card = json.loads((out / "trained_model.json").read_text())
+    assert card["backend"] == "unsloth" and "unsloth" in card["versions"]
