@@ -1,0 +1,61 @@
+"""`trainkit models`: the trained models on the provider's models volume."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def _metric(metrics: dict, *names: str) -> str:  # type: ignore[type-arg]
+    for name in names:
+        value = metrics.get(name)
+        if isinstance(value, (int, float)):
+            return f"{value:.3g}"
+    return ""
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("models")
+    @json_option
+    @pass_state
+    def models_command(state: CliState, as_json: bool) -> None:
+        """List trained models (trained/<run id>): base, preset, dataset, metrics, created, size."""
+        from trainkit_core.models import list_trained_models
+
+        models = list_trained_models(state.provider.volume("models"))
+        if as_json:
+            print_json({"models": [m.as_dict() for m in models]})
+            return
+        out = console()
+        if not models:
+            out.print("no trained models yet (trainkit train --dataset NAME starts a run)")
+            return
+        from rich.table import Table
+
+        table = Table(title="trained models", title_justify="left")
+        for column in ("model path", "preset", "base model", "dataset", "final loss", "eval EM", "created", "size"):
+            table.add_column(column, justify="right" if column in ("final loss", "eval EM", "size") else "left")
+        for m in models:
+            created = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created_at)) if m.created_at else ""
+            table.add_row(
+                m.model_path,
+                m.preset or "-",
+                m.base_model,
+                m.dataset_id,
+                _metric(m.metrics, "final_loss", "loss"),
+                _metric(m.metrics, "eval_exact_match"),
+                created,
+                _size(m.size_bytes),
+            )
+        out.print(table)
