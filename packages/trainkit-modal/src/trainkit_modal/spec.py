@@ -307,21 +307,25 @@ def _installed(module: str) -> bool:
 
 
 def build_images(settings: Settings) -> dict[str, ImageSpec]:
-    """train: the Unsloth stack; infer: transformers + peft + bitsandbytes; web: the API (and light jobs)."""
+    """train: the Unsloth stack; infer: transformers + peft + bitsandbytes; web: the API (and light jobs).
+
+    The modal client itself is not installed: Modal adds it (and its pinned
+    dependencies) to every image it builds.
+    """
     py = _python_version()
     env = container_env(settings)
     core = requirements_of("trainkit-core", (), py)
     train = requirements_of("trainkit-core", ("train", "gpu"), py)
     infer = [*requirements_of("trainkit-core", ("train",), py), "bitsandbytes>=0.45,<1"]
     web_sources: tuple[str, ...] = ("trainkit_core", "trainkit_modal")
-    web = [*core, "modal>=1.6,<1.7"]
+    web = list(core)
     if _installed("trainkit_api"):
         web += [r for r in requirements_of("trainkit-api", (), py) if r not in web] + ["fastapi[standard]"]
         web_sources += ("trainkit_api",)
     sources = ("trainkit_core", "trainkit_modal")
     return {
-        "train": ImageSpec("train", py, (*train, "modal>=1.6,<1.7"), sources, env),
-        "infer": ImageSpec("infer", py, (*infer, "modal>=1.6,<1.7"), sources, env),
+        "train": ImageSpec("train", py, tuple(train), sources, env),
+        "infer": ImageSpec("infer", py, tuple(infer), sources, env),
         "web": ImageSpec("web", py, tuple(web), web_sources, env),
     }
 
