@@ -283,7 +283,7 @@ async function viewRuns() {
   const render = () => {
     const groups = [...new Set(runs.map(runGroup).filter(Boolean))].sort();
     const chosen = app.filters.group;
-    groupSel.replaceChildren(h("option", { value: "" }, "all groups"), groups.map((g) => h("option", { value: g }, g)));
+    groupSel.replaceChildren(h("option", { value: "" }, "all groups"), ...groups.map((g) => h("option", { value: g }, g)));
     if (chosen && !groups.includes(chosen)) groupSel.appendChild(h("option", { value: chosen }, chosen));
     groupSel.value = chosen;
     const shown = runs.filter((r) => (!app.filters.status || r.status === app.filters.status) && (!chosen || runGroup(r) === chosen));
@@ -352,6 +352,7 @@ async function viewRun(runId) {
   const lrBox = h("div", { class: "chart-box", id: "lr-chart" });
   const checkpointsBox = h("div", { id: "checkpoints" }, h("p", { class: "muted" }, "loading…"));
   const componentsBox = h("div", { id: "components" });
+  const evalBox = h("div", { id: "run-eval" });
   const showProgress = h("input", { type: "checkbox", id: "show-progress" });
   const logBody = h("tbody", {});
   const logCount = h("span", { class: "muted" });
@@ -363,6 +364,7 @@ async function viewRun(runId) {
     h("div", { class: "charts" },
       h("section", { class: "card" }, h("h2", {}, "Training loss"), lossBox),
       h("section", { class: "card" }, h("h2", {}, "Learning rate"), lrBox)),
+    evalBox,
     h("section", { class: "card" }, h("h2", {}, "Checkpoints"), checkpointsBox),
     componentsBox,
     h("section", { class: "card" },
@@ -409,6 +411,12 @@ async function viewRun(runId) {
       if (wrap && atBottom) wrap.scrollTop = wrap.scrollHeight;
     }
     logCount.textContent = `(${events.length})`;
+    if (e.type === "eval" && (e.tuned || e.base)) {
+      evalBox.replaceChildren(h("section", { class: "card" },
+        h("h2", {}, `Eval after training${e.tuned && e.tuned.examples ? ` (${e.tuned.examples} held-out examples)` : ""}`),
+        evalMetricsTable(e.tuned, e.base, "run-eval-metrics"),
+        e.report_id ? h("p", {}, h("a", { href: `#/evals/${encodeURIComponent(e.report_id)}` }, "Examples and answers →")) : null));
+    }
     if (e.type === "status" || e.type === "phase" || e.type === "checkpoint") refreshRun();
   };
 
@@ -620,26 +628,38 @@ function sweepTable(runs, varied, seen) {
 
 async function viewModels() {
   const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
-  const reportInput = h("input", { id: "report-id", placeholder: "eval report id", "aria-label": "eval report id" });
+  const reportInput = h("input", { id: "report-id", placeholder: "ev-YYYYMMDD-HHMMSS-xxxxxx", "aria-label": "eval report id" });
   const open = h("form", { class: "inline-form", onsubmit: (ev) => { ev.preventDefault(); if (reportInput.value.trim()) location.hash = `#/evals/${encodeURIComponent(reportInput.value.trim())}`; } },
     reportInput, h("button", { type: "submit" }, "Open eval report"));
   setView(h("div", { class: "page-head" }, h("h1", {}, "Trained models"), open), body);
+  const evaluate = async (path, button) => {
+    button.disabled = true;
+    button.textContent = "starting…";
+    try {
+      const started = await api("/v1/evals/run", { method: "POST", body: { model_path: path } });
+      location.hash = `#/evals/${encodeURIComponent(started.report_id)}`;
+    } catch (err) { button.textContent = "Evaluate"; button.disabled = false; showError(body, err); }
+  };
   try {
     const models = listOf(await api("/v1/models"), "models");
     if (models.length === 0) { body.replaceChildren(h("p", { class: "muted empty-state" }, "No trained model yet.")); return; }
     body.replaceChildren(h("table", { class: "table", id: "models-table" },
-      h("thead", {}, h("tr", {}, ["Model path", "Base model", "Preset", "Dataset", "Final loss", "Created", "Size", "Eval reports"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["Model path", "Base model", "Preset", "Dataset", "Final loss", "Eval loss", "Checkpoints", "Created", "Size", ""]
+        .map((t, i) => h("th", { class: [4, 5, 6, 8].includes(i) ? "num" : "" }, t)))),
       h("tbody", {}, models.map((m) => {
-        const path = m.model_path || m.path || m.id || "";
+        const path = m.id || m.model_path || "";
         const runId = m.run_id || path.split("/")[1];
-        const reports = m.eval_reports || m.reports || [];
         const metrics = m.metrics || {};
-        return h("tr", {},
+        const button = h("button", { type: "button", class: "small-btn" }, "Evaluate");
+        button.addEventListener("click", () => evaluate(path, button));
+        return h("tr", { dataset: { model: path } },
           h("td", {}, runId ? h("a", { href: `#/runs/${encodeURIComponent(runId)}`, class: "mono" }, path) : h("span", { class: "mono" }, path)),
-          h("td", {}, m.base_model || "–"), h("td", {}, m.preset || "–"), h("td", {}, m.dataset_id || m.dataset || "–"),
-          h("td", { class: "num" }, fmtNum(metrics.final_loss ?? metrics.train_loss ?? metrics.loss)),
-          h("td", { class: "nowrap" }, fmtTime(m.created_at || m.created)), h("td", { class: "num" }, fmtBytes(m.size_bytes ?? m.size)),
-          h("td", {}, reports.map((rid) => h("a", { href: `#/evals/${encodeURIComponent(rid.id || rid)}`, class: "mono block" }, rid.id || rid))));
+          h("td", {}, m.base_model || "–"), h("td", {}, m.preset || "–"), h("td", {}, m.dataset_id || "–"),
+          h("td", { class: "num" }, fmtNum(metrics.final_loss ?? metrics.train_loss)),
+          h("td", { class: "num" }, fmtNum(metrics.eval_mean_loss)),
+          h("td", { class: "num" }, (m.checkpoints || []).length),
+          h("td", { class: "nowrap" }, fmtTime(m.created)), h("td", { class: "num" }, fmtBytes(m.size_bytes)),
+          h("td", {}, button));
       }))));
   } catch (err) { showError(body, err); }
 }
@@ -652,70 +672,74 @@ function messagesText(x) {
   return JSON.stringify(x);
 }
 
-/* A report's per-model metrics: {base: {...}, tuned: {...}} wherever the report keeps them. */
-function reportSides(report) {
-  const src = report.metrics && (report.metrics.base || report.metrics.tuned) ? report.metrics : report;
-  const sides = {};
-  for (const k of ["base", "tuned"]) {
-    const v = src[k];
-    if (v && typeof v === "object") sides[k] = v.metrics && typeof v.metrics === "object" ? v.metrics : v;
-  }
-  return sides;
+const EVAL_METRICS = ["mean_loss", "perplexity", "exact_match", "f1"];
+const LOWER_IS_BETTER = new Set(["mean_loss", "perplexity"]);
+
+/* Base vs tuned, one row per metric, with the change and whether it is for the better. */
+function evalMetricsTable(tuned, base, id) {
+  const t = tuned || {};
+  const b = base || {};
+  const names = [...EVAL_METRICS.filter((k) => k in t || k in b),
+    ...Object.keys({ ...b, ...t }).filter((k) => !EVAL_METRICS.includes(k) && k !== "examples" && typeof (t[k] ?? b[k]) === "number")];
+  return h("table", { class: "table narrow", id },
+    h("thead", {}, h("tr", {}, h("th", {}, "Metric"), h("th", { class: "num" }, "Base"), h("th", { class: "num" }, "Tuned"), h("th", { class: "num" }, "Change"))),
+    h("tbody", {}, names.map((k) => {
+      const bv = b[k];
+      const tv = t[k];
+      const delta = typeof bv === "number" && typeof tv === "number" ? tv - bv : null;
+      const better = delta === null || delta === 0 ? "" : (delta < 0) === LOWER_IS_BETTER.has(k) ? "better" : "worse";
+      return h("tr", { dataset: { metric: k } }, h("td", {}, k.replace(/_/g, " ")), h("td", { class: "num" }, fmtNum(bv)),
+        h("td", { class: "num" }, fmtNum(tv)), h("td", { class: `num ${better}` }, delta === null ? "–" : `${delta > 0 ? "+" : ""}${fmtNum(delta)}`));
+    })));
 }
 
-function pick(obj, keys) {
-  for (const k of keys) if (obj && obj[k] !== undefined && obj[k] !== null) return obj[k];
-  return undefined;
+function exampleCell(side) {
+  if (!side || typeof side !== "object") return h("td", { class: "muted" }, "–");
+  const parts = [];
+  if (side.exact_match !== undefined) parts.push(side.exact_match ? "exact match" : "no match");
+  if (side.f1 !== undefined) parts.push(`F1 ${fmtNum(side.f1, 2)}`);
+  if (side.loss_sum !== undefined && side.loss_tokens) parts.push(`loss ${fmtNum(side.loss_sum / side.loss_tokens, 3)}`);
+  if (side.stopped === false) parts.push("did not stop");
+  return h("td", { class: side.exact_match ? "match" : "" }, h("pre", {}, side.answer ?? ""), h("div", { class: "muted small" }, parts.join(" · ")));
 }
 
 async function viewEval(reportId) {
+  const ctl = controller();
   const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
   setView(h("p", { class: "crumbs" }, h("a", { href: "#/models" }, "← Models")),
     h("div", { class: "page-head" }, h("h1", {}, h("span", { class: "muted" }, "Eval report "), h("span", { class: "mono" }, reportId))), body);
-  try {
-    let report = await api(`/v1/evals/${encodeURIComponent(reportId)}`);
-    if (report && report.report) report = report.report;
-    const sides = reportSides(report);
-    const metricNames = [...new Set(Object.values(sides).flatMap((m) => Object.keys(m).filter((k) => typeof m[k] === "number")))];
-    const facts = [["Model", report.model_path || report.model || "–"], ["Eval set", report.set || report.eval_set || report.set_name || "–"],
-      ["Base model", report.base_model || "–"], ["Examples", (report.examples || []).length], ["Created", fmtTime(report.created_at)]];
-    const lowerBetter = (k) => /loss|perplexity|ppl/i.test(k);
-    const metricsTable = h("table", { class: "table narrow", id: "eval-metrics" },
-      h("thead", {}, h("tr", {}, h("th", {}, "Metric"), h("th", { class: "num" }, "Base"), h("th", { class: "num" }, "Tuned"), h("th", { class: "num" }, "Change"))),
-      h("tbody", {}, metricNames.map((k) => {
-        const b = (sides.base || {})[k];
-        const t = (sides.tuned || {})[k];
-        const delta = b !== undefined && t !== undefined ? t - b : null;
-        const better = delta === null || delta === 0 ? "" : (delta < 0) === lowerBetter(k) ? "better" : "worse";
-        return h("tr", {}, h("td", {}, k), h("td", { class: "num" }, fmtNum(b)), h("td", { class: "num" }, fmtNum(t)),
-          h("td", { class: `num ${better}` }, delta === null ? "–" : `${delta > 0 ? "+" : ""}${fmtNum(delta)}`));
-      })));
-    const examples = (report.examples || []).map((ex, i) => {
-      const base = ex.base || {};
-      const tuned = ex.tuned || {};
-      const baseOut = typeof base === "string" ? base : pick(base, ["output", "generation", "text", "completion"]) ?? pick(ex, ["base_output", "base_generation"]);
-      const tunedOut = typeof tuned === "string" ? tuned : pick(tuned, ["output", "generation", "text", "completion"]) ?? pick(ex, ["tuned_output", "tuned_generation", "output"]);
-      const prompt = pick(ex, ["prompt", "messages", "input"]);
-      const reference = pick(ex, ["reference", "expected", "answer", "target"]);
-      const score = (side) => {
-        if (typeof side !== "object") return "";
-        const parts = [];
-        for (const k of ["exact_match", "f1", "loss"]) if (side[k] !== undefined && side[k] !== null) parts.push(`${k} ${fmtNum(side[k], 3)}`);
-        return parts.join(" · ");
-      };
-      return h("tr", {},
-        h("td", { class: "num" }, i + 1), h("td", {}, h("pre", {}, messagesText(prompt))), h("td", {}, h("pre", {}, messagesText(reference))),
-        h("td", {}, h("pre", {}, messagesText(baseOut)), h("div", { class: "muted small" }, score(base))),
-        h("td", {}, h("pre", {}, messagesText(tunedOut)), h("div", { class: "muted small" }, score(tuned))));
-    });
-    body.replaceChildren(
-      h("dl", { class: "summary" }, facts.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, String(v))))),
-      h("section", { class: "card" }, h("h2", {}, "Base vs tuned"), metricNames.length ? metricsTable : h("p", { class: "muted" }, "This report has no metrics.")),
-      h("section", { class: "card" }, h("h2", {}, "Examples"),
-        examples.length ? h("table", { class: "table examples", id: "eval-examples" },
-          h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "Prompt"), h("th", {}, "Reference"), h("th", {}, "Base"), h("th", {}, "Tuned"))),
-          h("tbody", {}, examples)) : h("p", { class: "muted" }, "This report has no examples.")));
-  } catch (err) { showError(body, err); }
+  let report;
+  for (;;) {
+    try {
+      report = await api(`/v1/evals/${encodeURIComponent(reportId)}?examples=true`, { signal: ctl.signal });
+    } catch (err) { showError(body, err); return; }
+    if (report.status !== "running") break;
+    body.replaceChildren(h("p", { class: "muted", id: "eval-running" }, "The eval is running; this page updates when its report is stored."));
+    await new Promise((r) => setTimeout(r, 3000));
+    if (ctl.signal.aborted) return;
+  }
+  if (report.status === "failed") {
+    body.replaceChildren(h("div", { class: "alert", id: "error-text" }, h("strong", {}, "The eval failed: "), h("pre", {}, report.error || "no error text")));
+    return;
+  }
+  const runLink = report.run_id ? h("a", { href: `#/runs/${encodeURIComponent(report.run_id)}`, class: "mono" }, report.model_path || report.run_id) : (report.model_path || "–");
+  const facts = [["Model", runLink], ["Base model", report.base_model || "–"],
+    ["Examples from", report.eval_set ? `eval set ${report.eval_set}` : report.dataset ? `dataset ${report.dataset} (eval split)` : "–"],
+    ["Examples", fmtNum(report.example_count ?? (report.examples || []).length)], ["Created", fmtTime(report.created_at)], ["Took", fmtDuration(report.eval_s)]];
+  const examples = (report.examples || []).map((ex, i) => h("tr", {},
+    h("td", { class: "num" }, (ex.index ?? i) + 1),
+    h("td", {}, h("pre", {}, messagesText(ex.messages ?? ex.prompt))),
+    h("td", {}, h("pre", {}, messagesText(ex.reference))),
+    exampleCell(ex.base), exampleCell(ex.tuned)));
+  body.replaceChildren(
+    h("dl", { class: "summary" }, facts.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v)))),
+    h("section", { class: "card" }, h("h2", {}, "Base vs tuned"),
+      report.base ? null : h("p", { class: "muted" }, "The base model was not scored in this report."),
+      evalMetricsTable(report.tuned, report.base, "eval-metrics")),
+    h("section", { class: "card" }, h("h2", {}, `Examples (${examples.length})`),
+      examples.length ? h("table", { class: "table examples", id: "eval-examples" },
+        h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "Prompt"), h("th", {}, "Reference"), h("th", {}, "Base answer"), h("th", {}, "Tuned answer"))),
+        h("tbody", {}, examples)) : h("p", { class: "muted" }, "This report has no examples.")));
 }
 
 /* ------------------------------------------------------------------ router */

@@ -1,0 +1,107 @@
+"""The dashboard's files over HTTP: served without a token, nothing else under static/ reachable.
+
+Torch-free and browser-free; `test_dashboard_browser*.py` drive the page itself.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import httpx
+import pytest
+
+from trainkit_api.dashboard import MEDIA_TYPES, STATIC_DIR
+
+ASSETS = ("index.html", "app.js", "chart.js", "style.css", "favicon.svg")
+
+
+def test_assets_ship_inside_the_package() -> None:
+    package_files = resources.files("trainkit_api") / "static"
+    for name in ASSETS:
+        assert (package_files / name).is_file(), name
+    assert STATIC_DIR.is_dir()
+
+
+def test_page_and_assets_are_served_without_a_token(server) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        page = client.get("/")
+        assert page.status_code == 200
+        assert page.headers["content-type"] == "text/html; charset=utf-8"
+        html = page.text
+        # Every asset the page links is served with its type, from this server (no CDN).
+        linked = re.findall(r'(?:src|href)="(/static/[^"]+)"', html)
+        assert sorted(linked) == sorted(
+            f"/static/{name}" for name in ("favicon.svg", "style.css", "chart.js", "app.js")
+        )
+        for path in linked:
+            answer = client.get(path)
+            assert answer.status_code == 200, path
+            assert answer.headers["content-type"] == MEDIA_TYPES["." + path.rsplit(".", 1)[1]]
+            assert answer.headers["x-content-type-options"] == "nosniff"
+        assert not re.search(r"https?://", html)
+        # The data stays behind the token.
+        assert client.get("/v1/jobs").status_code == 401
+
+
+def test_page_keeps_the_token_out_of_urls() -> None:
+    """The script sends the token as a header only: never in a URL, and EventSource (headerless) is not used."""
+    script = (STATIC_DIR / "app.js").read_text()
+    assert "sessionStorage" in script and "Authorization" in script
+    assert "new EventSource" not in script
+    assert not re.search(r"[?&](token|access_token|api_token)=", script)
+    for name in ASSETS:
+        text = (STATIC_DIR / name).read_text()
+        assert not re.search(r"(?:src|href|import|url)\s*\(?\s*[\"']?https?://", text), name
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/../dashboard.py",
+        "/static/..%2fdashboard.py",
+        "/static/%2e%2e/dashboard.py",
+        "/static/../../trainkit_core/settings.py",
+        "/static//etc/passwd",
+        "/static/%2fetc%2fpasswd",
+        "/static/..\\dashboard.py",
+        "/static/index.html%00.js",
+        "/static/",
+        "/static/missing.js",
+        "/static/__init__.py",
+    ],
+)
+def test_nothing_outside_static_is_served(server, path: str) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        answer = client.get(path)
+    assert answer.status_code == 404, (path, answer.status_code)
+    assert "import" not in answer.text and "root:" not in answer.text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../dashboard.py",
+        "../../trainkit_core/settings.py",
+        "/etc/passwd",
+        "..\\dashboard.py",
+        "index.html\x00.js",
+        "",
+        ".",
+        "missing.js",
+    ],
+)
+def test_static_file_refuses_names_that_leave_static(name: str) -> None:
+    from fastapi import HTTPException
+
+    from trainkit_api.dashboard import static_file
+
+    with pytest.raises(HTTPException) as raised:
+        static_file(name)
+    assert raised.value.status_code == 404
+
+
+def test_static_file_finds_the_assets() -> None:
+    from trainkit_api.dashboard import static_file
+
+    assert [static_file(name).name for name in ASSETS] == list(ASSETS)

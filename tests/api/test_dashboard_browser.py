@@ -1,0 +1,316 @@
+"""The dashboard in headless Chromium against a real uvicorn server on 127.0.0.1.
+
+Debian's `chromium` driven by Playwright (never `playwright install`: it downloads a
+browser). The live test trains a real tiny run through the local provider and watches
+it from the page: the run is listed as running, its loss curve gains points without a
+reload, Stop stops it and the page shows it stopped. The other tests read runs written
+straight into the store (the format the training callback writes) and need no torch.
+Screenshots go to `test-artifacts/dashboard/` (git-ignored).
+
+Skipped when Playwright or Chromium is missing, unless TRAINKIT_REQUIRE_BROWSER=1 (set
+by the `browser` nox session), which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from trainkit_core import get_provider
+from trainkit_core.ids import new_run_id
+from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.settings import ApiSettings, DatasetSettings, ProviderSettings, Settings
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "dashboard"
+CHROMIUM = os.environ.get("TRAINKIT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TOKEN = "dashboard-token-9c41"
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("TRAINKIT_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{what} (TRAINKIT_REQUIRE_BROWSER=1)")
+    pytest.skip(what)
+
+
+@dataclass
+class Server:
+    url: str
+    settings: Settings
+
+    @property
+    def store(self) -> RunStore:
+        return RunStore.for_provider(get_provider("local", self.settings))
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The API with its dashboard, on a free port of 127.0.0.1, with the demo dataset at hand."""
+    import uvicorn
+
+    from trainkit_api.app import create_app
+
+    home = tmp_path_factory.mktemp("dashboard-home")
+    datasets = tmp_path_factory.mktemp("datasets")
+    shutil.copytree(ROOT / "datasets" / "demo", datasets / "demo")
+    settings = Settings(
+        provider=ProviderSettings(home=home),
+        api=ApiSettings(api_token=TOKEN),
+        datasets=DatasetSettings(datasets_dir=datasets),
+    )
+    app = create_app(settings, provider=get_provider("local", settings))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    uv = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2)
+    )
+    thread = threading.Thread(target=uv.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not uv.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the API server did not start"
+        time.sleep(0.05)
+    try:
+        yield Server(f"http://127.0.0.1:{port}", settings)
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed (pip install playwright; never `playwright install`)")
+    if not Path(CHROMIUM).exists():
+        _missing(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, server: Server) -> Iterator[Any]:
+    """A fresh tab, signed in; page errors fail the test."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    tab.set_default_timeout(30_000)
+    tab.goto(server.url + "/")
+    tab.locator("#token-dialog").wait_for(state="visible")
+    tab.fill("#token-input", TOKEN)
+    tab.click("#token-form button[type=submit]")
+    tab.locator("#token-dialog").wait_for(state="hidden")
+    yield tab
+    context.close()
+    assert errors == [], errors
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def series_points(page: Any, box: str) -> int:
+    """Points of the curve drawn in chart `box` (the count the chart writes on its path)."""
+    value = page.evaluate(
+        "(box) => { const p = document.querySelector(box + ' path.series'); return p ? Number(p.dataset.points) : 0; }",
+        box,
+    )
+    return int(value)
+
+
+def seed_run(server: Server, *, status: str, losses: list[float], **fields: Any) -> TrainingRun:
+    """A run record and its events, written the way the training callback writes them."""
+    now = time.time()
+    run = TrainingRun(
+        id=new_run_id(),
+        provider="local",
+        framework="hf",
+        status=status,
+        phase="done" if status == "succeeded" else "training",
+        dataset_id="demo",
+        created_at=now - 60,
+        started_at=now - 55,
+        ended_at=now - 5,
+        step=len(losses),
+        total_steps=fields.pop("total_steps", len(losses)),
+        **fields,
+    )
+    run.attach(server.store).save()
+    run.events.append("phase", phase="training")
+    for step, loss in enumerate(losses, start=1):
+        run.events.append("progress", step=step, loss=loss, learning_rate=run.config.get("learning_rate", 1e-2))
+    run.events.append("status", status=status)
+    return run
+
+
+# --------------------------------------------------------------------------- no torch
+
+
+def test_wrong_token_is_refused_and_a_good_one_is_kept_for_the_session(browser: Any, server: Server) -> None:
+    context = browser.new_context()
+    tab = context.new_page()
+    tab.goto(server.url + "/")
+    tab.fill("#token-input", "wrong")
+    tab.click("#token-form button[type=submit]")
+    tab.locator("#token-error").wait_for(state="visible")
+    assert "refused" in tab.inner_text("#token-error")
+    assert "wrong" not in tab.url
+    tab.fill("#token-input", TOKEN)
+    tab.click("#token-form button[type=submit]")
+    tab.locator("#runs-body").wait_for()
+    assert tab.evaluate("sessionStorage.getItem('trainkit.token')") == TOKEN
+    tab.reload()  # same tab session: not asked again
+    tab.locator("#runs-body").wait_for()
+    assert not tab.locator("#token-dialog").is_visible()
+    assert TOKEN not in tab.url
+    context.close()
+
+
+def test_failed_run_shows_its_error_and_the_table_filters(page: Any, server: Server) -> None:
+    group = f"g-{time.time_ns()}"
+    failed = seed_run(
+        server,
+        status="failed",
+        losses=[7.0, 6.0, 5.5],
+        total_steps=300,
+        error_message="RuntimeError: CUDA out of memory (tried to allocate 2.00 GiB)",
+    )
+    ok = seed_run(
+        server, status="succeeded", losses=[7.0, 3.0], metadata={"group_id": group}, metrics={"final_loss": 3.0}
+    )
+
+    page.locator(f'tr[data-run-id="{failed.id}"]').wait_for()
+    page.select_option("#filter-status", "failed")
+    page.locator(f'tr[data-run-id="{ok.id}"]').wait_for(state="detached")
+    assert page.locator(f'tr[data-run-id="{failed.id}"]').is_visible()
+    page.select_option("#filter-status", "")
+    page.select_option("#filter-group", group)
+    page.locator(f'tr[data-run-id="{failed.id}"]').wait_for(state="detached")
+    row = page.locator(f'tr[data-run-id="{ok.id}"]')
+    assert "3" in row.inner_text() and "succeeded" in row.inner_text()
+    page.select_option("#filter-group", "")
+
+    page.click(f'a[href="#/runs/{failed.id}"]')
+    page.locator("#error-text").wait_for()
+    assert "CUDA out of memory" in page.inner_text("#error-text")
+    assert page.locator("#run-status [data-status=failed]").is_visible()
+    assert page.locator("#stop-btn").is_disabled() and page.locator("#resume-btn").is_enabled()
+    page.wait_for_function("document.querySelector('#loss-chart path.series')?.dataset.points === '3'")
+    shot(page, "failed-run")
+
+
+def test_sweep_page_overlays_the_group_and_compares(page: Any, server: Server) -> None:
+    group = f"sweep-{time.time_ns()}"
+    runs = [
+        seed_run(
+            server,
+            status="succeeded",
+            losses=[0.4 + 6.8 * math.exp(-step * lr * 30) for step in range(1, 81)],
+            config={"learning_rate": lr, "lora_r": 8, "model_size": "tiny"},
+            metadata={"group_id": group},
+        )
+        for lr in (1e-3, 3e-3, 1e-2)
+    ]
+    page.goto(f"{server.url}/#/sweeps/{group}")
+    page.wait_for_function("document.querySelectorAll('#sweep-chart path.series').length === 3")
+    labels = page.eval_on_selector_all(
+        "#sweep-chart path.series", "ps => ps.map(p => [p.dataset.series, p.dataset.points])"
+    )
+    assert sorted(labels) == sorted([f"learning_rate={lr}", "80"] for lr in (0.001, 0.003, 0.01))
+    rows = page.locator("#sweep-table tbody tr")
+    assert rows.count() == 3
+    best = page.locator("#sweep-table tbody tr.best")
+    assert runs[2].id in best.inner_text()  # the highest learning rate ends lowest
+    headers = page.locator("#sweep-table thead th").all_inner_texts()
+    assert [h.lower() for h in headers][2] == "learning_rate"  # only what the sweep varied
+    shot(page, "sweep")
+
+
+# --------------------------------------------------------------------------- a real tiny run
+
+
+@pytest.mark.ml
+def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server) -> None:
+    with server.client() as client:
+        answer = client.post(
+            "/v1/jobs", json={"dataset": "demo", "model_size": "tiny", "steps": 600, "save_every": 100}
+        )
+        assert answer.status_code == 201, answer.text
+        run_id = answer.json()["id"]
+    try:
+        # The runs table lists it as running (it reloads the list by itself).
+        page.goto(server.url + "/#/")
+        page.locator(f'tr[data-run-id="{run_id}"][data-status=running]').wait_for(timeout=240_000)
+        shot(page, "runs-running")
+
+        page.click(f'a[href="#/runs/{run_id}"]')
+        page.locator("#run-status [data-status=running]").wait_for()
+        page.evaluate("window.__sameDocument = true")  # gone if the page reloads
+        page.wait_for_function(
+            "document.querySelector('#loss-chart path.series')?.dataset.points >= 2", timeout=240_000, polling=200
+        )
+        first = series_points(page, "#loss-chart")
+        page.wait_for_function(
+            f"document.querySelector('#loss-chart path.series')?.dataset.points > {first}", timeout=120_000, polling=200
+        )
+        assert series_points(page, "#loss-chart") > first
+        assert series_points(page, "#lr-chart") > 0
+        assert page.evaluate("window.__sameDocument") is True
+        shot(page, "run-live")
+
+        page.click("#stop-btn")
+        page.locator("#run-status [data-status=stopped]").wait_for(timeout=240_000)
+        assert page.evaluate("window.__sameDocument") is True
+        assert page.locator("#stop-btn").is_disabled() and page.locator("#resume-btn").is_enabled()
+        with server.client() as client:
+            record = client.get(f"/v1/jobs/{run_id}").json()
+        assert record["status"] == "stopped"
+        # It stopped early, and every loss the run reported is on the curve.
+        assert record["step"] < 600
+        with server.client() as client:
+            events = client.get(f"/v1/jobs/{run_id}/events", params={"limit": 10_000}).json()["data"]
+        losses = {e["step"] for e in events if e["type"] == "progress" and e.get("loss") is not None}
+        page.wait_for_function(f"document.querySelector('#loss-chart path.series')?.dataset.points == {len(losses)}")
+        page.locator("#event-log tr[data-type=status]").last.wait_for()
+        shot(page, "run-stopped")
+
+        page.click("a[href='#/']")
+        page.locator(f'tr[data-run-id="{run_id}"][data-status=stopped]').wait_for()
+        shot(page, "runs-stopped")
+    finally:
+        with server.client() as client:
+            client.post(f"/v1/jobs/{run_id}/stop")  # never leave a worker training after a failure
