@@ -1,90 +1,16 @@
-"""A real uvicorn server on 127.0.0.1 (free port), with its own trainkit home and token.
-
-The server runs in a thread of the test process, so tests can write run records and
-events into the same local store the server reads; jobs it starts are real detached
-processes (the local provider's), like any other run.
-"""
+"""Fixtures of the API tests: one real server per module (see `api_helpers`)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
+from api_helpers import TOKEN, Server, serve, settings_for
 
 from trainkit_api.app import create_app
-from trainkit_core.provider import Provider, get_provider
-from trainkit_core.runs import RunStore, TrainingRun
-from trainkit_core.settings import ApiSettings, ProviderSettings, Settings
-
-TOKEN = "test-token-5f1d0c"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Server:
-    url: str
-    token: str | None
-    settings: Settings
-    provider: Provider
-    app: Any
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers=self.headers, timeout=60, **kwargs)
-
-    @property
-    def store(self) -> RunStore:
-        return RunStore.for_provider(self.provider)
-
-    def new_run(self, **fields: Any) -> TrainingRun:
-        """A run record written straight into the store (no job behind it)."""
-        from trainkit_core.ids import new_run_id
-
-        run = TrainingRun(id=fields.pop("id", None) or new_run_id(), provider="local", created_at=time.time(), **fields)
-        run.attach(self.store).save()
-        return run
-
-
-def settings_for(home: Path, token: str | None) -> Settings:
-    return Settings(provider=ProviderSettings(home=home), api=ApiSettings(api_token=token))
-
-
-def serve(settings: Settings) -> Iterator[Server]:
-    """Start uvicorn in a thread; stop it when the generator is closed."""
-    provider = get_provider("local", settings)
-    app = create_app(settings, provider=provider)
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the API server did not start")
-        time.sleep(0.02)
-    token = settings.api.api_token.get_secret_value() if settings.api.api_token else None
-    try:
-        yield Server(f"http://127.0.0.1:{port}", token, settings, provider, app)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
+from trainkit_core.provider import get_provider
 
 
 @pytest.fixture(scope="module")

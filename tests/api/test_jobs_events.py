@@ -6,31 +6,13 @@ the run, while the client follows the server-sent-event stream.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
+from api_helpers import sse_events
 
 from trainkit_api.sse import format_event, parse_last_event_id
-
-
-def sse_events(response: httpx.Response) -> Iterator[dict[str, Any]]:
-    """Parse a `text/event-stream` body into {"id", "event", "data"} dicts."""
-    fields: dict[str, Any] = {}
-    for line in response.iter_lines():
-        if not line:
-            if "data" in fields:
-                yield fields
-            fields = {}
-        elif line.startswith(":"):
-            continue
-        else:
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            fields[name] = json.loads(value) if name == "data" else value
 
 
 def play_job(run, events: int, *, every_s: float = 0.02, end: str = "succeeded") -> threading.Thread:
