@@ -78,8 +78,11 @@ def load_base(source: str, *, device: str, quantize: bool) -> Any:
     return model
 
 
-def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any | None = None) -> ChatFormat:
-    """Refuse a model whose recorded chat format or base does not fit; say what differs."""
+def check_card(card: TrainedModelCard, model_dir: Path, tokenizer: Any) -> ChatFormat:
+    """Before the base is loaded: the recorded format fits the tokenizer, and the adapter's base the card's.
+
+    Refuses with a message saying what differs; the recorded format is never replaced by a guess.
+    """
     fmt = get_format(card.chat_format)
     where = f"{model_dir.name} (trained_model.json)"
     for marker in fmt.special_tokens:
@@ -92,17 +95,29 @@ def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any
     recorded = str(adapter_cfg.get("base_model_name_or_path") or "").rstrip("/")
     if recorded and not any(recorded == name or recorded.endswith("/" + name) for name in _base_names(card)):
         raise UsageError(f"{where} records base model {card.base_model!r}, but its adapter was made on {recorded!r}")
+    return fmt
+
+
+def check_base(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any) -> None:
+    """After the base is loaded: its vocabulary and type fit the tokenizer and the card."""
+    where = f"{model_dir.name} (trained_model.json)"
+    rows = base.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > rows:
+        raise UsageError(
+            f"{where}: the tokenizer has {len(tokenizer)} tokens but base model {card.base_model!r} "
+            f"has {rows} embeddings; the base is not the one the adapter was trained on"
+        )
+    model_type = getattr(base.config, "model_type", "")
+    recorded_type = card.extras.get("model_type")
+    if recorded_type and model_type and recorded_type != model_type:
+        raise UsageError(f"{where} records model type {recorded_type!r}, the base loaded is {model_type!r}")
+
+
+def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any | None = None) -> ChatFormat:
+    """`check_card`, then `check_base` when a base is given."""
+    fmt = check_card(card, model_dir, tokenizer)
     if base is not None:
-        rows = base.get_input_embeddings().weight.shape[0]
-        if len(tokenizer) > rows:
-            raise UsageError(
-                f"{where}: the tokenizer has {len(tokenizer)} tokens but base model {card.base_model!r} "
-                f"has {rows} embeddings; the base is not the one the adapter was trained on"
-            )
-        model_type = getattr(base.config, "model_type", "")
-        recorded_type = card.extras.get("model_type")
-        if recorded_type and model_type and recorded_type != model_type:
-            raise UsageError(f"{where} records model type {recorded_type!r}, the base loaded is {model_type!r}")
+        check_base(card, model_dir, tokenizer, base)
     return fmt
 
 
@@ -135,8 +150,9 @@ def load_adapter_model(
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    fmt = check_card(card, folder, tokenizer)
     base = load_base(resolve_base(card, hf_cache), device=device, quantize=quantize)
-    fmt = check_fit(card, folder, tokenizer, base)
+    check_base(card, folder, tokenizer, base)
     model = PeftModel.from_pretrained(base, str(folder), adapter_name="default", is_trainable=False)
     model.eval()
     return model, tokenizer, fmt
@@ -211,14 +227,15 @@ class ModelCache:
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(str(folder))
+            fmt = check_card(card, folder, tokenizer)
             if entry is None:
                 base = load_base(source, device=device, quantize=quant)
-                fmt = check_fit(card, folder, tokenizer, base)
+                check_base(card, folder, tokenizer, base)
                 self.loads += 1
                 entry = self._add_base(key, base, device)
             else:
                 self._bases.move_to_end(key)
-                fmt = check_fit(card, folder, tokenizer)
+                check_base(card, folder, tokenizer, entry.model)
             name = entry.adapters.get(ref.path)
             if name is None:
                 name = self._load_adapter(entry, ref, folder)
