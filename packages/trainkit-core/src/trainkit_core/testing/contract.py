@@ -194,6 +194,18 @@ class ProviderContract:
             with pytest.raises(NotFoundError, match="no-such-job"):
                 deployment.check(["no-such-job"])
 
+    def test_manifest_warm_inference_has_a_server(self, provider: Provider) -> None:
+        self.require(provider, "warm_inference")
+        server = provider.inference_server()
+        assert server is not None, "warm_inference is declared but the inference_server hook answers nothing"
+        assert callable(getattr(server, "generate", None)) and callable(getattr(server, "stream", None))
+
+    def test_manifest_without_run_functions_refuses_calls(self, provider: Provider) -> None:
+        if provider.capabilities.run_functions:
+            pytest.skip(f"provider {provider.name!r} declares run_functions")
+        with pytest.raises(ProviderError):
+            provider.spawn("ping")
+
     # ------------------------------------------------------------------ key-value store
 
     def test_kv_put_get_delete(self, provider: Provider) -> None:
