@@ -1,0 +1,65 @@
+"""`trainkit serve`: uvicorn on loopback by default; a network address needs a token."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from api_helpers import free_port
+
+from trainkit_cli.commands.serve import is_loopback
+
+
+def trainkit(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainkit_cli", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_serve_answers_on_loopback_and_stops(cli_env) -> None:
+    port = free_port()
+    env = {**cli_env, "TRAINKIT_API_TOKEN": "serve-token-1"}
+    proc = trainkit("serve", "--port", str(port), "--log-level", "warning", env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.communicate()[0]
+                assert time.monotonic() < deadline, "trainkit serve did not come up"
+                time.sleep(0.1)
+        assert health.json() == {"status": "ok"}
+        info = httpx.get(f"http://127.0.0.1:{port}/v1/info", headers={"Authorization": "Bearer serve-token-1"})
+        assert info.json()["provider"] == "local"
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/info").status_code == 401
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    assert proc.returncode in (0, -15), output  # uvicorn shuts down, then re-raises SIGTERM
+    assert "Traceback" not in output
+    assert "serve-token-1" not in output
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])
+def test_serve_refuses_a_network_address_without_a_token(cli_env, host) -> None:
+    env = {k: v for k, v in cli_env.items() if k != "TRAINKIT_API_TOKEN"}
+    proc = trainkit("serve", "--host", host, "--port", str(free_port()), env=env)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 2
+    assert f"refusing to serve on {host!r} without a token" in output
+    assert "TRAINKIT_API_TOKEN" in output
+
+
+def test_loopback_addresses() -> None:
+    assert all(is_loopback(h) for h in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost", "LOCALHOST"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", ""))
