@@ -16,7 +16,7 @@ import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "ml", "plugin_discovery"]
+nox.options.sessions = ["lint", "typecheck", "tests", "ml", "plugin_discovery", "browser"]
 
 ROOT = nox.project.load_toml("pyproject.toml")
 PYTHONS = nox.project.python_versions(nox.project.load_toml("packages/trainkit-cli/pyproject.toml"))
@@ -112,6 +112,23 @@ def plugin_discovery(session: nox.Session) -> None:
     _install(session, ["core", "cli", "dirstore"], "test")
     session.env["TRAINKIT_REQUIRE_DIRSTORE"] = "1"
     _pytest(session, "-m", "not ml", folder="tests/contract")
+
+
+@nox.session(python=ML_PYTHON)
+def browser(session: nox.Session) -> None:
+    """The dashboard in headless Chromium against a real server (a live tiny run), and `runs plot`'s PNGs.
+
+    Playwright's Python package drives Debian's `chromium` (`.ci/run` installs it when
+    missing); `playwright install`, which downloads a browser, is never run.
+    TRAINKIT_REQUIRE_BROWSER=1 and TRAINKIT_REQUIRE_PLOT=1 turn a missing Chromium,
+    Playwright or matplotlib into a failure instead of a skip. Screenshots land in
+    `test-artifacts/dashboard/`.
+    """
+    _install(session, ["core", "cli", "api"], "test", extras={"core": "train", "cli": "plot"})
+    session.install("playwright>=1.45,<2")
+    session.env.update({"TRAINKIT_REQUIRE_BROWSER": "1", "TRAINKIT_REQUIRE_PLOT": "1"})
+    session.run("pytest", "tests/api", "-m", "browser", "-p", "no:cacheprovider", *session.posargs)
+    session.run("pytest", "tests/cli/test_runs_plot.py", "-p", "no:cacheprovider", *session.posargs)
 
 
 @nox.session(python=ML_PYTHON)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -89,8 +90,16 @@ def test_loss_series_keeps_latest_value_per_step() -> None:
     assert (series.steps, series.losses) == ([1, 2], [5.0, 3.5])
 
 
+def require_matplotlib() -> None:
+    """Skip without matplotlib (the [plot] extra), unless TRAINKIT_REQUIRE_PLOT=1 (the browser nox session)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        if os.environ.get("TRAINKIT_REQUIRE_PLOT") == "1":
+            pytest.fail("matplotlib is not installed (TRAINKIT_REQUIRE_PLOT=1)")
+        pytest.skip("matplotlib is not installed (pip install 'trainkit-cli[plot]')")
+
+
 def test_png_curve_matches_events(cli_env: dict[str, str], tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+    require_matplotlib()
     import matplotlib.image
 
     from trainkit_cli.plot import write_loss_png
