@@ -518,6 +518,7 @@ def _start_call(
     _write_json(_call_path(call_id), {**record, "options": options or {}})
     env = {**os.environ, "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id}
     here = str(Path(__file__).resolve().parent)
+    log = open(_root() / "calls" / f"{call_id}.log", "wb")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -527,12 +528,23 @@ def _start_call(
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=open(_root() / "calls" / f"{call_id}.log", "wb"),  # noqa: SIM115 - the child owns it
+        stderr=log,
         start_new_session=True,
     )
-    record = _read_json(_call_path(call_id))
-    _write_json(_call_path(call_id), {**record, "pid": proc.pid})
+    log.close()  # the child has its own copy
+    _pid_path(call_id).write_text(str(proc.pid))  # a file of its own: the worker rewrites the record
     return FunctionCall(call_id)
+
+
+def _pid_path(call_id: str) -> Path:
+    return _root() / "calls" / f"{call_id}.pid"
+
+
+def _pid(call_id: str) -> int | None:
+    try:
+        return int(_pid_path(call_id).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 class _RemoteFunction:
@@ -620,7 +632,7 @@ class FunctionCall:
                 raise pickle.loads(bytes.fromhex(record["error"]))
             if record["state"] == "cancelled":
                 raise exception.InputCancellation("Input was cancelled by user")
-            if record["state"] == "running" and not _alive(record.get("pid")):
+            if record["state"] == "running" and not _alive(_pid(self.object_id)):
                 raise exception.RemoteError("container exited without a result")
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError()
@@ -630,9 +642,10 @@ class FunctionCall:
         record = self._record()
         if record["state"] in ("pending", "running"):
             _write_json(_call_path(self.object_id), {**record, "state": "cancelled"})
-            if record.get("pid"):
+            pid = _pid(self.object_id)
+            if pid:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(record["pid"], signal.SIGKILL)
+                    os.killpg(pid, signal.SIGKILL)
 
 
 def _alive(pid: int | None) -> bool:
