@@ -260,6 +260,77 @@ def test_sweep_page_overlays_the_group_and_compares(page: Any, server: Server) -
     shot(page, "sweep")
 
 
+def test_eval_report_shows_base_vs_tuned_with_the_examples(page: Any, server: Server) -> None:
+    from trainkit_core.evals import sets
+
+    def side(answers: list[str], references: list[str], loss: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        rows = [
+            {
+                "answer": a,
+                "stopped": True,
+                "loss_sum": loss * 4,
+                "loss_tokens": 4,
+                "exact_match": float(a == r),
+                "f1": float(a == r),
+            }
+            for a, r in zip(answers, references, strict=True)
+        ]
+        n = len(rows)
+        summary = {
+            "examples": n,
+            "mean_loss": loss,
+            "perplexity": round(math.exp(loss), 4),
+            "exact_match": sum(r["exact_match"] for r in rows) / n,
+            "f1": sum(r["f1"] for r in rows) / n,
+        }
+        return summary, rows
+
+    prompts = ["make it loud: red fox", "make it loud: blue sky", "make it loud: tall tree"]
+    references = ["RED FOX", "BLUE SKY", "TALL TREE"]
+    tuned, tuned_rows = side(["RED FOX", "BLUE SKY", "TALL TRE"], references, 0.4)
+    base, base_rows = side(["red", "fox fox", "ok"], references, 7.2)
+    report_id = sets.new_report_id()
+    run_id = new_run_id()
+    report = {
+        "report_id": report_id,
+        "model_path": f"trained/{run_id}",
+        "run_id": run_id,
+        "base_model": "trainkit/tiny-gemma3",
+        "dataset": "demo",
+        "created_at": time.time(),
+        "example_count": 3,
+        "tuned": tuned,
+        "base": base,
+        "eval_s": 2.5,
+    }
+    rows = [
+        {"index": i, "messages": [{"role": "user", "content": p}], "reference": r, "tuned": t, "base": b}
+        for i, (p, r, t, b) in enumerate(zip(prompts, references, tuned_rows, base_rows, strict=True))
+    ]
+    sets.write_report(get_provider("local", server.settings).volume("eval"), report, rows)
+
+    page.goto(f"{server.url}/#/evals/{report_id}")
+    page.locator("#eval-metrics").wait_for()
+    metrics = {
+        row.get_attribute("data-metric"): row.locator("td").all_inner_texts()
+        for row in page.locator("#eval-metrics tbody tr").all()
+    }
+    assert list(metrics) == ["mean_loss", "perplexity", "exact_match", "f1"]
+    assert metrics["mean_loss"][1:3] == ["7.2", "0.4"]
+    assert metrics["exact_match"][1:3] == ["0", "0.6667"]
+    # lower loss and higher exact match are both improvements
+    assert "better" in page.get_attribute('#eval-metrics tr[data-metric="mean_loss"] td:last-child', "class")
+    assert "better" in page.get_attribute('#eval-metrics tr[data-metric="exact_match"] td:last-child', "class")
+    examples = page.locator("#eval-examples tbody tr")
+    assert examples.count() == 3
+    first = examples.nth(0).locator("td").all_inner_texts()
+    assert "make it loud: red fox" in first[1] and first[2] == "RED FOX"
+    assert first[3].startswith("red") and "no match" in first[3]
+    assert first[4].startswith("RED FOX") and "exact match" in first[4]
+    assert page.locator(f'a[href="#/runs/{run_id}"]').is_visible()
+    shot(page, "eval-report")
+
+
 # --------------------------------------------------------------------------- a real tiny run
 
 
@@ -311,6 +382,11 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         page.click("a[href='#/']")
         page.locator(f'tr[data-run-id="{run_id}"][data-status=stopped]').wait_for()
         shot(page, "runs-stopped")
+
+        # A stopped run still saved its adapter: the models page lists it.
+        page.click("a[data-nav=models]")
+        page.locator(f'#models-table tr[data-model="trained/{run_id}"]').wait_for()
+        shot(page, "models")
     finally:
         with server.client() as client:
             client.post(f"/v1/jobs/{run_id}/stop")  # never leave a worker training after a failure

@@ -48,7 +48,8 @@ function fmtNum(v, digits) {
   if (Number.isInteger(n) && digits === undefined) return n.toLocaleString("en");
   const a = Math.abs(n);
   if (a !== 0 && (a < 1e-3 || a >= 1e6)) return n.toExponential(2);
-  return n.toFixed(digits === undefined ? 4 : digits).replace(/\.?0+$/, (m) => (m.includes(".") ? "" : m));
+  const text = n.toFixed(digits === undefined ? 4 : digits);
+  return text.includes(".") ? text.replace(/0+$/, "").replace(/\.$/, "") : text; // 0.4000 -> 0.4
 }
 
 function fmtDuration(seconds) {
@@ -732,7 +733,7 @@ async function viewEval(reportId) {
     h("td", {}, h("pre", {}, messagesText(ex.reference))),
     exampleCell(ex.base), exampleCell(ex.tuned)));
   body.replaceChildren(
-    h("dl", { class: "summary" }, facts.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v)))),
+    h("dl", { class: "summary" }, facts.map(([k, v], i) => h("div", { class: i === 0 ? "wide" : "" }, h("dt", {}, k), h("dd", {}, v)))),
     h("section", { class: "card" }, h("h2", {}, "Base vs tuned"),
       report.base ? null : h("p", { class: "muted" }, "The base model was not scored in this report."),
       evalMetricsTable(report.tuned, report.base, "eval-metrics")),
