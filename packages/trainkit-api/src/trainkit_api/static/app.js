@@ -263,8 +263,19 @@ function controller() {
   return c;
 }
 
-async function fetchRuns() {
-  return listOf(await api("/v1/jobs"), "jobs", "runs");
+/* Every run, newest first, following the list's pages (`next_after`). */
+async function fetchRuns(filters) {
+  const runs = [];
+  let after = null;
+  for (let page = 0; page < 20; page++) {
+    const query = new URLSearchParams(Object.assign({ limit: "500" }, filters || {}));
+    if (after) query.set("after", after);
+    const answer = await api(`/v1/jobs?${query}`);
+    runs.push(...listOf(answer, "jobs", "runs"));
+    if (!answer || !answer.has_more || !answer.next_after) break;
+    after = answer.next_after;
+  }
+  return runs;
 }
 
 /* ---- runs table */
@@ -581,7 +592,7 @@ async function viewSweep(group) {
 
   const refresh = async () => {
     try {
-      const runs = (await fetchRuns()).filter((r) => runGroup(r) === group).sort((a, b) => (a.id < b.id ? -1 : 1));
+      const runs = (await fetchRuns({ group_id: group })).filter((r) => runGroup(r) === group).sort((a, b) => (a.id < b.id ? -1 : 1));
       const varied = variedKeys(runs);
       for (const r of runs) {
         const s = seen.get(r.id) || { lastSeq: 0, losses: [], done: false };
