@@ -30,6 +30,26 @@ def tools_python() -> Path:
     return python
 
 
+def with_pyenv_interpreters(env: dict[str, str]) -> dict[str, str]:
+    """`env` with pyenv's CPython 3.10-3.13 on PATH under their plain names (`python3.12`).
+
+    pyenv's shims only answer for the versions made global, so nox would report the
+    others missing although they are installed; their own `bin` folders always work.
+    """
+    versions = Path(env.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    folders = []
+    for minor in ("3.10", "3.11", "3.12", "3.13"):
+        found = sorted(
+            versions.glob(f"{minor}.*/bin/python{minor}"),
+            key=lambda p: [int(x) for x in p.parts[-3].split(".") if x.isdigit()],
+        )
+        if found:
+            folders.append(str(found[-1].parent))
+    if not folders:
+        return env
+    return {**env, "PATH": os.pathsep.join([*folders, env.get("PATH", "")])}
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("test", "demo"):
         print(__doc__, file=sys.stderr)
@@ -40,7 +60,7 @@ def main(argv: list[str]) -> int:
         nox += ["-s", "demo", "--", *extra]
     else:
         nox += extra
-    return subprocess.run(nox, cwd=ROOT).returncode
+    return subprocess.run(nox, cwd=ROOT, env=with_pyenv_interpreters(dict(os.environ))).returncode
 
 
 if __name__ == "__main__":
