@@ -174,9 +174,8 @@ def sync_to_volume(
             sent += manifest.files[rel].size
             if progress:
                 progress(sent, total)
-        missing = [
-            rel for rel, info in manifest.files.items() if _blob_sizes(volume, name).get(info.sha256) != info.size
-        ]
+        stored = _blob_sizes(volume, name)
+        missing = [rel for rel, info in manifest.files.items() if stored.get(info.sha256) != info.size]
         if missing:
             raise ProviderError(
                 f"volume {volume.name!r} lacks {', '.join(missing)} after the upload; the previous version stays current"
