@@ -239,3 +239,11 @@ def test_reader_refuses_never_synced_and_corrupt_data(tmp_path: Path, volume: Lo
     volume.write_bytes(blob_path("ds", sha), b"tampered\n")
     with pytest.raises(UsageError, match=r"part-0\.jsonl does not match its hash"):
         read_synced(volume.root, "ds")
+
+
+@pytest.mark.parametrize("name", ["../etc", "a/b", "", ".hidden"])
+def test_bad_names_are_refused_before_any_path_is_built(volume: LocalVolume, name: str) -> None:
+    with pytest.raises(UsageError, match="invalid dataset name"):
+        read_synced(volume.root, name)
+    with pytest.raises(UsageError, match="invalid dataset name"):
+        validate_synced(volume, name)

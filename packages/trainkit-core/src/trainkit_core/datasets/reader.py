@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path
+from trainkit_core.datasets.spec import check_name
 from trainkit_core.datasets.validate import DatasetInvalidError, check
 from trainkit_core.errors import NotFoundError, UsageError
 
@@ -41,7 +42,7 @@ class SyncedDataset:
 
 def current_version(data_root: Path, name: str) -> dict[str, Any]:
     """``current.json`` of `name` under the mounted data volume; `NotFoundError` when never synced."""
-    path = Path(data_root) / current_path(name)
+    path = Path(data_root) / current_path(check_name(name))
     if not path.is_file():
         raise NotFoundError(f"dataset {name!r} was never synced to the data volume", hint=f"run `trainkit sync {name}`")
     return json.loads(path.read_bytes())  # type: ignore[no-any-return]

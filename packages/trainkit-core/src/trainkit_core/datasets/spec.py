@@ -151,6 +151,15 @@ def _key_line(text: str, key: str) -> int | None:
     return None
 
 
+def check_name(name: str) -> str:
+    """`name` when it is a valid dataset name; `UsageError` otherwise (it becomes a volume path)."""
+    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
+        raise UsageError(
+            f"invalid dataset name {name!r}: use letters, digits, '.', '_' and '-', starting with a letter or digit"
+        )
+    return name
+
+
 def load_spec(data: bytes, *, folder_name: str | None = None, file: str = SPEC_FILE) -> DatasetSpec:
     """`parse_spec`, raising `UsageError` with every problem when the spec is not valid."""
     spec, problems = parse_spec(data, folder_name=folder_name, file=file)

@@ -29,7 +29,7 @@ from typing import Any
 from trainkit_core.datasets.examples import Example, parse_jsonl, split_eval
 from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path
 from trainkit_core.datasets.problems import Problem, Report
-from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, parse_spec
+from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, check_name, parse_spec
 from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.hookspecs import Volume
 
@@ -208,6 +208,7 @@ def read_current_manifest(volume: Volume, name: str) -> Manifest:
     """The manifest of the version ``current.json`` names; `NotFoundError` when never synced."""
     import json
 
+    check_name(name)
     if not volume.exists(current_path(name)):
         raise NotFoundError(
             f"dataset {name!r} was never synced to volume {volume.name!r}", hint=f"run `trainkit sync {name}`"
