@@ -204,7 +204,10 @@ def register(cli: click.Group) -> None:
         if not found:
             console().print("no runs yet: start one with trainkit train --dataset NAME")
         else:
-            console().print(table)
+            out = console()
+            if not out.is_terminal:
+                out.width = 160  # piped: no terminal width to fit, keep ids whole
+            out.print(table)
 
     @runs.command("show")
     @click.argument("run_id")

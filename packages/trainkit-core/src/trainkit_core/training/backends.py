@@ -170,7 +170,11 @@ def build_trainer(
         remove_unused_columns=True,
     )
     dataset = Dataset.from_list(train_rows)
-    return SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks)
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # a line per step in the job log; the events carry it all
+    return trainer
 
 
 def _bf16_supported() -> bool:

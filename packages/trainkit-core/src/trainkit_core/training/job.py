@@ -38,6 +38,10 @@ from trainkit_core.training.layout import make_card, resolve_base_model, write_c
 
 log = logging.getLogger(__name__)
 
+#: Fixed prompts (the first eval examples) generated on at every checkpoint.
+ROLLOUT_PROMPTS = 2
+ROLLOUT_TOKENS = 32
+
 
 def _phase(run: TrainingRun, phase: str) -> None:
     now = time.time()
@@ -49,6 +53,45 @@ def _phase(run: TrainingRun, phase: str) -> None:
     run.step_times[phase] = {"start": now, "end": None}
     run.save()
     run.events.append("phase", phase=phase)
+
+
+def _record_rollout(run: TrainingRun, model: Any, tokenizer: Any, fmt: Any, prompts: list[Any], step: int) -> None:
+    """Greedy answers to fixed prompts at a checkpoint (`TrainingRun.record_latest_rollout`).
+
+    A sample that cannot be generated (e.g. a backend whose training mode refuses
+    `generate`) is a warning, never a failure of the run.
+    """
+    import torch
+
+    from trainkit_core.chat_format import render_prompt
+
+    samples = []
+    was_training = model.training
+    try:
+        model.eval()
+        device = next(model.parameters()).device
+        for messages in prompts:
+            prompt = render_prompt(messages, fmt)
+            ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids.to(device)
+            with torch.no_grad():
+                out = model.generate(
+                    input_ids=ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_new_tokens=ROLLOUT_TOKENS,
+                    do_sample=False,
+                    eos_token_id=tokenizer.convert_tokens_to_ids(fmt.end_of_turn),
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+            answer = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+            user = [m["content"] for m in messages if m["role"] == "user"]
+            samples.append({"prompt": user[-1] if user else "", "output": answer})
+    except Exception as exc:  # a sample is a nicety, not the run
+        run.events.append("warning", message=f"no sample generations at step {step}: {type(exc).__name__}: {exc}")
+        return
+    finally:
+        if was_training:
+            model.train()
+    run.record_latest_rollout({"step": step, "samples": samples})
 
 
 def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
@@ -179,9 +222,12 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             step=step,
         )
 
+    rollout_prompts = [e["messages"] for e in (dataset.eval or dataset.train)[:ROLLOUT_PROMPTS]]
+
     def checkpoint_extras(folder: Path, step: int) -> None:
         tokenizer.save_pretrained(folder)
         write_card(folder, card(step))
+        _record_rollout(run, model, tokenizer, fmt, rollout_prompts, step)
 
     reporter = Reporter(
         run, models_root=models_root, save_checkpoint_extras=checkpoint_extras, commit=lambda: ctx.commit("models")
