@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 TOOLS = ROOT / ".venv-tools"
-NOX = "nox>=2025.2.9"
+NOX = "nox[uv]>=2025.2.9"
 
 
 def tools_python() -> Path:
