@@ -123,15 +123,16 @@ def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any
 
 def _base_names(card: TrainedModelCard) -> set[str]:
     """The names an adapter's recorded base may carry for this card's base model."""
+    from trainkit_core.presets import PRESETS, TINY_BASE_MODEL
+
     names = {card.base_model}
     extras = card.extras
-    for key in ("base_model_path", "unsloth_model"):
-        if extras.get(key):
-            names.add(str(extras[key]).rstrip("/"))
+    if card.base_model == TINY_BASE_MODEL and extras.get("base_model_path"):
+        names.add(str(extras["base_model_path"]).rstrip("/"))
+    if extras.get("unsloth_model"):
+        names.add(str(extras["unsloth_model"]))
     if card.config.get("unsloth_model"):
         names.add(str(card.config["unsloth_model"]))
-    from trainkit_core.presets import PRESETS
-
     preset = PRESETS.get(card.preset)
     if preset is not None and preset.unsloth_model:
         names.add(preset.unsloth_model)
