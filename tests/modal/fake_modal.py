@@ -32,6 +32,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -94,14 +95,24 @@ def enable_output() -> Iterator[None]:
 # --------------------------------------------------------------------------- Dict
 
 
-def _db() -> sqlite3.Connection:
+_connections: dict[tuple[int, str], sqlite3.Connection] = {}
+_db_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _db() -> Iterator[sqlite3.Connection]:
+    """This process's connection to the shared store (one per process and root), used under a lock."""
     root = _root()
-    root.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(root / "dicts.sqlite3", timeout=60, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE IF NOT EXISTS d (name TEXT, key BLOB, value BLOB, PRIMARY KEY (name, key))")
-    conn.execute("CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY)")
-    return conn
+    with _db_lock:
+        conn = _connections.get((os.getpid(), str(root)))
+        if conn is None:
+            root.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(root / "dicts.sqlite3", timeout=60, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("CREATE TABLE IF NOT EXISTS d (name TEXT, key BLOB, value BLOB, PRIMARY KEY (name, key))")
+            conn.execute("CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY)")
+            _connections[(os.getpid(), str(root))] = conn
+        yield conn
 
 
 _NO_DEFAULT = object()
@@ -116,30 +127,30 @@ class Dict:
         name: str, *, environment_name: str | None = None, create_if_missing: bool = False, client: Any = None
     ) -> Dict:
         if create_if_missing:
-            with contextlib.closing(_db()) as conn:
+            with _db() as conn:
                 conn.execute("INSERT OR IGNORE INTO names VALUES (?)", (name,))
         return Dict(name)
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = _db()
-        if conn.execute("SELECT 1 FROM names WHERE name=?", (self.name,)).fetchone() is None:
-            conn.close()
-            raise exception.NotFoundError(f"Dict '{self.name}' not found")
-        return conn
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        with _db() as conn:
+            if conn.execute("SELECT 1 FROM names WHERE name=?", (self.name,)).fetchone() is None:
+                raise exception.NotFoundError(f"Dict '{self.name}' not found")
+            yield conn
 
     def get(self, key: Any, default: Any | None = None) -> Any:
-        with contextlib.closing(self._conn()) as conn:
+        with self._conn() as conn:
             row = conn.execute("SELECT value FROM d WHERE name=? AND key=?", (self.name, pickle.dumps(key))).fetchone()
         return default if row is None else pickle.loads(row[0])
 
     def put(self, key: Any, value: Any, *, skip_if_exists: bool = False) -> bool:
         verb = "INSERT OR IGNORE" if skip_if_exists else "INSERT OR REPLACE"
-        with contextlib.closing(self._conn()) as conn:
+        with self._conn() as conn:
             cur = conn.execute(f"{verb} INTO d VALUES (?, ?, ?)", (self.name, pickle.dumps(key), pickle.dumps(value)))
             return cur.rowcount == 1
 
     def pop(self, key: Any, default: Any = _NO_DEFAULT) -> Any:
-        with contextlib.closing(self._conn()) as conn:
+        with self._conn() as conn:
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute("SELECT value FROM d WHERE name=? AND key=?", (self.name, pickle.dumps(key))).fetchone()
             conn.execute("DELETE FROM d WHERE name=? AND key=?", (self.name, pickle.dumps(key)))
@@ -154,12 +165,12 @@ class Dict:
         return self.get(key, _NO_DEFAULT) is not _NO_DEFAULT
 
     def keys(self) -> Iterator[Any]:
-        with contextlib.closing(self._conn()) as conn:
+        with self._conn() as conn:
             rows = conn.execute("SELECT key FROM d WHERE name=?", (self.name,)).fetchall()
         return iter([pickle.loads(r[0]) for r in rows])
 
     def items(self) -> Iterator[tuple[Any, Any]]:
-        with contextlib.closing(self._conn()) as conn:
+        with self._conn() as conn:
             rows = conn.execute("SELECT key, value FROM d WHERE name=?", (self.name,)).fetchall()
         return iter([(pickle.loads(k), pickle.loads(v)) for k, v in rows])
 

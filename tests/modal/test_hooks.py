@@ -262,10 +262,9 @@ def test_inference_server_validates_the_model_path_in_the_container(
     with pytest.raises(NotFoundError, match="trainkit app deploy"):
         server.generate({"model_path": "trained/run-t", "prompt": "hi"})
     provider.deployment().deploy()
-    for bad in ("../../etc/passwd", "trained/../secrets"):
-        with pytest.raises(UsageError):
-            server.generate({"model_path": bad, "prompt": "hi"})
-        with pytest.raises(UsageError):
-            list(server.stream({"model_path": bad, "prompt": "hi"}))
+    with pytest.raises(UsageError):
+        server.generate({"model_path": "../../etc/passwd", "prompt": "hi"})
+    with pytest.raises(UsageError):
+        list(server.stream({"model_path": "trained/../secrets", "prompt": "hi"}))
     with pytest.raises(NotFoundError):
         server.generate({"model_path": "trained/run-20261130-120000-abcdef", "prompt": "hi"})
