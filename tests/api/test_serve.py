@@ -5,12 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from typing import ClassVar
 
 import httpx
 import pytest
 from api_helpers import free_port
 
 from trainkit_cli.commands.serve import is_loopback
+from trainkit_core.hookspecs import Capabilities, ProviderManifest, hookimpl
 
 
 def trainkit(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -62,3 +65,61 @@ def test_serve_refuses_a_network_address_without_a_token(cli_env, host) -> None:
 def test_loopback_addresses() -> None:
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost", "LOCALHOST"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", ""))
+
+
+class WebEndpointPlugin:
+    """A provider that hosts web endpoints: its deployment's `serve()` is what runs."""
+
+    served: ClassVar[list[str]] = []
+
+    @hookimpl
+    def provider_manifest(self) -> ProviderManifest:
+        return ProviderManifest(name="webfake", capabilities=Capabilities(web_endpoint=True))
+
+    @hookimpl
+    def provision(self, provider: str, settings) -> object | None:
+        if provider != "webfake":
+            return None
+        served = self.served
+
+        class Deployment:
+            def serve(self) -> None:
+                served.append("served")
+
+        return Deployment()
+
+
+@pytest.fixture
+def web_provider() -> Iterator[type[WebEndpointPlugin]]:
+    from trainkit_core.plugins import get_plugin_manager
+
+    pm = get_plugin_manager()
+    plugin = WebEndpointPlugin()
+    pm.register(plugin, name="webfake")
+    WebEndpointPlugin.served.clear()
+    yield WebEndpointPlugin
+    pm.unregister(plugin)
+
+
+def test_serve_runs_the_providers_web_endpoint(web_provider, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from trainkit_cli.main import build_cli
+
+    monkeypatch.setenv("TRAINKIT_API_TOKEN", "web-token")
+    result = CliRunner().invoke(build_cli(), ["serve", "--provider", "webfake"])
+    assert result.exit_code == 0, result.output
+    assert web_provider.served == ["served"]
+
+
+def test_a_public_web_endpoint_needs_a_token(web_provider, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from trainkit_cli.main import build_cli
+    from trainkit_core.errors import UsageError
+
+    monkeypatch.delenv("TRAINKIT_API_TOKEN", raising=False)
+    result = CliRunner().invoke(build_cli(), ["--provider", "webfake", "serve"])
+    assert isinstance(result.exception, UsageError)
+    assert "its URL is public" in str(result.exception)
+    assert web_provider.served == []

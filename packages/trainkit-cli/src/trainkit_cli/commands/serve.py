@@ -4,7 +4,8 @@ Locally the API listens on 127.0.0.1 by default. Any other address needs
 `TRAINKIT_API_TOKEN`: an open API on a network would let anyone start jobs and read
 models. When the provider declares the `web_endpoint` capability and its deployment
 has a `serve()` method (Modal: the dev-mode web app, like `modal serve`, printing its
-URL), that runs instead of uvicorn here.
+URL), that runs instead of uvicorn here; such an endpoint is public, so it too needs
+the token.
 """
 
 from __future__ import annotations
@@ -35,19 +36,33 @@ def register(cli: click.Group) -> None:
     @click.option(
         "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
     )
+    @click.option(
+        "--provider",
+        "provider_name",
+        metavar="NAME",
+        default=None,
+        help="Provider to serve (same as `trainkit --provider NAME serve`).",
+    )
     @pass_state
-    def serve(state: CliState, host: str, port: int, log_level: str) -> None:
+    def serve(state: CliState, host: str, port: int, log_level: str, provider_name: str | None) -> None:
         """Serve the web API (see the README's "Web API"): uvicorn here, or the provider's endpoint."""
         from trainkit_core.errors import UsageError
 
+        if provider_name is not None:
+            state.provider_name = provider_name
         provider = state.provider
+        no_token = state.settings.api.api_token is None
         if provider.capabilities.web_endpoint:
-            deployment = provider.deployment()
-            serve_remote = getattr(deployment, "serve", None)
+            serve_remote = getattr(provider.deployment(), "serve", None)
             if callable(serve_remote):
+                if no_token:
+                    raise UsageError(
+                        f"refusing to serve the {provider.name} web endpoint without a token: its URL is public",
+                        hint="set TRAINKIT_API_TOKEN",
+                    )
                 serve_remote()
                 return
-        if state.settings.api.api_token is None and not is_loopback(host):
+        if no_token and not is_loopback(host):
             raise UsageError(
                 f"refusing to serve on {host!r} without a token: anyone who can reach it could start jobs",
                 hint="set TRAINKIT_API_TOKEN, or listen on 127.0.0.1 (the default)",
