@@ -619,9 +619,27 @@ class Cls:
         return _RemoteCls(app_name, name)
 
 
+class _CallLogs:
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+
+    def tail(self, entries: int = 100, *, source: str | None = None) -> Iterator[Any]:
+        from types import SimpleNamespace
+
+        try:
+            lines = (_root() / "calls" / f"{self.call_id}.log").read_text().splitlines(keepends=True)
+        except FileNotFoundError:
+            lines = []
+        return iter([SimpleNamespace(message=line) for line in lines[-entries:]])
+
+
 class FunctionCall:
     def __init__(self, call_id: str) -> None:
         self.object_id = call_id
+
+    @property
+    def logs(self) -> _CallLogs:
+        return _CallLogs(self.object_id)
 
     @staticmethod
     def from_id(function_call_id: str, client: Any = None) -> FunctionCall:

@@ -164,6 +164,8 @@ def test_failed_job_error_text_survives(fake_modal: ModuleType) -> None:
     handle = provider.spawn("fail", message="out of memory at step 3")
     with pytest.raises(JobError, match="RuntimeError: out of memory at step 3"):
         handle.wait(timeout=60)
+    logs = handle.logs()
+    assert "Traceback" in logs and "out of memory at step 3" in logs
 
 
 def test_web_app_in_the_container_needs_no_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,6 +35,8 @@ from trainkit_modal.spec import (
 
 #: Longest single blocking `get` while waiting (Modal's server holds the request that long).
 _WAIT_SLICE_S = 30.0
+#: How many log entries `ModalRunHandle.logs` fetches.
+LOG_ENTRIES = 1000
 #: Jobs that load a base model from the Hugging Face hub.
 _MODEL_JOBS = ("train", "infer", "eval")
 
@@ -123,9 +125,10 @@ class ModalRunHandle:
         with errors.translate(self._sdk, f"cancel call {self.call_id}"):
             self._call.cancel(terminate_containers=True)
 
-    def logs(self) -> str:
-        """Modal keeps a call's logs in its dashboard (`modal app logs`); none are fetched here."""
-        return ""
+    def logs(self, entries: int = LOG_ENTRIES) -> str:
+        """The last `entries` lines the call printed, from Modal's logs (`FunctionCall.logs.tail`)."""
+        with errors.translate(self._sdk, f"logs of call {self.call_id}"):
+            return "".join(str(entry.message) for entry in self._call.logs.tail(entries=entries))
 
 
 def _is_modal(exc: BaseException, sdk: Any, name: str) -> bool:
