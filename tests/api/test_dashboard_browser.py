@@ -231,6 +231,11 @@ def test_failed_run_shows_its_error_and_the_table_filters(page: Any, server: Ser
     assert page.locator("#stop-btn").is_disabled() and page.locator("#resume-btn").is_enabled()
     page.wait_for_function("document.querySelector('#loss-chart path.series')?.dataset.points === '3'")
     shot(page, "failed-run")
+    # Resume asks the server, which refuses (no checkpoint to resume from): the page says why.
+    page.click("#resume-btn")
+    page.wait_for_function("document.querySelector('#action-msg').textContent.startsWith('resume failed')")
+    assert "no complete checkpoint" in page.inner_text("#action-msg")
+    assert page.locator("#resume-btn").is_enabled()
 
 
 def test_sweep_page_overlays_the_group_and_compares(page: Any, server: Server) -> None:
@@ -387,6 +392,7 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         page.click("a[data-nav=models]")
         page.locator(f'#models-table tr[data-model="trained/{run_id}"]').wait_for()
         shot(page, "models")
+
     finally:
         with server.client() as client:
             client.post(f"/v1/jobs/{run_id}/stop")  # never leave a worker training after a failure
