@@ -247,3 +247,14 @@ def test_bad_names_are_refused_before_any_path_is_built(volume: LocalVolume, nam
         read_synced(volume.root, name)
     with pytest.raises(UsageError, match="invalid dataset name"):
         validate_synced(volume, name)
+
+
+def test_bad_spec_or_missing_file_writes_nothing(tmp_path: Path, volume: LocalVolume) -> None:
+    folder = write_dataset(tmp_path / "ds")
+    (folder / "part-4.jsonl").unlink()
+    with pytest.raises(DatasetInvalidError, match=r"part-4\.jsonl: error \[file-missing\]"):
+        sync_to_volume(volume, folder)
+    (folder / "dataset.toml").write_text('name = "ds"\nformat = "csv"\ntrain = ["part-0.jsonl"]\n')
+    with pytest.raises(DatasetInvalidError, match=r"dataset\.toml:2: error \[spec-invalid\] format"):
+        sync_to_volume(volume, folder)
+    assert not volume.exists("datasets")

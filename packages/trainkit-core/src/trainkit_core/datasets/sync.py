@@ -9,10 +9,11 @@ API for callers (the CLI's ``trainkit sync``, ``trainkit train``, the web API)::
 Steps, each of which keeps the previous version current and readable if it fails or
 is killed:
 
-1. validate the local copy; on errors (or warnings when `strict`) raise
+1. hash every file (the manifest); when the volume's current version has the same
+   dataset hash, send nothing and return ``unchanged=True`` (those bytes were
+   validated when they were synced, so they are not parsed again);
+2. validate the local copy; on errors (or warnings when `strict`) raise
    `DatasetInvalidError` before anything is written to the volume;
-2. hash every file (the manifest); when the volume's current version has the same
-   dataset hash, send nothing and return ``unchanged=True``;
 3. upload only the files whose content the volume does not hold as a blob yet (a
    sync that was killed midway left its blobs behind; they are reused);
 4. write the version's ``manifest.json``, then ``current.json``: the switch;
@@ -46,7 +47,7 @@ from trainkit_core.datasets.layout import (
     pending_path,
     versions_dir,
 )
-from trainkit_core.datasets.local import find_local, hash_file
+from trainkit_core.datasets.local import DatasetFileError, build_manifest, find_local, hash_file, open_local
 from trainkit_core.datasets.problems import Report
 from trainkit_core.datasets.validate import DatasetInvalidError, LengthCheck, check_local
 from trainkit_core.errors import ConflictError, NotFoundError, ProviderError
@@ -136,20 +137,25 @@ def sync_to_volume(
 ) -> SyncResult:
     """Sync the dataset in `folder` to `volume` (the steps in the module docstring)."""
     folder = Path(folder)
-    checked = check_local(folder, length=length or LengthCheck.estimate())
-    report = checked.report
-    if not report.ok(strict=strict):
-        raise DatasetInvalidError(report, strict=strict)
-    assert checked.spec is not None  # a spec that did not parse is an error
-    name = checked.spec.name
-    from trainkit_core.datasets.local import build_manifest
-
-    manifest = build_manifest(folder, checked.spec)
+    dataset = open_local(folder)
+    manifest = None
+    if dataset.spec is not None:
+        try:
+            manifest = build_manifest(folder, dataset.spec)
+        except DatasetFileError:
+            manifest = None  # validation names the missing file
+    if manifest is None:
+        raise DatasetInvalidError(check_local(folder, length=length).report)
+    name = manifest.name
     with _sync_lock(lock_kv, name):
         current = _read_current(volume, name)
         if current and current.get("hash") == manifest.hash and volume.exists(manifest_path(name, current["version"])):
+            # The same bytes passed validation when they were synced: nothing to check or send.
             logger.info("dataset %s unchanged (version %s); nothing sent", name, current["version"])
-            return SyncResult(name, current["version"], manifest.hash, True, report=report)
+            return SyncResult(name, current["version"], manifest.hash, True)
+        report = check_local(folder, length=length or LengthCheck.estimate()).report
+        if not report.ok(strict=strict):
+            raise DatasetInvalidError(report, strict=strict)
         version = _new_version(manifest.hash)
         present = _blob_sizes(volume, name)
         to_send: dict[str, str] = {}  # sha256 -> one local file with that content
