@@ -1,0 +1,159 @@
+"""The README's main job, end to end on the local provider, and inference from its result.
+
+One `trainkit demo` per module (it trains the tiny preset once); the other tests use
+the model it left: `trainkit infer` answers from ``trained/<id>`` and stops at the end
+of turn, the tuned model's exact match on the demo eval split is clearly above the
+base's, and `trainkit models` / `trainkit eval` work on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.ml, pytest.mark.e2e]
+
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    home = tmp_path_factory.mktemp("demo-home")
+    env = {
+        **os.environ,
+        "TRAINKIT_HOME": str(home),
+        "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
+        "TRAINKIT_INFER_IDLE_TIMEOUT_S": "20",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "COLUMNS": "120",
+    }
+    for name in ("TRAINKIT_PROVIDER", "TRAINKIT_LOAD_PLUGINS", "TRAINKIT_DISABLE_PLUGINS"):
+        env.pop(name, None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainkit_cli", "demo"], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800
+    )
+    models = home / "volumes" / "trainkit-models" / "trained"
+    runs = sorted(p.name for p in models.iterdir()) if models.is_dir() else []
+    return {"home": home, "env": env, "proc": proc, "run_id": runs[-1] if runs else None}
+
+
+def _cli(demo: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainkit_cli", *args],
+        cwd=REPO,
+        env=demo["env"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _reports(demo: dict[str, Any]) -> list[dict[str, Any]]:
+    folder = demo["home"] / "volumes" / "trainkit-eval" / "reports"
+    return [json.loads((p / "report.json").read_text()) for p in sorted(folder.iterdir())]
+
+
+def test_demo_completes_and_prints_the_base_vs_tuned_table(demo: dict[str, Any]) -> None:
+    proc = demo["proc"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    for text in ("1. dataset demo", "2. train the tiny preset", "3. evaluate base vs tuned", "4. generate"):
+        assert text in out
+    for row in ("mean loss", "perplexity", "exact match", "token F1"):
+        assert row in out
+    assert "succeeded" in out and f"trained/{demo['run_id']}" in out
+
+
+def test_tuned_exact_match_clearly_above_the_base(demo: dict[str, Any]) -> None:
+    (report,) = _reports(demo)
+    assert report["dataset"] == "demo" and report["example_count"] == 60
+    tuned, base = report["tuned"], report["base"]
+    assert tuned["exact_match"] >= base["exact_match"] + 0.3, report
+    assert tuned["mean_loss"] < base["mean_loss"] / 2
+    card = json.loads(
+        (demo["home"] / "volumes" / "trainkit-models" / "trained" / demo["run_id"] / "trained_model.json").read_text()
+    )
+    metrics = card["metrics"]  # recorded by the training run itself (post-training eval + gate)
+    assert metrics["eval_exact_match"] >= metrics["base_eval_exact_match"] + 0.3
+    assert metrics["gate_round_trip_max_abs_diff"] <= 1e-4
+    assert metrics["gate_effect_max_abs_diff"] > 1e-3
+
+
+def test_infer_answers_from_the_trained_model_and_stops_at_end_of_turn(demo: dict[str, Any]) -> None:
+    model_path = f"trained/{demo['run_id']}"
+    proc = _cli(
+        demo,
+        "infer",
+        "--model-path",
+        model_path,
+        "--prompt",
+        "Uppercase: snow blue",
+        "--max-new-tokens",
+        "40",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["model_path"] == model_path and result["base"] is False
+    assert result["finish_reason"] == "stop"
+    assert result["usage"]["completion_tokens"] < 40
+    assert "<end_of_turn>" not in result["text"] and result["text"].strip()
+    assert result["text"] == result["text"].upper()
+    base = json.loads(
+        _cli(
+            demo,
+            "infer",
+            "--model-path",
+            model_path,
+            "--prompt",
+            "Uppercase: snow blue",
+            "--max-new-tokens",
+            "12",
+            "--base",
+            "--json",
+        ).stdout
+    )
+    assert base["base"] is True and base["text"] != result["text"]
+    legacy = _cli(demo, "infer", "--model-size", "tiny", "--prompt", "Uppercase: snow blue", "--max-new-tokens", "40")
+    assert legacy.returncode == 0 and legacy.stdout.strip() == result["text"].strip()
+
+
+def test_models_and_eval_commands_on_the_trained_model(demo: dict[str, Any], tmp_path: Path) -> None:
+    listed = json.loads(_cli(demo, "models", "--json").stdout)["models"]
+    assert [m["run_id"] for m in listed] == [demo["run_id"]]
+    assert listed[0]["preset"] == "tiny" and listed[0]["dataset_id"] == "demo"
+    examples = tmp_path / "set.jsonl"
+    examples.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "messages": [
+                        {"role": "user", "content": f"Uppercase: {w}"},
+                        {"role": "assistant", "content": w.upper()},
+                    ]
+                }
+            )
+            + "\n"
+            for w in ("snow blue", "king rock", "red fox tree")
+        )
+    )
+    added = _cli(demo, "eval", "add", "--name", "mini", str(examples), "--json")
+    assert added.returncode == 0 and json.loads(added.stdout)["added"] == 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": [{"role": "user", "content": "x"}]}\n')
+    refused = _cli(demo, "eval", "add", "--name", "mini", str(bad))
+    assert refused.returncode == 2 and "bad.jsonl:1" in refused.stderr
+    ran = _cli(demo, "eval", "run", "--model-path", f"trained/{demo['run_id']}", "--set", "mini", "--json")
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads(ran.stdout)
+    assert report["eval_set"] == "mini" and report["tuned"]["examples"] == 3
+    shown = json.loads(_cli(demo, "eval", "show", report["report_id"], "--examples", "--json").stdout)
+    assert len(shown["examples"]) == 3 and {"tuned", "base", "reference"} <= set(shown["examples"][0])
