@@ -27,6 +27,7 @@ def built() -> object:
     mp.setenv("TRAINKIT_HF_SECRET", "huggingface")
     mp.setenv("TRAINKIT_TRAIN_TIMEOUT_S", "5400")
     mp.setenv("TRAINKIT_INFER_IDLE_TIMEOUT_S", "300")
+    mp.setenv("TRAINKIT_API_TOKEN", "test-token")
     try:
         return build_app(Settings.from_env())
     finally:
@@ -84,12 +85,14 @@ def test_inference_class_serves_the_job_and_warm_requests(built: object) -> None
     assert sorted(info.method_names) == ["generate", "run", "stream"]
 
 
-def test_web_api_is_an_asgi_app_without_the_hf_secret(built: object) -> None:
+def test_web_api_is_an_asgi_app_with_the_token_secret_only(built: object) -> None:
     if built.spec.web is None:  # type: ignore[attr-defined]
         pytest.skip("trainkit-api is not installed")
     info = _info(built.objects["web"])  # type: ignore[attr-defined]
     assert info.web_info is not None
-    assert info.secrets == []
+    # The API token travels as a secret of its own, never as a value in the spec or an image.
+    assert info.secrets == ["Secret.from_dict([TRAINKIT_API_TOKEN])"]
+    assert "test-token" not in repr(info) and "test-token" not in repr(built.spec)  # type: ignore[attr-defined]
     assert info.gpus == []
 
 

@@ -69,6 +69,8 @@ def test_serve_runs_the_dev_app_and_prints_its_url(
     pytest.importorskip("trainkit_api")
     from trainkit_modal import deploy
 
+    monkeypatch.setenv("TRAINKIT_API_TOKEN", "test-token")
+
     def interrupt() -> None:
         raise KeyboardInterrupt
 
@@ -79,10 +81,26 @@ def test_serve_runs_the_dev_app_and_prints_its_url(
     assert "stopping the dev app" in err
 
 
-def test_serve_on_url_callback(cli_on_fake: ModuleType) -> None:
+def test_serve_on_url_callback(cli_on_fake: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("trainkit_api")
     from trainkit_core import get_provider
 
+    monkeypatch.setenv("TRAINKIT_API_TOKEN", "test-token")
     seen: list[str] = []
     url = get_provider("modal").deployment().serve(seen.append, block=False)  # type: ignore[attr-defined]
     assert seen == [url] and url and url.endswith("-dev.modal.run")
+
+
+def test_no_public_web_api_without_a_token(cli_on_fake: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Modal web endpoint is public: without TRAINKIT_API_TOKEN the app leaves it out and says why."""
+    pytest.importorskip("trainkit_api")
+    code, out, _ = run(capsys, "--provider", "modal", "app", "deploy", "--json")
+    deployed = json.loads(out)
+    assert code == 0 and "web" not in deployed["detail"]["functions"]
+    assert any("TRAINKIT_API_TOKEN" in note for note in deployed["detail"]["notes"])
+    assert deployed["url"] is None
+    from trainkit_core import get_provider
+    from trainkit_core.errors import UsageError
+
+    with pytest.raises(UsageError, match="TRAINKIT_API_TOKEN"):
+        get_provider("modal").deployment().serve(block=False)  # type: ignore[attr-defined]

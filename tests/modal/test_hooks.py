@@ -117,7 +117,8 @@ def test_call_ids_are_checked(fake_modal: ModuleType) -> None:
 # --------------------------------------------------------------------------- lifecycle
 
 
-def test_deploy_status_stop(fake_modal: ModuleType) -> None:
+def test_deploy_status_stop(fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINKIT_API_TOKEN", "test-token")
     deployment = provider_on(fake_modal).deployment()
     before = deployment.status()
     assert before.state == "not-deployed"

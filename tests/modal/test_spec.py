@@ -104,8 +104,8 @@ def test_secret_only_when_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert build_spec(settings(monkeypatch, TRAINKIT_HF_SECRET="huggingface")).hf_secret == "huggingface"
 
 
-def test_images_split_train_infer_web() -> None:
-    spec = build_spec(Settings.from_env())
+def test_images_split_train_infer_web(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = build_spec(settings(monkeypatch, TRAINKIT_API_TOKEN="test-token"))
     names = {img: {p.split("<")[0].split(">")[0].split("[")[0] for p in i.packages} for img, i in spec.images.items()}
     assert {"unsloth", "torch", "trl", "bitsandbytes"} <= names["train"]
     assert {"transformers", "peft", "bitsandbytes"} <= names["infer"]
@@ -146,3 +146,11 @@ def test_requirements_follow_markers_for_the_container_python() -> None:
     assert not any(r.startswith("tomli") for r in specmod.requirements_of("trainkit-core", (), "3.12"))
     with pytest.raises(UsageError, match="not installed"):
         specmod.requirements_of("trainkit-does-not-exist")
+
+
+def test_web_api_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("trainkit_api")
+    without = build_spec(settings(monkeypatch))
+    assert without.web is None and any("TRAINKIT_API_TOKEN" in n for n in without.notes)
+    with_token = build_spec(settings(monkeypatch, TRAINKIT_API_TOKEN="test-token"))
+    assert with_token.web is not None and with_token.web.gpu is None and with_token.notes == ()

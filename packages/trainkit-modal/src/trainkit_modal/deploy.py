@@ -86,13 +86,15 @@ class ModalDeployment:
         declared = sorted(spec.functions) + ([spec.web.name] if spec.web else [])
         app = self._lookup(sdk)
         if app is None:
-            return DeploymentStatus("not-deployed", {"app_name": self.app_name, "declared": declared})
+            return DeploymentStatus(
+                "not-deployed", {"app_name": self.app_name, "declared": declared, "notes": list(spec.notes)}
+            )
         with errors.translate(sdk, f"inspect app {self.app_name}"):
             info = app.info(refresh=True)
         lifecycle = info.lifecycle
         state_value = str(getattr(lifecycle.state, "value", lifecycle.state))
         state = "stopped" if state_value in _STOPPED_STATES else "deployed"
-        detail = {
+        detail: dict[str, Any] = {
             "app_name": self.app_name,
             "app_id": info.app_id,
             "modal_state": state_value,
@@ -102,6 +104,7 @@ class ModalDeployment:
             "functions": sorted(info.functions),
             "declared": declared,
             "missing": [name for name in declared if name not in info.functions],
+            "notes": list(spec.notes),
         }
         url = None
         if state == "deployed" and WEB_FUNCTION in info.functions:
@@ -126,10 +129,7 @@ class ModalDeployment:
         built = self.build()
         web = built.objects.get(WEB_FUNCTION)
         if web is None:
-            raise UsageError(
-                "the web API is not part of the app: trainkit-api is not installed",
-                hint="pip install trainkit-api",
-            )
+            raise UsageError("; ".join(built.spec.notes) or "the app declares no web API")
         url = None
         with errors.translate(sdk, f"serve app {self.app_name}"), sdk.enable_output(), built.app.run():
             url = web.get_web_url()

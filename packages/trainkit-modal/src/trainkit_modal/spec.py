@@ -128,8 +128,10 @@ class AppSpec:
     volumes: dict[str, VolumeSpec]
     hf_secret: str | None
     functions: dict[str, FunctionSpec]
-    #: The web API function, or None when trainkit-api is not installed here.
+    #: The web API function; None without trainkit-api or without `TRAINKIT_API_TOKEN` (see `notes`).
     web: FunctionSpec | None
+    #: Why something is left out of the app, for `trainkit app status`.
+    notes: tuple[str, ...] = ()
 
     def function(self, name: str) -> FunctionSpec:
         try:
@@ -393,7 +395,13 @@ def build_spec(settings: Settings) -> AppSpec:
 
     images = build_images(settings)
     web = None
-    if "trainkit_api" in images["web"].local_sources:
+    notes: list[str] = []
+    if "trainkit_api" not in images["web"].local_sources:
+        notes.append("web API not deployed: trainkit-api is not installed here (pip install trainkit-api)")
+    elif settings.api.api_token is None:
+        # A Modal web endpoint is public: without a token anyone could start GPU jobs.
+        notes.append("web API not deployed: set TRAINKIT_API_TOKEN (a Modal web endpoint is public), then redeploy")
+    else:
         web = FunctionSpec(
             name=WEB_FUNCTION,
             job="",
@@ -411,6 +419,7 @@ def build_spec(settings: Settings) -> AppSpec:
         hf_secret=settings.compute.hf_secret or None,
         functions=functions,
         web=web,
+        notes=tuple(notes),
     )
 
 
@@ -424,5 +433,6 @@ def describe(spec: AppSpec) -> dict[str, Any]:
         "volumes": {k: asdict(v) for k, v in spec.volumes.items()},
         "functions": {k: asdict(v) for k, v in spec.functions.items()},
         "web": asdict(spec.web) if spec.web else None,
+        "notes": list(spec.notes),
         "images": {k: {"packages": list(v.packages), "sources": list(v.local_sources)} for k, v in spec.images.items()},
     }

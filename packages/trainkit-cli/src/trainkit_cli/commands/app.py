@@ -44,6 +44,8 @@ def _show(status: Any, provider: str, as_json: bool) -> None:
             out.print(f"  {key:9} {detail[key]}")
     if detail.get("functions"):
         out.print(f"  functions {', '.join(detail['functions'])}")
+    for note in detail.get("notes") or []:
+        out.print(f"  [yellow]note[/yellow]      {note}")
     if detail.get("missing"):
         out.print(f"  [yellow]not deployed yet[/yellow] {', '.join(detail['missing'])} (run `trainkit app deploy`)")
 
