@@ -35,6 +35,7 @@ def register(cli: click.Group) -> None:
         from rich.markup import escape
         from rich.table import Table
 
+        import trainkit_core.inference.client as client
         from trainkit_cli.commands.eval import print_report
         from trainkit_cli.commands.runs import follow_run, print_run_summary
         from trainkit_core.datasets.local import find_local
@@ -42,7 +43,6 @@ def register(cli: click.Group) -> None:
         from trainkit_core.datasets.validate import DatasetInvalidError, length_check_for, validate_local
         from trainkit_core.errors import JobError
         from trainkit_core.evals.client import run_eval
-        from trainkit_core.inference import client
         from trainkit_core.training.config import TrainConfig
         from trainkit_core.training.submit import start_run
 
@@ -64,7 +64,7 @@ def register(cli: click.Group) -> None:
         out.print(f"synced to the {provider.name} data volume: version {synced.version} ({what})")
 
         out.rule("2. train the tiny preset")
-        config = TrainConfig.parse(dataset=dataset, model_size="tiny", **({"steps": steps} if steps else {}))
+        config = TrainConfig.parse({"dataset": dataset, "model_size": "tiny", **({"steps": steps} if steps else {})})
         run = start_run(provider, config)
         out.print(f"run {run.id} started (tiny Gemma-architecture model, built locally)")
         follow_run(run, interruptible=False)

@@ -48,8 +48,9 @@ def register(cli: click.Group) -> None:
     @pass_state
     def eval_add(state: CliState, name: str, replace: bool, file: str, as_json: bool) -> None:
         """Store the examples of FILE (JSONL: messages ending with the reference answer) in set NAME."""
+        import trainkit_core.evals.client as client
+        import trainkit_core.evals.sets as sets
         from trainkit_core.errors import UsageError
-        from trainkit_core.evals import client, sets
 
         try:
             data = Path(file).read_bytes()
@@ -69,7 +70,7 @@ def register(cli: click.Group) -> None:
     @pass_state
     def eval_sets(state: CliState, as_json: bool) -> None:
         """List the eval sets on the eval volume."""
-        from trainkit_core.evals import sets
+        import trainkit_core.evals.sets as sets
 
         found = sets.list_sets(state.provider.volume("eval"))
         if as_json:
@@ -100,7 +101,7 @@ def register(cli: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Score a trained model and its base: loss, perplexity, exact match, token F1."""
-        from trainkit_core.evals import client
+        import trainkit_core.evals.client as client
 
         report = client.run_eval(
             state.provider,
@@ -127,7 +128,7 @@ def register(cli: click.Group) -> None:
     @pass_state
     def eval_show(state: CliState, report_id: str, examples: bool, as_json: bool) -> None:
         """Show a stored eval report."""
-        from trainkit_core.evals import client
+        import trainkit_core.evals.client as client
 
         report = client.get_report(state.provider, report_id, examples=examples)
         if as_json:

@@ -67,7 +67,7 @@ def register(cli: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Generate with a trained model: --model-path trained/<id> --prompt "…"."""
-        from trainkit_core.inference import client
+        import trainkit_core.inference.client as client
 
         request: dict[str, Any] = {
             "model_path": model_path,
