@@ -88,7 +88,6 @@ class ModalRunHandle:
 
     def status(self) -> CallStatus:
         state, _, error = self._poll(0)
-        record = self._calls.get(record_key(self.call_id)) or {}
         started = self._calls.get(started_key(self.call_id)) or {}
         ended = self._calls.get(ended_key(self.call_id)) or {}
         ended_at = ended.get("ended_at") if state in ("succeeded", "failed", "cancelled") else None
@@ -96,7 +95,7 @@ class ModalRunHandle:
             ended_at = ended_at or (self._calls.get(cancel_key(self.call_id)) or {}).get("requested_at")
         return CallStatus(
             state=state,
-            started_at=started.get("started_at") or record.get("created_at"),
+            started_at=started.get("started_at"),
             ended_at=ended_at,
             exit_code=None,
             error=error,
