@@ -300,10 +300,17 @@ class Volume:
         batch.apply()
 
     def commit(self) -> None:
+        """Recorded in `volume-ops.log` (shared by all processes), so tests can see who committed."""
         self.commits += 1
+        self._record_op("commit")
 
     def reload(self) -> None:
-        pass
+        self._record_op("reload")
+
+    def _record_op(self, op: str) -> None:
+        call_id = os.environ.get("FAKE_MODAL_CALL_ID", "client")
+        with open(_root() / "volume-ops.log", "a") as fh:
+            fh.write(f"{call_id} {op} {self.name}\n")
 
 
 # --------------------------------------------------------------------------- declarations

@@ -157,6 +157,13 @@ def test_job_runs_in_a_container_with_volumes_and_dicts(fake_modal: ModuleType) 
     calls = provider.kv("_calls")
     assert calls.get(f"{handle.call_id}/record")["function"] == "ping"
     assert calls.get(f"{handle.call_id}/ended")["state"] == "succeeded"
+    # The container reloaded every volume before the job and committed every one after it.
+    ops = [line.split() for line in (fake_modal._root() / "volume-ops.log").read_text().splitlines()]
+    mine = [(op, name) for call, op, name in ops if call == handle.call_id]
+    volumes = {"trainkit-data", "trainkit-models", "trainkit-eval", "trainkit-hf-cache"}
+    assert {name for op, name in mine if op == "reload"} == volumes
+    assert {name for op, name in mine if op == "commit"} == volumes
+    assert [op for op, _ in mine] == ["reload"] * 4 + ["commit"] * 4
 
 
 def test_failed_job_error_text_survives(fake_modal: ModuleType) -> None:
@@ -167,6 +174,9 @@ def test_failed_job_error_text_survives(fake_modal: ModuleType) -> None:
         handle.wait(timeout=60)
     logs = handle.logs()
     assert "Traceback" in logs and "out of memory at step 3" in logs
+    # What a failed job wrote is committed too (a crashed run keeps its checkpoints).
+    ops = (fake_modal._root() / "volume-ops.log").read_text()
+    assert f"{handle.call_id} commit trainkit-models" in ops
 
 
 def test_web_app_in_the_container_needs_no_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
