@@ -119,3 +119,50 @@ def test_options_passed_to_modal(fake_modal: ModuleType, monkeypatch: pytest.Mon
     image = built.objects["ping"].options["image"]
     assert image.layers[0] == ("debian_slim", specmod._python_version())
     assert image.layers[-1][0] == "add_local_python_source"
+
+
+def test_functions_ship_pickled_and_load_in_a_fresh_process(built: object, tmp_path: object) -> None:
+    """What Modal sends at deploy (`serialized=True`): each function and class, pickled by Modal's own
+    serializer here and loaded in a new process, carries only the job's name.
+
+    Reaches into modal internals (`_source_info`, `_user_cls`) to get the bytes deploy would send.
+    """
+    import json
+    import os
+    import pickle
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from modal._serialization import serialize
+    from modal._utils.async_utils import synchronizer
+
+    payload = {}
+    for name in ("ping", "train_4b", "eval_12b"):
+        if name in built.objects:  # type: ignore[attr-defined]
+            payload[name] = synchronizer._translate_in(built.objects[name])._source_info.serialized_function()  # type: ignore[attr-defined]
+    payload["Inference_4b"] = serialize(synchronizer._translate_in(built.objects["Inference_4b"])._user_cls)  # type: ignore[attr-defined]
+    blob = Path(str(tmp_path)) / "payload.pkl"
+    blob.write_bytes(pickle.dumps(payload))
+    probe = (
+        "import json, pickle, sys\n"
+        "from modal._serialization import deserialize\n"
+        f"payload = pickle.loads(open({str(blob)!r}, 'rb').read())\n"
+        "out = {}\n"
+        "for name, data in payload.items():\n"
+        "    obj = deserialize(data, None)\n"
+        "    if isinstance(obj, type):\n"
+        "        out[name] = sorted(a for a in vars(obj) if not a.startswith('_'))\n"
+        "    else:\n"
+        "        out[name] = [c.cell_contents for c in obj.__closure__ or []]\n"
+        "out['app_module_imported'] = 'trainkit_modal.app' in sys.modules\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=os.environ, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded["ping"] == ["ping"]
+    if "train_4b" in loaded:
+        assert loaded["train_4b"] == ["train"]
+    assert loaded["Inference_4b"] == ["generate", "load", "run", "stream"]
+    assert loaded["app_module_imported"] is False  # the container never rebuilds the app
