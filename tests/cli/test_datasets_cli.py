@@ -127,3 +127,17 @@ def test_real_command_exit_codes(datasets_dir: Path, cli_env: dict[str, str]) ->
     assert bad.returncode == 2 and "eval.jsonl:1: error [bom]" in bad.stderr
     missing = trainkit("sync", "nope")
     assert missing.returncode == 3 and "no dataset 'nope'" in missing.stderr
+
+
+def test_datasets_lists_a_broken_dataset_with_its_problem(datasets_dir: Path) -> None:
+    broken = datasets_dir / "broken"
+    broken.mkdir()
+    (broken / "dataset.toml").write_text('name = "broken"\ntrain = "train.jsonl"\n')
+    (datasets_dir / "not-a-dataset").mkdir()
+    listing = run_json("datasets", "--no-remote")
+    assert [d["name"] for d in listing["datasets"]] == ["broken", "demo"]
+    (problem,) = listing["datasets"][0]["problems"]
+    assert (problem["file"], problem["line"], problem["code"]) == ("dataset.toml", 2, "spec-invalid")
+    assert listing["datasets"][1]["synced"] == "unknown"
+    code, table = run("datasets", "--no-remote")
+    assert code == 0 and "invalid" in table
