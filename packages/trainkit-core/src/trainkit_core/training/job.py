@@ -156,7 +156,8 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     models_root = ctx.path("models")
     hf_cache = ctx.path("hf-cache")
 
-    _phase(run, "loading_dataset")
+    # The dataset is read first (cheap; a bad one fails before a long model load), but
+    # the phases advance in their fixed order: the model, then the dataset's tokens.
     dataset = read_synced(ctx.path("data"), config.dataset)
     if run.dataset_hash and dataset.hash != run.dataset_hash:
         run.events.append(
@@ -172,6 +173,11 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     run.framework = backend
     base_model = config.model_id
     base_model_path = ""
+    source = resolve_base_model({"base_model": base_model}, hf_cache)
+    run.source_model = base_model
+    model = load_model(backend, source, config)
+
+    _phase(run, "loading_dataset")
     if base_model == TINY_BASE_MODEL:
         from trainkit_core.tiny_model import TINY_BASE_PATH, build_tokenizer
 
@@ -186,9 +192,6 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         tokenizer.chat_template = fmt.chat_template
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    source = resolve_base_model({"base_model": base_model}, hf_cache)
-    run.source_model = base_model
-    model = load_model(backend, source, config)
     mask = check_loss_mask(tokenizer, fmt)
     run.events.append("log", message="loss mask checked on the tokenizer", **mask)
 
