@@ -347,6 +347,8 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         )
         assert answer.status_code == 201, answer.text
         run_id = answer.json()["id"]
+    requests: list[Any] = []
+    page.on("request", lambda request: requests.append(request))
     try:
         # The runs table lists it as running (it reloads the list by itself).
         page.goto(server.url + "/#/")
@@ -366,6 +368,10 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         assert series_points(page, "#loss-chart") > first
         assert series_points(page, "#lr-chart") > 0
         assert page.evaluate("window.__sameDocument") is True
+        # The points came over the event stream, read with fetch: the token in a header, never in a URL.
+        streams = [r for r in requests if r.url.split("?")[0].endswith(f"/v1/jobs/{run_id}/events/stream")]
+        assert streams and all(r.headers.get("authorization") == f"Bearer {TOKEN}" for r in streams)
+        assert not any(TOKEN in r.url for r in requests)
         shot(page, "run-live")
 
         page.click("#stop-btn")
