@@ -316,6 +316,13 @@ class Volume:
 # --------------------------------------------------------------------------- declarations
 
 
+def create_secret(name: str, keys: list[str]) -> None:
+    """What `modal secret create NAME KEY=...` does, for tests (values are not kept)."""
+    path = _root() / "secrets.json"
+    existing = _read_json(path) or {}
+    _write_json(path, {**existing, name: sorted(keys)})
+
+
 @dataclass
 class Secret:
     name: str | None = None
@@ -442,7 +449,21 @@ class App:
         finally:
             self.running = False
 
+    def _check_secrets(self) -> None:
+        """Like Modal at deploy: a named secret must exist and hold its required keys."""
+        existing = _read_json(_root() / "secrets.json") or {}
+        for declared in self.declared.values():
+            for secret in declared.options.get("secrets") or []:
+                if secret.name is None:
+                    continue
+                if secret.name not in existing:
+                    raise exception.NotFoundError(f"Secret '{secret.name}' not found in environment 'main'")
+                missing = [k for k in secret.required_keys if k not in existing[secret.name]]
+                if missing:
+                    raise exception.InvalidError(f"Secret '{secret.name}' is missing required keys: {missing}")
+
     def deploy(self, *, name: str | None = None, environment_name: str | None = None, tag: str = "", client: Any = None, strategy: str = "rolling") -> App:  # fmt: skip
+        self._check_secrets()
         app_name = name or self.name
         record = _read_json(_app_path(app_name)) or {"version": 0}
         _write_json(

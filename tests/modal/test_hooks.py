@@ -217,6 +217,7 @@ def test_train_call_runs_on_its_runs_size_and_gpu(
 ) -> None:
     """The train job gets only a run id: the runner reads the run's config to pick the function."""
     monkeypatch.setenv("TRAINKIT_HF_SECRET", "huggingface")
+    fake_modal.create_secret("huggingface", ["HF_TOKEN"])
     provider = provider_on(fake_modal)
     provider.deployment().deploy()
     provider.kv("runs").put("run-20261130-120000-abcdef", {"id": "run-20261130-120000-abcdef", "config": config})
@@ -269,6 +270,7 @@ def test_inference_server_validates_the_model_path_in_the_container(
 ) -> None:
     """generate/stream reach the warm class of the model's size; its container refuses a bad path."""
     monkeypatch.setenv("TRAINKIT_HF_SECRET", "huggingface")
+    fake_modal.create_secret("huggingface", ["HF_TOKEN"])
     provider = provider_on(fake_modal)
     server = provider.inference_server()
     assert server is not None
@@ -281,3 +283,18 @@ def test_inference_server_validates_the_model_path_in_the_container(
         list(server.stream({"model_path": "trained/../secrets", "prompt": "hi"}))
     with pytest.raises(NotFoundError):
         server.generate({"model_path": "trained/run-20261130-120000-abcdef", "prompt": "hi"})
+
+
+@pytest.mark.parametrize("keys", [None, ["OTHER_TOKEN"]])
+def test_missing_hf_secret_fails_the_deploy_with_how_to_create_it(
+    fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch, keys: list[str] | None
+) -> None:
+    monkeypatch.setenv("TRAINKIT_HF_SECRET", "hf-gemma")
+    if keys is not None:
+        fake_modal.create_secret("hf-gemma", keys)
+    deployment = provider_on(fake_modal).deployment()
+    with pytest.raises(NotFoundError) as info:
+        deployment.deploy()
+    assert "'hf-gemma' (TRAINKIT_HF_SECRET)" in info.value.message
+    assert "modal secret create hf-gemma HF_TOKEN=" in (info.value.hint or "")
+    assert deployment.status().state == "not-deployed"

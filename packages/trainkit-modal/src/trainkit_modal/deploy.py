@@ -68,8 +68,14 @@ class ModalDeployment:
     def deploy(self) -> DeploymentStatus:
         sdk = self._sdk_factory()
         built = self.build()
-        with errors.translate(sdk, f"deploy app {self.app_name}"), sdk.enable_output():
-            built.app.deploy(name=self.app_name)
+        secret = built.spec.hf_secret
+        try:
+            with errors.translate(sdk, f"deploy app {self.app_name}"), sdk.enable_output():
+                built.app.deploy(name=self.app_name)
+        except (NotFoundError, UsageError) as exc:
+            if secret and f"'{secret}'" in exc.message and "ecret" in exc.message:
+                raise errors.secret_not_found(secret) from exc
+            raise
         return self.status()
 
     def _lookup(self, sdk: Any) -> Any | None:
