@@ -368,6 +368,7 @@ async function viewRun(runId) {
   const showProgress = h("input", { type: "checkbox", id: "show-progress" });
   const logBody = h("tbody", {});
   const logCount = h("span", { class: "muted" });
+  const logEmpty = h("p", { class: "muted small log-empty" }, "No event to show yet (progress events are hidden: tick the box to see them).");
   setView(
     h("p", { class: "crumbs" }, h("a", { href: "#/" }, "← Runs")),
     h("div", { class: "page-head" }, h("div", { class: "title-row" }, title, badge),
@@ -385,7 +386,7 @@ async function viewRun(runId) {
       h("div", { class: "log-wrap", id: "event-log-wrap" },
         h("table", { class: "table log", id: "event-log" },
           h("thead", {}, h("tr", {}, h("th", { class: "num" }, "#"), h("th", {}, "Time"), h("th", {}, "Type"), h("th", {}, "Details"))),
-          logBody))));
+          logBody)), logEmpty));
 
   const lossChart = new LineChart(lossBox, { xLabel: "step", yLabel: "loss" });
   const lrChart = new LineChart(lrBox, { xLabel: "step", yLabel: "learning rate" });
@@ -393,6 +394,13 @@ async function viewRun(runId) {
   lrChart.setSeries("learning rate", [], "#9a6700");
   let run = null;
   let lastSeq = 0;
+  let latestLoss = null;
+  let renderPending = false;
+  const scheduleRender = () => {
+    if (renderPending) return;
+    renderPending = true;
+    requestAnimationFrame(() => { renderPending = false; if (run) renderRun(); });
+  };
   let streaming = false;
   const events = [];
 
@@ -404,6 +412,7 @@ async function viewRun(runId) {
     const shown = events.filter(visible).slice(-500);
     logBody.replaceChildren(...shown.map(logRow));
     logCount.textContent = `(${events.length})`;
+    logEmpty.hidden = logBody.children.length > 0;
   };
   showProgress.addEventListener("change", renderLog);
 
@@ -412,8 +421,16 @@ async function viewRun(runId) {
     lastSeq = e.seq;
     events.push(e);
     if (e.type === "progress" && e.step !== undefined) {
-      if (e.loss !== undefined && e.loss !== null) lossChart.addPoint("loss", Number(e.step), Number(e.loss));
+      if (e.loss !== undefined && e.loss !== null) {
+        lossChart.addPoint("loss", Number(e.step), Number(e.loss));
+        latestLoss = Number(e.loss);
+      }
       if (e.learning_rate !== undefined && e.learning_rate !== null) lrChart.addPoint("learning rate", Number(e.step), Number(e.learning_rate));
+      if (run && !TERMINAL.has(run.status)) { // the record is saved less often than events arrive
+        run.step = Math.max(run.step || 0, Number(e.step));
+        if (e.total_steps) run.total_steps = e.total_steps;
+        scheduleRender();
+      }
     }
     if (visible(e)) {
       const wrap = document.getElementById("event-log-wrap");
@@ -423,6 +440,7 @@ async function viewRun(runId) {
       if (wrap && atBottom) wrap.scrollTop = wrap.scrollHeight;
     }
     logCount.textContent = `(${events.length})`;
+    logEmpty.hidden = logBody.children.length > 0;
     if (e.type === "eval" && (e.tuned || e.base)) {
       evalBox.replaceChildren(h("section", { class: "card" },
         h("h2", {}, `Eval after training${e.tuned && e.tuned.examples ? ` (${e.tuned.examples} held-out examples)` : ""}`),
@@ -445,7 +463,8 @@ async function viewRun(runId) {
     const items = [
       ["Status", run.status], ["Phase", run.phase || "–"], ["Preset", runPreset(run)],
       ["Dataset", run.dataset_id || "–"], ["Progress", progressBar(run.step, run.total_steps)],
-      ["Duration", fmtDuration(runDuration(run))], ["Final loss", fmtNum(runFinalLoss(run))],
+      ["Duration", fmtDuration(runDuration(run))],
+      done ? ["Final loss", fmtNum(runFinalLoss(run) ?? latestLoss)] : ["Latest loss", fmtNum(latestLoss ?? runFinalLoss(run))],
       ["Learning rate", fmtNum(cfg.learning_rate ?? cfg.lr)], ["LoRA r", cfg.lora_r ?? "–"],
       ["Backend", run.framework || "–"], ["Provider", run.provider || "–"], ["Created", fmtTime(run.created_at)],
     ];
@@ -471,8 +490,9 @@ async function viewRun(runId) {
     if (refreshing) return refreshing;
     refreshing = (async () => {
       try {
-        run = await api(`/v1/jobs/${encodeURIComponent(runId)}`, { signal: ctl.signal });
-        if (run && run.job) run = run.job;
+        const fresh = await api(`/v1/jobs/${encodeURIComponent(runId)}`, { signal: ctl.signal });
+        if (run && !TERMINAL.has(fresh.status)) fresh.step = Math.max(fresh.step || 0, run.step || 0);
+        run = fresh;
         renderRun();
       } catch (err) { if (!run) showError(errorBox, err); }
     })();

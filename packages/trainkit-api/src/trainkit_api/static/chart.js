@@ -18,12 +18,13 @@ function svgEl(name, attrs, text) {
 }
 
 /* Ticks at 1, 2 or 5 times a power of ten, covering [lo, hi]. */
-function niceTicks(lo, hi, count) {
+function niceTicks(lo, hi, count, integer) {
   if (!isFinite(lo) || !isFinite(hi)) return [];
   if (hi === lo) { hi = lo + (Math.abs(lo) || 1) * 0.5; lo = lo - (Math.abs(lo) || 1) * 0.5; }
   const raw = (hi - lo) / Math.max(1, count);
   const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) || 10 * mag;
+  let step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw) || 10 * mag;
+  if (integer) step = Math.max(1, Math.round(step)); // steps are whole numbers: no tick at 1.5
   const ticks = [];
   for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) ticks.push(+v.toPrecision(12));
   return ticks;
@@ -40,7 +41,7 @@ class LineChart {
   /* container: an element; options: {xLabel, yLabel, height, title} */
   constructor(container, options) {
     this.container = container;
-    this.options = Object.assign({ xLabel: "step", yLabel: "", height: 260 }, options || {});
+    this.options = Object.assign({ xLabel: "step", yLabel: "", height: 260, integerX: true }, options || {});
     this.series = new Map(); // name -> {name, color, points: [[x, y]]}
     this.pending = false;
     this.svg = svgEl("svg", { class: "chart", role: "img", "aria-label": this.options.yLabel || "chart" });
@@ -115,7 +116,7 @@ class LineChart {
       grid.appendChild(svgEl("line", { x1: m.left, x2: m.left + plotW, y1: sy(t), y2: sy(t) }));
       grid.appendChild(svgEl("text", { x: m.left - 6, y: sy(t) + 4, "text-anchor": "end", class: "tick" }, formatTick(t)));
     }
-    for (const t of niceTicks(x0, x1, Math.max(2, Math.floor(plotW / 90)))) {
+    for (const t of niceTicks(x0, x1, Math.max(2, Math.floor(plotW / 90)), this.options.integerX)) {
       if (t < x0 || t > x1) continue;
       grid.appendChild(svgEl("line", { x1: sx(t), x2: sx(t), y1: m.top + plotH, y2: m.top + plotH + 4, class: "tickmark" }));
       grid.appendChild(svgEl("text", { x: sx(t), y: m.top + plotH + 17, "text-anchor": "middle", class: "tick" }, formatTick(t)));
