@@ -23,7 +23,6 @@ from trainkit_modal import errors
 from trainkit_modal.container import CALLS_NAMESPACE, cancel_key, ended_key, record_key, started_key
 from trainkit_modal.kv import ModalKV
 from trainkit_modal.spec import (
-    INFER_JOB,
     AppSpec,
     FunctionSpec,
     base_model_of,
@@ -235,4 +234,4 @@ class ModalRunner:
         return ModalRunHandle(self, call_id, record["function"])
 
 
-__all__ = ["INFER_JOB", "ModalRunHandle", "ModalRunner"]
+__all__ = ["ModalRunHandle", "ModalRunner"]
