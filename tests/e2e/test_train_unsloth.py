@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.ml, pytest.mark.unsloth, pytest.mark.e2e]
+pytestmark = [pytest.mark.ml, pytest.mark.unsloth, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
 

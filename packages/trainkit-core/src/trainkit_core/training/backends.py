@@ -87,6 +87,7 @@ def load_hf(source: str, config: TrainConfig) -> Any:
 
 def load_unsloth(source: str, config: TrainConfig) -> Any:
     """Unsloth's FastModel: the 4-bit checkpoint on CUDA, LoRA on the language layers only."""
+    import torch
     import unsloth  # noqa: F401  (must be imported before transformers/trl are patched)
     from unsloth import FastLanguageModel, FastModel
 
@@ -97,6 +98,9 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
         model_name=source,
         max_seq_length=config.max_seq_length,
         load_in_4bit=bool(config.load_in_4bit) and cuda,
+        # On CPU Unsloth picks bf16, whose logits drift ~0.03 from the fp32 that inference
+        # loads; fp32 matches stock transformers exactly (measured on the tiny model).
+        dtype=None if cuda else torch.float32,
         full_finetuning=False,
     )
     common = {
