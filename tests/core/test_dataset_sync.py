@@ -258,3 +258,14 @@ def test_bad_spec_or_missing_file_writes_nothing(tmp_path: Path, volume: LocalVo
     with pytest.raises(DatasetInvalidError, match=r"dataset\.toml:2: error \[spec-invalid\] format"):
         sync_to_volume(volume, folder)
     assert not volume.exists("datasets")
+
+
+def test_corrupt_current_json_is_named(tmp_path: Path, volume: LocalVolume) -> None:
+    sync_to_volume(volume, write_dataset(tmp_path / "ds"))
+    volume.write_bytes(current_path("ds"), b"{not json")
+    with pytest.raises(UsageError, match=r"corrupt .*current\.json"):
+        read_synced(volume.root, "ds")
+    with pytest.raises(UsageError, match=r"corrupt datasets/ds/current\.json on volume"):
+        validate_synced(volume, "ds")
+    assert not sync_to_volume(volume, tmp_path / "ds").unchanged  # a sync repairs it
+    assert validate_synced(volume, "ds").ok()

@@ -98,3 +98,14 @@ def dataset_hash(files: dict[str, str]) -> str:
     for path in sorted(files):
         digest.update(f"{path}\0{files[path]}\n".encode())
     return digest.hexdigest()
+
+
+def parse_current(data: bytes, *, where: str) -> dict[str, Any]:
+    """``current.json``: at least ``version`` and ``hash``; `UsageError` when it is not that."""
+    try:
+        current = json.loads(data)
+        if not isinstance(current, dict) or not isinstance(current.get("version"), str) or "hash" not in current:
+            raise ValueError("no version or hash")
+    except ValueError as exc:
+        raise UsageError(f"corrupt {where}: {exc}; run `trainkit sync` again to write a new version") from None
+    return current

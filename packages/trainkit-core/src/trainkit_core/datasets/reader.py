@@ -18,12 +18,11 @@ files, or the seeded split the spec asks for (the same split validation checked)
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path
+from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path, parse_current
 from trainkit_core.datasets.spec import check_name
 from trainkit_core.datasets.validate import DatasetInvalidError, check
 from trainkit_core.errors import NotFoundError, UsageError
@@ -45,7 +44,7 @@ def current_version(data_root: Path, name: str) -> dict[str, Any]:
     path = Path(data_root) / current_path(check_name(name))
     if not path.is_file():
         raise NotFoundError(f"dataset {name!r} was never synced to the data volume", hint=f"run `trainkit sync {name}`")
-    return json.loads(path.read_bytes())  # type: ignore[no-any-return]
+    return parse_current(path.read_bytes(), where=str(path))
 
 
 def read_synced(data_root: Path, name: str) -> SyncedDataset:

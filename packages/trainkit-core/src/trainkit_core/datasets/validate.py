@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.datasets.examples import Example, parse_jsonl, split_eval
-from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path
+from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path, parse_current
 from trainkit_core.datasets.problems import Problem, Report
 from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, check_name, parse_spec
 from trainkit_core.errors import NotFoundError, UsageError
@@ -206,15 +206,14 @@ def check_local(folder: Path, *, length: LengthCheck | None = None) -> Checked:
 
 def read_current_manifest(volume: Volume, name: str) -> Manifest:
     """The manifest of the version ``current.json`` names; `NotFoundError` when never synced."""
-    import json
 
     check_name(name)
     if not volume.exists(current_path(name)):
         raise NotFoundError(
             f"dataset {name!r} was never synced to volume {volume.name!r}", hint=f"run `trainkit sync {name}`"
         )
-    current = json.loads(volume.read_bytes(current_path(name)))
-    version = current["version"]
+    where = f"{current_path(name)} on volume {volume.name!r}"
+    version = parse_current(volume.read_bytes(current_path(name)), where=where)["version"]
     where = f"{manifest_path(name, version)} on volume {volume.name!r}"
     return Manifest.from_json(volume.read_bytes(manifest_path(name, version)), where=where)
 
