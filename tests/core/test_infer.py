@@ -80,6 +80,30 @@ def test_two_adapters_share_one_base_and_answer_as_if_loaded_alone(cache, two_mo
     assert cache.get(two_models[0]).cached is True
 
 
+def _logits(loaded):  # type: ignore[no-untyped-def]
+    import torch
+
+    ids = loaded.tokenizer("Uppercase: snow blue", add_special_tokens=False, return_tensors="pt")
+    with torch.inference_mode():
+        loaded.model.set_adapter(loaded.adapter)
+        return loaded.model(**ids).logits.clone()
+
+
+def test_a_model_written_again_is_loaded_again(cache, two_models, volumes) -> None:  # type: ignore[no-untyped-def]
+    from trainkit_core.inference.loading import ModelCache
+
+    path = make_fake_model(volumes[0], volumes[1], run_id="run-20260102-000000-dddddd", seed=3)
+    before = _logits(cache.get(path))
+    make_fake_model(volumes[0], volumes[1], run_id="run-20260102-000000-dddddd", seed=4)  # e.g. a resumed run
+    again = cache.get(path)
+    assert again.cached is False
+    after = _logits(again)
+    fresh = _logits(ModelCache(*volumes).get(path))
+    assert float((after - fresh).abs().max()) < 1e-5
+    assert float((after - before).abs().max()) > 1e-3
+    assert cache.get(path).cached is True
+
+
 def test_base_flag_switches_the_adapter_off(cache, two_models, volumes) -> None:  # type: ignore[no-untyped-def]
     import torch
     from transformers import AutoModelForCausalLM

@@ -181,10 +181,28 @@ class LoadedModel:
 
 
 @dataclass
+class _Adapter:
+    name: str
+    stamp: tuple[tuple[str, int, int], ...]
+    tokenizer: Any
+    fmt: ChatFormat
+
+
+def _stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """What changes when a model folder is written again (a resumed run saves anew)."""
+    found = []
+    for item in sorted(folder.iterdir()):
+        if item.is_file():
+            st = item.stat()
+            found.append((item.name, st.st_mtime_ns, st.st_size))
+    return tuple(found)
+
+
+@dataclass
 class _BaseEntry:
     model: Any  # PeftModel once an adapter is loaded
     device: str
-    adapters: dict[str, str] = field(default_factory=dict)  # model path -> adapter name
+    adapters: dict[str, _Adapter] = field(default_factory=dict)  # model path -> its loaded adapter
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -224,22 +242,31 @@ class ModelCache:
             source = resolve_base(card, self.hf_cache)
             key = (source, device, quant)
             entry = self._bases.get(key)
-            cached = entry is not None and ref.path in entry.adapters
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(str(folder))
-            fmt = check_card(card, folder, tokenizer)
-            if entry is None:
-                base = load_base(source, device=device, quantize=quant)
-                check_base(card, folder, tokenizer, base)
-                self.loads += 1
-                entry = self._add_base(key, base, device)
-            else:
+            stamp = _stamp(folder)
+            known = entry.adapters.get(ref.path) if entry is not None else None
+            cached = known is not None and known.stamp == stamp
+            if cached and entry is not None and known is not None:
                 self._bases.move_to_end(key)
-                check_base(card, folder, tokenizer, entry.model)
-            name = entry.adapters.get(ref.path)
-            if name is None:
+                tokenizer, fmt, name = known.tokenizer, known.fmt, known.name
+            else:
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(str(folder))
+                fmt = check_card(card, folder, tokenizer)
+                if entry is None:
+                    base = load_base(source, device=device, quantize=quant)
+                    check_base(card, folder, tokenizer, base)
+                    self.loads += 1
+                    entry = self._add_base(key, base, device)
+                else:
+                    self._bases.move_to_end(key)
+                    check_base(card, folder, tokenizer, entry.model)
                 name = self._load_adapter(entry, ref, folder)
+                entry.adapters[ref.path] = _Adapter(name, stamp, tokenizer, fmt)
+                if known is not None:  # the folder was written again (e.g. a resumed run): drop the old weights
+                    log.info("%s changed on the volume; its adapter was loaded again", ref.path)
+                    with entry.lock:
+                        entry.model.delete_adapter(known.name)
             return LoadedModel(
                 ref=ref,
                 card=card,
@@ -264,14 +291,13 @@ class ModelCache:
     def _load_adapter(self, entry: _BaseEntry, ref: ModelPath, folder: Path) -> str:
         from peft import PeftModel
 
-        name = adapter_name(ref)
+        name = f"{adapter_name(ref)}_{self.adapter_loads}"  # unique, so a reload never clashes
         with entry.lock:
             if isinstance(entry.model, PeftModel):
                 entry.model.load_adapter(str(folder), adapter_name=name, is_trainable=False)
             else:
                 entry.model = PeftModel.from_pretrained(entry.model, str(folder), adapter_name=name, is_trainable=False)
             entry.model.eval()
-        entry.adapters[ref.path] = name
         self.adapter_loads += 1
         return name
 
