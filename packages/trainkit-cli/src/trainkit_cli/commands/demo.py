@@ -18,8 +18,8 @@ import click
 
 from trainkit_cli.state import CliState, console, pass_state
 
-#: Prompts the demo answers after training: not in the demo dataset.
-DEMO_PROMPTS = ("Uppercase: green apple tree", "Uppercase: river stone")
+#: Prompts the demo answers after training: words of the demo task, in pairs the dataset does not hold.
+DEMO_PROMPTS = ("Uppercase: frog lamp", "Uppercase: tree rock blue")
 
 
 def register(cli: click.Group) -> None:
