@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,11 +56,16 @@ def local():
     return get_provider("local", Settings.from_env())
 
 
-def test_call_outlives_its_starter_and_is_found_by_another_process(cli_env: dict[str, str], local) -> None:
-    call_id = child("spawn", cli_env, function="sleep", kwargs={"seconds": 3, "result": {"done": True}})
-    # The process that started the call has exited; a second one finds it running...
+def test_call_outlives_its_starter_and_is_found_by_another_process(
+    cli_env: dict[str, str], local, tmp_path: Path
+) -> None:
+    release = tmp_path / "release"
+    kwargs = {"seconds": 300, "until_file": str(release), "result": {"done": True}}
+    call_id = child("spawn", cli_env, function="sleep", kwargs=kwargs)
+    # The process that started the call has exited; another one finds it running...
     assert child("call_status", cli_env, call_id=call_id) == {"state": "running", "error": None}
-    # ...waits for it and reads its result.
+    release.touch()
+    # ...and another waits for it and reads its result.
     assert child("call_wait", cli_env, call_id=call_id, timeout=60) == {"result": {"done": True}, "state": "succeeded"}
     status = local.call(call_id).status()
     assert status.exit_code == 0 and status.started_at <= status.ended_at

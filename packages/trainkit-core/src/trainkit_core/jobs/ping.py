@@ -43,11 +43,19 @@ def ping(ctx: JobContext, echo: Any = None) -> dict[str, Any]:
     }
 
 
-def sleep(ctx: JobContext, seconds: float = 1.0, result: Any = None, ignore_sigterm: bool = False) -> Any:
+def sleep(
+    ctx: JobContext,
+    seconds: float = 1.0,
+    result: Any = None,
+    ignore_sigterm: bool = False,
+    until_file: str | None = None,
+) -> Any:
     """Sleep, then return `result`: lets tests see a call running and cancel it.
 
     With `ignore_sigterm` the job shrugs off SIGTERM, so a test can see a cancel
-    fall back to SIGKILL after its grace period.
+    fall back to SIGKILL after its grace period. With `until_file` it returns as soon
+    as that file exists, so a test decides when the call ends, however slow the
+    machine.
     """
     if ignore_sigterm:
         import signal
@@ -55,6 +63,8 @@ def sleep(ctx: JobContext, seconds: float = 1.0, result: Any = None, ignore_sigt
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     deadline = time.monotonic() + float(seconds)
     while time.monotonic() < deadline:
+        if until_file and os.path.exists(until_file):
+            break
         time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
     return result
 

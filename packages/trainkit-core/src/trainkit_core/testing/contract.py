@@ -533,7 +533,7 @@ class ProviderContract:
 
     def test_run_wait_timeout(self, provider: Provider) -> None:
         self.require(provider, "run_functions")
-        handle = provider.spawn("sleep", seconds=3, result="late")
+        handle = provider.spawn("sleep", seconds=10, result="late")
         try:
             with pytest.raises(JobTimeout):
                 handle.wait(timeout=0.2)
