@@ -269,7 +269,7 @@ def test_eval_report_shows_base_vs_tuned_with_the_examples(page: Any, server: Se
     from trainkit_core.evals import sets
 
     def side(answers: list[str], references: list[str], loss: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "answer": a,
                 "stopped": True,
