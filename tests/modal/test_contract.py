@@ -4,13 +4,16 @@ The hooks are the real ones (`trainkit_modal.plugin.ModalPlugin`); only the SDK
 under them is the fake of `fake_modal.py` (Dict, Volume with batch_upload, App,
 Function / FunctionCall / Cls), whose state lives in a folder. A second process
 (the suite's durability checks) gets the same fake through `fake_sdk/modal.py` put
-first on its PYTHONPATH, so those checks run too. The app is deployed (to the fake)
-before each test, as `trainkit app deploy` would.
+first on its PYTHONPATH, so those checks run too, on Python 3.11 (the matrix's
+reference Python): they start a dozen processes, and the provider's code does not
+change with the Python version. The app is deployed (to the fake) before each test,
+as `trainkit app deploy` would.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -30,6 +33,7 @@ FAKE_SDK_DIR = Path(__file__).resolve().parent / "fake_sdk"
 class TestModalProviderOnFakes(ProviderContract):
     provider_name = "modal"
     large_file_mb = 16
+    other_processes = sys.version_info[:2] == (3, 11)
 
     @pytest.fixture(autouse=True)
     def _fake_root(self, fake_modal: ModuleType) -> ModuleType:
