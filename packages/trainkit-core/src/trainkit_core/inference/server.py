@@ -7,8 +7,8 @@ keeps loaded models in a `ModelCache` and answers generation requests over HTTP 
 exits, removing the record, after ``TRAINKIT_INFER_IDLE_TIMEOUT_S`` without a request.
 
 Routes: ``GET /health`` (loads so far, loaded models), ``POST /generate`` (one JSON
-answer), ``POST /stream`` (one JSON event per line). Every request but /health
-carries the token in ``X-Trainkit-Token``.
+answer), ``POST /stream`` (one JSON event per line). Every request carries the token
+in ``X-Trainkit-Token``. ``HF_HOME`` points at the hf-cache volume, as in the jobs.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class WarmWorker:
         from trainkit_core.settings import Settings
 
         ctx = job_context(Settings.from_env(), "warm-inference")
+        os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # before transformers is imported, as the jobs do
         self.home = Path(home)
         self.cache = ModelCache(ctx.path("models"), ctx.path("hf-cache"))
         self.idle_timeout_s = float(idle_timeout_s)
@@ -108,7 +109,9 @@ def _handler(worker: WarmWorker) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_GET(self) -> None:
-            if self.path == "/health":
+            if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), worker.token):
+                self._send(401, {"error": "missing or wrong worker token", "type": "UsageError"})
+            elif self.path == "/health":
                 self._send(200, worker.health())
             else:
                 self._send(404, {"error": f"no route {self.path}", "type": "NotFoundError"})

@@ -58,8 +58,9 @@ def _url(record: Mapping[str, Any], route: str) -> str:
 
 
 def health(record: Mapping[str, Any], timeout: float = 5.0) -> dict[str, Any] | None:
+    req = urllib.request.Request(_url(record, "/health"), headers={TOKEN_HEADER: str(record.get("token", ""))})
     try:
-        with urllib.request.urlopen(_url(record, "/health"), timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read())  # type: ignore[no-any-return]
     except (OSError, ValueError):
         return None

@@ -7,6 +7,7 @@ example with both answers go to ``reports/<report id>/`` on the eval volume.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -29,6 +30,7 @@ def evaluate(
     from trainkit_core.inference.loading import ModelCache
     from trainkit_core.local.volume import LocalVolume
 
+    os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # base models live on the hf-cache volume
     report_id = sets.check_report_id(report_id) if report_id else sets.new_report_id()
     eval_volume = LocalVolume.at(ctx.path("eval"))
     cache = ModelCache(ctx.path("models"), ctx.path("hf-cache"))

@@ -6,6 +6,7 @@ returns the result dict. Warm servers use the same loading and generation code.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from trainkit_core.jobs.context import JobContext
@@ -18,6 +19,7 @@ def infer(ctx: JobContext, **request: Any) -> dict[str, Any]:
     from trainkit_core.local.volume import LocalVolume
     from trainkit_core.models import default_model_for_preset
 
+    os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # base models live on the hf-cache volume
     req = GenerateRequest.parse(request)
     if req.model_path is None:
         ref = default_model_for_preset(LocalVolume.at(ctx.path("models")), req.model_size or "")
