@@ -173,3 +173,25 @@ def test_sse_wire_format() -> None:
     assert format_event("[DONE]") == "data: [DONE]\n\n"
     assert parse_last_event_id(" 12 ") == 12
     assert parse_last_event_id("x1") is None and parse_last_event_id(None) is None
+
+
+def test_events_come_from_the_history_once_the_live_log_is_gone(server) -> None:
+    """A run whose key-value entries expired is served from its history on the models volume."""
+    run = server.new_run(status="running")
+    for step in (1, 2, 3):
+        run.events.append("progress", step=step)
+    run.status = "succeeded"
+    run.save()
+    run.events.append("status", status="succeeded")
+    run.write_history()
+    run.events.delete()
+    server.store.records.delete(run.id)  # the record too: it is read from the history
+    with server.client() as client:
+        page = client.get(f"/v1/jobs/{run.id}/events", params={"after": 1}).json()
+        with client.stream("GET", f"/v1/jobs/{run.id}/events/stream", headers={"Last-Event-ID": "2"}) as response:
+            streamed = list(sse_events(response))
+        shown = client.get(f"/v1/jobs/{run.id}").json()
+    assert shown["status"] == "succeeded"
+    assert [e["seq"] for e in page["data"]] == [2, 3, 4] and page["last_seq"] == 4 and page["done"] is True
+    assert [int(e["id"]) for e in streamed[:-1]] == [3, 4]
+    assert streamed[-1]["event"] == "end" and streamed[-1]["data"]["last_seq"] == 4

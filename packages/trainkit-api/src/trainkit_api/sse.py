@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from trainkit_core.events import EventLog
+
+if TYPE_CHECKING:
+    from trainkit_api.state import HistoryLog
 
 #: How often the log is read while nothing new comes.
 POLL_S = 0.5
@@ -48,7 +51,7 @@ def parse_last_event_id(value: str | None) -> int | None:
 
 
 async def run_event_stream(
-    log: EventLog,
+    log: EventLog | HistoryLog,
     *,
     after: int,
     is_done: Callable[[], bool],

@@ -7,14 +7,17 @@ live side by side (as the tests do).
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import Request
 
+from trainkit_core.events import EventLog
 from trainkit_core.hookspecs import KVStore
 from trainkit_core.provider import Provider
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs import RunStore, TrainingRun, history_dir
 from trainkit_core.settings import Settings
 
 
@@ -52,6 +55,37 @@ class ApiState:
 
             reconcile_run(run)
         return run
+
+
+class HistoryLog:
+    """The events of an ended run from its history on the models volume.
+
+    A key-value entry can expire (a Modal Dict's after 7 idle days) while the run's
+    history (`runs/<id>/events.jsonl`, written when the run ended) stays: the API then
+    reads the events from there, with the same `read`/`last_seq` as an `EventLog`.
+    """
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = sorted(events, key=lambda e: int(e.get("seq", 0)))
+
+    def last_seq(self) -> int:
+        return int(self.events[-1]["seq"]) if self.events else 0
+
+    def read(self, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        found = [e for e in self.events if int(e.get("seq", 0)) > after]
+        return found if limit is None else found[:limit]
+
+
+def event_log(run: TrainingRun) -> EventLog | HistoryLog:
+    """The run's live event log, or its history once the live log is gone."""
+    log = run.events
+    if log.last_seq() or not run.done():
+        return log
+    path = f"{history_dir(run.id)}/events.jsonl"
+    if not run.store.models.exists(path):
+        return log
+    lines = run.store.models.read_bytes(path).decode().splitlines()
+    return HistoryLog([json.loads(line) for line in lines if line.strip()])
 
 
 def get_state(request: Request) -> ApiState:

@@ -13,7 +13,7 @@ from trainkit_api.errors import ERROR_RESPONSES
 from trainkit_api.routes.jobs import RunId
 from trainkit_api.schemas import EventPage, event_dicts
 from trainkit_api.sse import HEADERS, RECONCILE_S, parse_last_event_id, run_event_stream
-from trainkit_api.state import ApiState, get_state
+from trainkit_api.state import ApiState, event_log, get_state
 from trainkit_core.reconcile import reconcile_run
 from trainkit_core.runs import TrainingRun
 
@@ -53,7 +53,7 @@ def build_router() -> APIRouter:
     ) -> EventPage:
         """Events after `after`, oldest first; ask again with the last `seq` for more."""
         run = state.run(run_id)
-        log = run.events
+        log = event_log(run)
         return EventPage(data=event_dicts(log.read(after, limit=limit)), last_seq=log.last_seq(), done=run.done())
 
     @router.get("/jobs/{run_id}/events/stream", response_class=StreamingResponse, responses=STREAM_DOC)
@@ -69,16 +69,12 @@ def build_router() -> APIRouter:
         run = state.run(run_id)  # 404 now, not half-way into a stream
         resume = parse_last_event_id(last_event_id)
         start = resume if resume is not None else after
+        log = event_log(run)
 
         def final() -> dict[str, Any]:
-            return {
-                "run_id": run.id,
-                "status": run.status,
-                "error": run.error_message,
-                "last_seq": run.events.last_seq(),
-            }
+            return {"run_id": run.id, "status": run.status, "error": run.error_message, "last_seq": log.last_seq()}
 
-        body = run_event_stream(run.events, after=start, is_done=_done_check(run), final=final)
+        body = run_event_stream(log, after=start, is_done=_done_check(run), final=final)
         return StreamingResponse(body, media_type="text/event-stream", headers=HEADERS)
 
     return router
