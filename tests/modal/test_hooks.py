@@ -298,3 +298,30 @@ def test_missing_hf_secret_fails_the_deploy_with_how_to_create_it(
     assert "'hf-gemma' (TRAINKIT_HF_SECRET)" in info.value.message
     assert "modal secret create hf-gemma HF_TOKEN=" in (info.value.hint or "")
     assert deployment.status().state == "not-deployed"
+
+
+def test_infer_for_an_expired_run_record_reads_the_models_card(
+    fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dict entries expire after 7 idle days; the model's card on the models volume still gives its size."""
+    import json
+
+    from trainkit_core.models.paths import CARD_FILE
+    from trainkit_modal.runner import ModalRunner
+
+    monkeypatch.setenv("TRAINKIT_HF_SECRET", "huggingface")
+    provider = provider_on(fake_modal)
+    card = {
+        "run_id": "run-20261101-120000-abc123",
+        "base_model": "google/gemma-3-12b-it",
+        "preset": "12b",
+        "chat_format": "gemma3",
+    }
+    provider.volume("models").write_bytes(f"trained/run-20261101-120000-abc123/{CARD_FILE}", json.dumps(card).encode())
+    runner = ModalRunner(fake_modal, provider.settings)
+    config = runner.model_config("infer", {"model_path": "trained/run-20261101-120000-abc123", "model_size": None})
+    assert config["model_size"] == "12b"
+    target, gpu = runner.resolve("infer", {"model_path": "trained/run-20261101-120000-abc123"})
+    assert (target.name, target.gpu, gpu) == ("Inference_12b", "A100", None)
+    # Nothing readable: the arguments decide, and the container will say what is wrong.
+    assert runner.model_config("eval", {"model_path": "trained/run-missing"}) == {"model_path": "trained/run-missing"}

@@ -157,24 +157,50 @@ class ModalRunner:
         """What a call will load: `model_size` / `base_model` / `gpu`, from its arguments or its run.
 
         The train job gets only a run id: its config is in the run's record. infer and
-        eval name a trained model (`trained/<run id>`), whose run says what it was
-        trained from. Anything else falls back to the arguments themselves.
+        eval name a trained model (`trained/<run id>`): its run's record says what it was
+        trained from, or, once the record has expired from the Dict (7 idle days), the
+        model's card on the models volume. Anything else falls back to the arguments.
         """
         if function not in _MODEL_JOBS:
             return {}
         if any(kwargs.get(key) for key in ("model_size", "base_model")):
             return dict(kwargs)
-        run_id = kwargs.get("run_id") if function == "train" else None
+        if function == "train":
+            record = self._run_record(str(kwargs.get("run_id") or ""))
+            if record is None:
+                raise NotFoundError(
+                    f"no run {kwargs.get('run_id')!r} in the Modal app {self.app_name!r}; start it with `trainkit train`"
+                )
+            return record
         model_path = kwargs.get("model_path")
-        if not run_id and isinstance(model_path, str) and model_path.startswith("trained/"):
-            run_id = model_path.split("/")[1] if model_path.count("/") >= 1 else None
+        if isinstance(model_path, str) and model_path.startswith("trained/"):
+            found = self._run_record(model_path.split("/")[1]) or self._card_config(model_path)
+            if found is not None:
+                return found
+        return dict(kwargs)
+
+    def _run_record(self, run_id: str) -> dict[str, Any] | None:
+        """The `config` of run `run_id` from the ``runs`` store, or None."""
         if not run_id:
-            return dict(kwargs)
-        record = ModalKV.for_settings(self.sdk, self.settings, RUNS_NAMESPACE).get(str(run_id)) or {}
+            return None
+        record = ModalKV.for_settings(self.sdk, self.settings, RUNS_NAMESPACE).get(run_id)
         config = record.get("config") if isinstance(record, dict) else None
-        if function == "train" and not isinstance(config, dict):
-            raise NotFoundError(f"no run {run_id!r} in the Modal app {self.app_name!r}; start it with `trainkit train`")
-        return dict(config) if isinstance(config, dict) else dict(kwargs)
+        return dict(config) if isinstance(config, dict) else None
+
+    def _card_config(self, model_path: str) -> dict[str, Any] | None:
+        """Size, base model and GPU of a trained model, from its card on the models volume; None if unreadable."""
+        from trainkit_core.errors import TrainkitError
+        from trainkit_core.models import parse_model_path, read_card
+        from trainkit_modal.volume import ModalVolume
+
+        try:
+            card = read_card(
+                ModalVolume(self.sdk, self.settings.volumes.name_for("models")), parse_model_path(model_path)
+            )
+        except TrainkitError:
+            return None  # the container validates the path again and says what is wrong
+        config = {"gpu": card.config.get("gpu") or ""}
+        return {**config, "model_size": card.preset} if card.preset else {**config, "base_model": card.base_model}
 
     def _check_secret(self, config: Mapping[str, Any]) -> None:
         if self.spec.hf_secret:
