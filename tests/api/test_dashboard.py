@@ -105,3 +105,26 @@ def test_static_file_finds_the_assets() -> None:
     from trainkit_api.dashboard import static_file
 
     assert [static_file(name).name for name in ASSETS] == list(ASSETS)
+
+
+def test_run_components_are_served_behind_the_token_and_sandboxed(server, tmp_path) -> None:
+    run = server.new_run(status="succeeded")
+    page = tmp_path / "report.html"
+    page.write_text("<h1>hello</h1><script>parent.document.title = 'pwned'</script>")
+    run.add_dashboard_component(name="report", component_type="html", from_path=page)
+    data = tmp_path / "scores.json"
+    data.write_text('{"f1": 0.5}')
+    run.add_dashboard_component(name="scores", component_type="json", from_path=data)
+
+    with server.client() as client:
+        answer = client.get(f"/v1/jobs/{run.id}/components/report")
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/html")
+        assert answer.headers["content-security-policy"].startswith("sandbox")
+        assert answer.text == page.read_text()
+        assert client.get(f"/v1/jobs/{run.id}/components/scores").json() == {"f1": 0.5}
+        missing = client.get(f"/v1/jobs/{run.id}/components/nope")
+        assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
+        assert client.get(f"/v1/jobs/{run.id}/components/..%2f..%2frecord").status_code in (404, 422)
+    with httpx.Client(base_url=server.url, timeout=30) as anonymous:
+        assert anonymous.get(f"/v1/jobs/{run.id}/components/report").status_code == 401

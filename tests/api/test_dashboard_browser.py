@@ -13,6 +13,7 @@ by the `browser` nox session), which turns the skip into a failure.
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 import shutil
@@ -334,6 +335,37 @@ def test_eval_report_shows_base_vs_tuned_with_the_examples(page: Any, server: Se
     assert first[4].startswith("RED FOX") and "exact match" in first[4]
     assert page.locator(f'a[href="#/runs/{run_id}"]').is_visible()
     shot(page, "eval-report")
+
+
+# A 2x1 PNG (one red, one blue pixel).
+TINY_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAAEElEQVR4nGP4z8DAwPCfAQAL/wH/kZ6pVAAAAABJRU5ErkJggg=="
+)
+
+
+def test_attached_components_are_shown_and_html_cannot_script(page: Any, server: Server, tmp_path: Path) -> None:
+    run = seed_run(server, status="succeeded", losses=[7.0, 5.0, 3.0])
+    files = {
+        "curve": ("png", TINY_PNG),
+        "scores": ("json", b'{"exact_match": 0.9, "f1": 0.95}'),
+        "notes": (
+            "html",
+            b"<h1>Notes</h1><script>parent.document.title = 'pwned'; top.location = 'about:blank'</script>",
+        ),
+    }
+    for name, (kind, data) in files.items():
+        path = tmp_path / f"{name}.{kind}"
+        path.write_bytes(data)
+        run.add_dashboard_component(name=name, component_type=kind, from_path=path)
+
+    page.goto(f"{server.url}/#/runs/{run.id}")
+    page.wait_for_function("document.querySelector('figure[data-component=curve] img')?.naturalWidth === 2")
+    assert '"f1": 0.95' in page.inner_text("figure[data-component=scores] pre")
+    frame = page.frame_locator("figure[data-component=notes] iframe")
+    assert frame.locator("h1").inner_text() == "Notes"
+    assert page.get_attribute("figure[data-component=notes] iframe", "sandbox") == ""
+    assert page.title() == "trainkit" and page.url.startswith(server.url)  # its script never ran
+    shot(page, "components")
 
 
 # --------------------------------------------------------------------------- a real tiny run

@@ -5,14 +5,28 @@ build step): the machines it runs on often have no internet. It holds no data of
 own and needs no token to load; everything it shows comes from the `/v1` routes,
 which it calls with the bearer token the user types once (kept in the browser's
 `sessionStorage`, never put in a URL). So these routes stay outside the API's auth.
+
+One data route lives here too, behind the token like every `/v1` route: the files a
+run attached with `TrainingRun.add_dashboard_component` (PNG, SVG, HTML, JSON), which
+only the dashboard shows. They are user content, so they go out with a sandboxing
+Content-Security-Policy and the page renders HTML ones in a sandboxed frame.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import APIRouter, HTTPException
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, Depends, HTTPException
+from fastapi import Path as PathParam
+from fastapi.responses import FileResponse, Response
+
+from trainkit_api.auth import require_token
+from trainkit_api.errors import ERROR_RESPONSES
+from trainkit_api.routes.jobs import RunId
+from trainkit_api.state import ApiState, get_state
+from trainkit_core.errors import NotFoundError
+from trainkit_core.ids import NAME_PATTERN
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -43,16 +57,48 @@ def _serve(path: Path) -> FileResponse:
     return FileResponse(path, media_type=MEDIA_TYPES[path.suffix], headers=_HEADERS)
 
 
+#: Attached files are the run's own content: no script, no plugin, no navigation of the page.
+COMPONENT_HEADERS = {
+    "Content-Security-Policy": "sandbox; default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
+
+
+def build_components_router() -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+    @router.get("/jobs/{run_id}/components/{name}", response_class=Response)
+    def get_component(
+        run_id: RunId,
+        name: Annotated[str, PathParam(pattern=NAME_PATTERN.pattern, description="The component's name.")],
+        state: ApiState = Depends(get_state),
+    ) -> Response:
+        """A file the run attached for the dashboard (`TrainingRun.add_dashboard_component`)."""
+        run = state.run(run_id, reconcile=False)
+        found = [c for c in run.dashboard_components if c.get("name") == name]
+        if not found:
+            raise NotFoundError(f"run {run_id} has no dashboard component {name!r}")
+        component = found[-1]
+        data = state.store.models.read_bytes(str(component["path"]))
+        return Response(
+            data, media_type=str(component.get("media_type") or "application/octet-stream"), headers=COMPONENT_HEADERS
+        )
+
+    return router
+
+
 def build_router() -> APIRouter:
     """The dashboard's routes; `create_app` includes them next to `/v1`."""
-    router = APIRouter(include_in_schema=False)
+    router = APIRouter()
 
-    @router.get("/")
+    @router.get("/", include_in_schema=False)
     def index() -> FileResponse:
         return _serve(static_file("index.html"))
 
-    @router.get("/static/{name:path}")
+    @router.get("/static/{name:path}", include_in_schema=False)
     def static(name: str) -> FileResponse:
         return _serve(static_file(name))
 
+    router.include_router(build_components_router())
     return router

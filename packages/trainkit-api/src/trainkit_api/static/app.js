@@ -552,13 +552,41 @@ async function viewRun(runId) {
   every(4000, () => { if (run && !TERMINAL.has(run.status)) { refreshRun(); refreshCheckpoints(); } });
 }
 
+/* Files the run attached (TrainingRun.add_dashboard_component): fetched with the token,
+ * shown as images, pretty JSON, or HTML in a sandboxed frame (no script, its own origin). */
+const shownComponents = new WeakMap(); // box -> key of what it shows
+
+async function componentView(runId, c) {
+  const resp = await fetch(`/v1/jobs/${encodeURIComponent(runId)}/components/${encodeURIComponent(c.name)}`, { headers: authHeaders({ Accept: "*/*" }) });
+  if (!resp.ok) return h("p", { class: "error-text" }, `could not load ${c.name}: HTTP ${resp.status}`);
+  if (c.type === "png" || c.type === "svg") {
+    const url = URL.createObjectURL(await resp.blob());
+    return h("img", { src: url, alt: c.name, class: "component-img" });
+  }
+  const text = await resp.text();
+  if (c.type === "json") {
+    let pretty = text;
+    try { pretty = JSON.stringify(JSON.parse(text), null, 2); } catch (e) { /* shown as is */ }
+    return h("pre", { class: "component-json" }, pretty);
+  }
+  const frame = h("iframe", { sandbox: "", class: "component-html", title: c.name });
+  frame.srcdoc = text;
+  return frame;
+}
+
 function renderComponents(box, run) {
   const comps = run.dashboard_components || [];
+  const key = comps.map((c) => `${c.name}:${c.added_at}`).join("|");
+  if (shownComponents.get(box) === key) return;
+  shownComponents.set(box, key);
   if (comps.length === 0) { box.replaceChildren(); return; }
-  box.replaceChildren(h("section", { class: "card" }, h("h2", {}, "Attached components"),
-    h("table", { class: "table" },
-      h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Type"), h("th", {}, "Path"), h("th", { class: "num" }, "Size"))),
-      h("tbody", {}, comps.map((c) => h("tr", {}, h("td", {}, c.name), h("td", {}, c.type), h("td", { class: "mono" }, c.path), h("td", { class: "num" }, fmtBytes(c.size))))))));
+  const items = comps.map((c) => {
+    const holder = h("div", { class: "component-body" }, h("p", { class: "muted" }, "loading…"));
+    componentView(run.id, c).then((el) => holder.replaceChildren(el)).catch((err) => holder.replaceChildren(h("p", { class: "error-text" }, String(err))));
+    return h("figure", { class: "component", dataset: { component: c.name } },
+      h("figcaption", {}, h("strong", {}, c.name), h("span", { class: "muted" }, ` ${c.type} · ${fmtBytes(c.size)}`)), holder);
+  });
+  box.replaceChildren(h("section", { class: "card" }, h("h2", {}, "Attached components"), h("div", { class: "components" }, items)));
 }
 
 /* ---- sweeps */
