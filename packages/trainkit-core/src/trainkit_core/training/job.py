@@ -12,8 +12,9 @@ continues from the latest complete checkpoint: adapter, optimizer, scheduler, RN
 and step count are restored by the trainer.
 
 Ends: `succeeded`; `stopped` when the stop flag was set (the adapter is saved and a
-checkpoint written, so it can be resumed); `failed` with the error text on any
-exception (raised again, so the provider also sees the call fail). Every end writes
+checkpoint written, so it can be resumed); `preempted` on SIGINT (how a provider
+preempts a container; not terminal, so a restart resumes); `failed` with the error
+text on any other exception (raised again, so the provider also sees the call fail). Every end writes
 the run's history to the models volume.
 """
 
@@ -117,6 +118,11 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     scratch = Path(tempfile.mkdtemp(prefix=f"trainkit-{run_id}-"))
     try:
         status = _train(ctx, run, scratch, resume=resume or restarted)
+    except KeyboardInterrupt:
+        # SIGINT: how a provider preempts a container. Not terminal: the provider's
+        # restart of the same input (or `trainkit runs resume`) continues from the checkpoint.
+        _end(ctx, run, "preempted", error="interrupted (preempted); it resumes from its latest checkpoint")
+        raise
     except BaseException as exc:
         text = f"{type(exc).__name__}: {exc}"
         log.error("run %s failed: %s", run_id, traceback.format_exc())
@@ -136,7 +142,7 @@ def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = 
     if run.started_at:
         run.duration_seconds = now - run.started_at
     run.error_message = error
-    if status != "failed":
+    if status in ("succeeded", "stopped"):
         _phase(run, "done")
     if run.phase in run.step_times and run.step_times[run.phase].get("end") is None:
         run.step_times[run.phase]["end"] = now
