@@ -10,6 +10,7 @@ disks; the others use uv when it is installed (run.py installs nox with it).
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -64,12 +65,17 @@ def _wheels(session: nox.Session) -> dict[str, str]:
                 digest.update(path.relative_to(HERE).as_posix().encode())
                 digest.update(path.read_bytes())
     folder = HERE / ".nox" / "_wheels" / digest.hexdigest()[:16]
-    if not (folder / "complete").exists():
-        shutil.rmtree(folder, ignore_errors=True)
+    if not folder.is_dir():
+        # Built aside and renamed into place, so a half-built folder is never used.
+        building = folder.with_name(f"{folder.name}.building-{os.getpid()}")
+        shutil.rmtree(building, ignore_errors=True)
         # nox's own Python has pip whichever installer the session uses.
-        wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder)]
+        wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(building)]
         session.run(*wheel, *(f"./{s}" for s in SOURCES.values()), external=True)
-        (folder / "complete").touch()
+        try:
+            building.rename(folder)
+        except OSError:  # another nox run finished the same build first
+            shutil.rmtree(building, ignore_errors=True)
     built = {}
     for name, source in SOURCES.items():
         dist = Path(source).name.replace("-", "_")
