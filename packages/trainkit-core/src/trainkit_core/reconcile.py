@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from trainkit_core.errors import NotFoundError, TrainkitError
+
 PENDING_TIMEOUT_S = 15 * 60
 
 
@@ -23,9 +25,11 @@ def reconcile_run(run: Any) -> bool:
     if run.function_call_id and provider is not None:
         try:
             status = provider.call(run.function_call_id).status()
-        except Exception as exc:
+        except NotFoundError as exc:
             status = None
-            reason = f"the run's job {run.function_call_id} cannot be found: {exc}"
+            reason = f"the run's job {run.function_call_id} cannot be found: {exc.message}"
+        except TrainkitError:
+            return False  # the provider cannot answer now (network, credentials): decide later
         if status is not None and status.done:
             run.reload()
             if run.done():

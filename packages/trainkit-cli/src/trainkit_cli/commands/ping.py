@@ -15,7 +15,9 @@ def register(cli: click.Group) -> None:
     def ping(state: CliState, timeout: float, as_json: bool) -> None:
         """Run a tiny job on the provider: python, volumes, GPU, whether HF_TOKEN is set."""
         provider = state.provider
-        provider.deployment().deploy()
+        deployment = provider.deployment()
+        if deployment.status().state == "not-deployed":
+            deployment.deploy()
         result = provider.spawn("ping").wait(timeout=timeout)
         if as_json:
             print_json(result)
