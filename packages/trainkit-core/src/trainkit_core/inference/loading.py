@@ -53,8 +53,9 @@ def _device(prefer: str | None = None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_base(source: str, *, device: str, quantize: bool) -> Any:
-    """The base causal LM: 4-bit (bitsandbytes) when `quantize` on CUDA, else fp32 on CPU."""
+def load_base(source: str, *, device: str, quantize: bool, dtype: Any = None) -> Any:
+    """The base causal LM: 4-bit (bitsandbytes) when `quantize` on CUDA, else fp32 on CPU
+    (bf16 on CUDA); `dtype` overrides the unquantized dtype (the gate matches the trainer's)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -70,7 +71,7 @@ def load_base(source: str, *, device: str, quantize: bool) -> Any:
         )
         kwargs["device_map"] = {"": 0}
     else:
-        kwargs["dtype"] = torch.float32 if device == "cpu" else torch.bfloat16
+        kwargs["dtype"] = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     if "device_map" not in kwargs:
         model.to(device)  # type: ignore[arg-type]
@@ -140,7 +141,7 @@ def _base_names(card: TrainedModelCard) -> set[str]:
 
 
 def load_adapter_model(
-    folder: Path, card: TrainedModelCard, hf_cache: Path | None, *, device: str, quantize: bool
+    folder: Path, card: TrainedModelCard, hf_cache: Path | None, *, device: str, quantize: bool, dtype: Any = None
 ) -> tuple[Any, Any, ChatFormat]:
     """(peft model, tokenizer, chat format) of one saved adapter on a freshly loaded base.
 
@@ -152,7 +153,7 @@ def load_adapter_model(
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
     fmt = check_card(card, folder, tokenizer)
-    base = load_base(resolve_base(card, hf_cache), device=device, quantize=quantize)
+    base = load_base(resolve_base(card, hf_cache), device=device, quantize=quantize, dtype=dtype)
     check_base(card, folder, tokenizer, base)
     model = PeftModel.from_pretrained(base, str(folder), adapter_name="default", is_trainable=False)
     model.eval()

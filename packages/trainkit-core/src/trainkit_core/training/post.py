@@ -18,7 +18,8 @@ perplexity, exact match, token F1): ``eval_*`` and ``base_eval_*`` metrics.
 On CPU (and for fp32 models) the saved adapter is loaded on a fresh base, exactly as
 inference does. A quantized (4-bit GPU) model is not reloaded a second time: the
 saved adapter is loaded onto the in-memory base under another name, and the
-round-trip tolerance is that of 4-bit arithmetic (`QUANTIZED_TOL`).
+round-trip tolerance is that of 4-bit arithmetic (`QUANTIZED_TOL`); so is a base
+trained in bf16 (reloaded in the trainer's dtype).
 """
 
 from __future__ import annotations
@@ -105,8 +106,12 @@ def adapter_gate(
     model.eval()
     trained = _logits(model, tokenizer, prompts, device)
     if not quantized:
-        reloaded, tok, fmt = load_adapter_model(out_dir, card, ctx.path("hf-cache"), device=device, quantize=False)
-        adapter, tol = "default", ROUND_TRIP_TOL
+        dtype = model.get_input_embeddings().weight.dtype  # the base weights' dtype, as trained
+        reloaded, tok, fmt = load_adapter_model(
+            out_dir, card, ctx.path("hf-cache"), device=device, quantize=False, dtype=dtype
+        )
+        adapter = "default"
+        tol = ROUND_TRIP_TOL if dtype == torch.float32 else QUANTIZED_TOL
     else:
         check_fit(card, out_dir, tokenizer)
         model.load_adapter(str(out_dir), adapter_name="saved", is_trainable=False)
