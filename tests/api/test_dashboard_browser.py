@@ -14,6 +14,7 @@ by the `browser` nox session), which turns the skip into a failure.
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 import os
 import shutil
@@ -29,6 +30,7 @@ import httpx
 import pytest
 
 from trainkit_core import get_provider
+from trainkit_core.errors import ConflictError
 from trainkit_core.ids import new_run_id
 from trainkit_core.runs import RunStore, TrainingRun
 from trainkit_core.settings import ApiSettings, DatasetSettings, ProviderSettings, Settings
@@ -98,11 +100,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     while not uv.started:
         assert thread.is_alive() and time.monotonic() < deadline, "the API server did not start"
         time.sleep(0.05)
+    served = Server(f"http://127.0.0.1:{port}", settings)
     try:
-        yield Server(f"http://127.0.0.1:{port}", settings)
+        yield served
     finally:
         uv.should_exit = True
         thread.join(timeout=15)
+        # No worker may outlive the tests (its home is a temporary folder): end what still runs.
+        for run in served.store.list():
+            if not run.done():
+                with contextlib.suppress(ConflictError):  # it ended meanwhile
+                    run.cancel()
 
 
 @pytest.fixture(scope="module")
@@ -379,9 +387,9 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         )
         assert answer.status_code == 201, answer.text
         run_id = answer.json()["id"]
-    requests: list[Any] = []
-    page.on("request", lambda request: requests.append(request))
     try:
+        requests: list[Any] = []
+        page.on("request", lambda request: requests.append(request))
         # The runs table lists it as running (it reloads the list by itself).
         page.goto(server.url + "/#/")
         page.locator(f'tr[data-run-id="{run_id}"][data-status=running]').wait_for(timeout=240_000)
