@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.ml, pytest.mark.e2e]
+pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(2400)]  # the demo trains once, in the first test
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
