@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -301,9 +300,3 @@ class ModelCache:
             entry.model.eval()
         self.adapter_loads += 1
         return name
-
-
-def hf_cache_from_env() -> Path | None:
-    """The hf-cache folder when `HF_HOME` points at it (inside jobs and the warm worker)."""
-    value = os.environ.get("HF_HOME")
-    return Path(value) if value else None
