@@ -98,14 +98,6 @@ def write_loss_png(
     Returns what was drawn, read back from the plotted lines: run id -> (x, y). A run
     without loss points is left out of the figure (the caller says so).
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise MissingExtraError(
-            "writing a PNG needs matplotlib",
-            hint="pip install 'trainkit-cli[plot]', or leave out --out for a sparkline",
-        ) from None
     drawn = [s for s in series if len(s)]
     if not drawn:
         raise UsageError("none of the runs has reported a loss yet: nothing to plot")
@@ -114,6 +106,14 @@ def write_loss_png(
         raise UsageError(f"--out must name a .png file, not {str(out)!r}")
     if not out.parent.is_dir():
         raise UsageError(f"cannot write {str(out)!r}: directory {str(out.parent)!r} does not exist")
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise MissingExtraError(
+            "writing a PNG needs matplotlib",
+            hint="pip install 'trainkit-cli[plot]', or leave out --out for a sparkline",
+        ) from None
 
     figure = Figure(figsize=(8, 4.5), dpi=100, layout="constrained")
     FigureCanvasAgg(figure)  # attaches itself to the figure: a canvas without pyplot's global state
