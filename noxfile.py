@@ -104,8 +104,10 @@ def _pytest(session: nox.Session, *args: str, folder: str) -> None:
 @nox.parametrize("package", list(LIGHT_INSTALLS))
 def tests(session: nox.Session, package: str) -> None:
     """One package's tests that need no torch, on one Python."""
-    _install(session, LIGHT_INSTALLS[package], "test")
-    _pytest(session, "-m", LIGHT_MARKERS, folder=f"tests/{package}")
+    _install(session, LIGHT_INSTALLS[package], "test", "parallel")
+    # Two workers, one test file each at a time (module fixtures stay shared): most of
+    # these tests wait on subprocesses, so the two cores overlap them.
+    _pytest(session, "-m", LIGHT_MARKERS, "-n", "2", "--dist", "loadfile", folder=f"tests/{package}")
 
 
 @nox.session(python=ML_PYTHON)
