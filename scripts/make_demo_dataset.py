@@ -1,10 +1,12 @@
 """Generate ``datasets/demo``: a task a tiny model visibly learns in a few hundred steps.
 
-The task is a deterministic text transformation: "Uppercase: red fox sun" -> "RED FOX
-SUN", over a vocabulary of 30 short words, two or three words per prompt. The eval
+The task is a deterministic text transformation: "Uppercase: red frog sun" -> "RED
+FROG SUN", over a vocabulary of 12 short words, two or three words per prompt. The eval
 split holds combinations that never appear in train (each of its words does), so an
 exact match on eval shows the model learned the rule, not the lines. The base model,
-untrained, scores about 0.
+untrained, scores about 0. The vocabulary is small on purpose: with LoRA r=8 over a
+frozen random tiny model, each word's mapping costs adapter capacity; 12 words reached
+0.85 exact match on eval in 300 steps of batch 16, 30 words only about 0.3.
 
 Run ``python scripts/make_demo_dataset.py`` to (re)write the folder; the output is
 the same byte for byte on every run (seeded), so the dataset hash only changes when
@@ -18,38 +20,7 @@ import json
 import random
 from pathlib import Path
 
-WORDS = [
-    "red",
-    "blue",
-    "green",
-    "cat",
-    "dog",
-    "fox",
-    "sun",
-    "moon",
-    "star",
-    "tree",
-    "leaf",
-    "rock",
-    "fish",
-    "bird",
-    "frog",
-    "cake",
-    "milk",
-    "rain",
-    "snow",
-    "wind",
-    "ship",
-    "road",
-    "door",
-    "lamp",
-    "book",
-    "ring",
-    "bell",
-    "coin",
-    "king",
-    "owl",
-]
+WORDS = ["red", "blue", "cat", "dog", "frog", "fish", "sun", "snow", "tree", "rock", "lamp", "king"]
 PREFIX = "Uppercase: "
 SEED = 20261130
 TRAIN_SIZE = 400
