@@ -177,6 +177,8 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     _phase(run, "loading_model")
     backend = select_backend(config.backend)
     run.framework = backend
+    if backend == "unsloth":
+        import unsloth  # noqa: F401  (before anything imports transformers, so its patches apply)
     base_model = config.model_id
     base_model_path = ""
     source = resolve_base_model({"base_model": base_model}, hf_cache)
