@@ -6,7 +6,7 @@ split holds combinations that never appear in train (each of its words does), so
 exact match on eval shows the model learned the rule, not the lines. The base model,
 untrained, scores about 0. The vocabulary is small on purpose: with LoRA r=8 over a
 frozen random tiny model, each word's mapping costs adapter capacity; 12 words reached
-0.85 exact match on eval in 300 steps of batch 16, 30 words only about 0.3.
+0.83 exact match on eval (50 of 60) in 300 steps of batch 16; 30 words only about 0.3.
 
 Run ``python scripts/make_demo_dataset.py`` to (re)write the folder; the output is
 the same byte for byte on every run (seeded), so the dataset hash only changes when
