@@ -47,6 +47,12 @@ class ProviderSettings(BaseSettings):
         description="Home of the `local` provider: volumes, key-value store, job logs.",
     )
 
+    @field_validator("home", mode="before")
+    @classmethod
+    def _empty_home_is_default(cls, value: object) -> object:
+        # An empty TRAINKIT_HOME would otherwise mean the current directory.
+        return default_home() if value in ("", None) else value
+
 
 class ComputeSettings(BaseSettings):
     """How jobs run on a provider: GPU, time limits, secrets."""
