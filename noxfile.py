@@ -19,7 +19,7 @@ import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "ml", "plugin_discovery", "browser"]
+nox.options.sessions = ["lint", "typecheck", "tests", "ml", "plugin_discovery"]
 
 ROOT = nox.project.load_toml("pyproject.toml")
 PYTHONS = nox.project.python_versions(nox.project.load_toml("packages/trainkit-cli/pyproject.toml"))
@@ -104,7 +104,8 @@ def _pytest(session: nox.Session, *args: str, folder: str) -> None:
 @nox.parametrize("package", list(LIGHT_INSTALLS))
 def tests(session: nox.Session, package: str) -> None:
     """One package's tests that need no torch, on one Python."""
-    _install(session, LIGHT_INSTALLS[package], "test", "parallel")
+    groups = ("test", "parallel", "api-test") if "api" in LIGHT_INSTALLS[package] else ("test", "parallel")
+    _install(session, LIGHT_INSTALLS[package], *groups)
     # Two workers, one test file each at a time (module fixtures stay shared): most of
     # these tests wait on subprocesses, so the two cores overlap them.
     _pytest(session, "-m", LIGHT_MARKERS, "-n", "2", "--dist", "loadfile", folder=f"tests/{package}")
@@ -112,9 +113,19 @@ def tests(session: nox.Session, package: str) -> None:
 
 @nox.session(python=ML_PYTHON)
 def ml(session: nox.Session) -> None:
-    """Tests that train, infer and evaluate for real (CPU, tiny model), e2e included."""
-    _install(session, ["core", "cli", "api", "modal"], "test", "ml-test", extras={"core": "train"})
-    _pytest(session, "-m", "ml and not unsloth and not modal_live", "-p", "no:cacheprovider", folder="tests")
+    """Tests that train, infer and evaluate for real (CPU, tiny model), e2e and the dashboard in Chromium.
+
+    One environment with the training stack serves the ML tests, the browser tests and
+    `runs plot`'s PNGs, since installing it is the slowest step of CI. A missing
+    Chromium, Playwright or matplotlib is a failure here, not a skip.
+    """
+    _install(
+        session, ["core", "cli", "api", "modal"], "test", "ml-test", "api-test", extras={"core": "train", "cli": "plot"}
+    )
+    session.env.update({"TRAINKIT_REQUIRE_BROWSER": "1", "TRAINKIT_REQUIRE_PLOT": "1"})
+    markers = "(ml or browser) and not unsloth and not modal_live"
+    _pytest(session, "-m", markers, "-p", "no:cacheprovider", folder="tests")
+    session.run("pytest", "tests/cli/test_runs_plot.py", "-p", "no:cacheprovider", *session.posargs)
 
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
@@ -128,7 +139,7 @@ def plugin_discovery(session: nox.Session) -> None:
     _pytest(session, "-m", "not ml", folder="tests/contract")
 
 
-@nox.session(python=ML_PYTHON)
+@nox.session(python=ML_PYTHON, default=False)
 def browser(session: nox.Session) -> None:
     """The dashboard in headless Chromium against a real server (a live tiny run), and `runs plot`'s PNGs.
 
