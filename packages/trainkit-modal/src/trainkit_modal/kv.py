@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from trainkit_core.errors import UsageError
+from trainkit_core.kv_values import check_key, dump_value
 from trainkit_core.settings import Settings
 from trainkit_modal.errors import translate
 
@@ -49,17 +50,8 @@ class ModalKV:
     def __repr__(self) -> str:
         return f"<ModalKV {self.namespace} in Dict {self.name}>"
 
-    @staticmethod
-    def _check_key(key: str) -> None:
-        if not isinstance(key, str) or not key:
-            raise UsageError(f"key must be a non-empty string, got {key!r}")
-
-    @staticmethod
-    def _dump(value: Any) -> str:
-        try:
-            return json.dumps(value, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"value is not JSON-serialisable: {exc}") from None
+    _check_key = staticmethod(check_key)
+    _dump = staticmethod(dump_value)
 
     def get(self, key: str, default: Any = None) -> Any:
         self._check_key(key)

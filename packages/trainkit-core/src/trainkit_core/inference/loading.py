@@ -61,14 +61,9 @@ def load_base(source: str, *, device: str, quantize: bool, dtype: Any = None) ->
 
     kwargs: dict[str, Any] = {}
     if quantize and device == "cuda":
-        from transformers import BitsAndBytesConfig
+        from trainkit_core.quantization import bnb_4bit_config
 
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True,
-            bnb_4bit_quant_type="nf4",
-            bnb_4bit_compute_dtype=torch.bfloat16,
-            bnb_4bit_use_double_quant=True,
-        )
+        kwargs["quantization_config"] = bnb_4bit_config()
         kwargs["device_map"] = {"": 0}
     else:
         kwargs["dtype"] = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import UsageError
+from trainkit_core.kv_values import check_key, dump_value
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (
@@ -69,17 +70,8 @@ class LocalKV:
                 raise
             conn.execute("COMMIT")
 
-    @staticmethod
-    def _check_key(key: str) -> None:
-        if not isinstance(key, str) or not key:
-            raise UsageError(f"key must be a non-empty string, got {key!r}")
-
-    @staticmethod
-    def _dump(value: Any) -> str:
-        try:
-            return json.dumps(value, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"value is not JSON-serialisable: {exc}") from None
+    _check_key = staticmethod(check_key)
+    _dump = staticmethod(dump_value)
 
     def get(self, key: str, default: Any = None) -> Any:
         self._check_key(key)

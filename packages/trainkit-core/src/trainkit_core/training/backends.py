@@ -60,14 +60,9 @@ def load_hf(source: str, config: TrainConfig) -> Any:
     kwargs: dict[str, Any] = {}
     quantize = bool(config.load_in_4bit) and cuda
     if quantize:
-        from transformers import BitsAndBytesConfig
+        from trainkit_core.quantization import bnb_4bit_config
 
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True,
-            bnb_4bit_quant_type="nf4",
-            bnb_4bit_compute_dtype=torch.bfloat16,
-            bnb_4bit_use_double_quant=True,
-        )
+        kwargs["quantization_config"] = bnb_4bit_config()
         kwargs["device_map"] = {"": 0}
     else:
         kwargs["dtype"] = torch.bfloat16 if cuda else torch.float32
