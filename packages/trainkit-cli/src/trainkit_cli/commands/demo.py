@@ -104,5 +104,5 @@ def register(cli: click.Group) -> None:
             table.add_row(escape(prompt), *(escape(repr(a["text"])) for a in answers))
         out.print(table)
         out.print(
-            f"done in {time.monotonic() - started:.0f} s. Try: trainkit infer --model-path {model_path} --prompt 'Uppercase: hello world'"
+            f"done in {time.monotonic() - started:.0f} s. Try: trainkit infer --model-path {model_path} --prompt 'Uppercase: king snow cat' (the demo's words: red blue cat dog frog fish sun snow tree rock lamp king)"
         )

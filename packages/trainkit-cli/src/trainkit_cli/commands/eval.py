@@ -22,9 +22,9 @@ def print_report(report: dict[str, Any], title: str | None = None) -> None:
     from rich.table import Table
 
     source = report.get("eval_set") or f"{report.get('dataset')} (eval split)"
-    table = Table(
-        title=title or f"eval {report.get('report_id', '')}: {report['model_path']} on {source}", title_justify="left"
-    )
+    # The title goes on its own line: as a table title it would wrap at the table's width.
+    heading = title or f"eval {report.get('report_id', '')}: {report['model_path']} on {source}"
+    table = Table()
     table.add_column("metric")
     table.add_column("base", justify="right")
     table.add_column("tuned", justify="right")
@@ -32,7 +32,9 @@ def print_report(report: dict[str, Any], title: str | None = None) -> None:
     for key, label in METRICS:
         table.add_row(label, _cell(base, key), _cell(tuned, key))
     table.add_row("examples", str(base.get("examples", "")), str(tuned.get("examples", "")))
-    console().print(table)
+    out = console()
+    out.print(heading, markup=False)
+    out.print(table)
 
 
 def register(cli: click.Group) -> None:
