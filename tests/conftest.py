@@ -26,6 +26,36 @@ def trainkit_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     reset_plugin_manager()
     yield home
     reset_plugin_manager()
+    _end_leftover_processes(home)
+
+
+def _end_leftover_processes(home: Path) -> None:
+    """Cancel local jobs and end a warm inference worker that a test left running.
+
+    They are detached on purpose (they outlive their starter), so a test that fails
+    before its own clean-up would otherwise leave them training in a deleted folder,
+    taking CPU from the tests after it.
+    """
+    import signal
+
+    from trainkit_core.local.kv import LocalKV, db_path
+    from trainkit_core.local.runner import CALLS_NAMESPACE, LocalRunHandle, alive
+
+    if db_path(home).exists():
+        calls = LocalKV(home, CALLS_NAMESPACE)
+        for call_id, record in calls.items():
+            if record.get("state") in ("pending", "running"):
+                LocalRunHandle(calls, call_id).cancel(grace_s=2.0)
+    try:
+        from trainkit_core.inference.warm import read_record
+    except ImportError:
+        return
+    worker = read_record(home)
+    if worker and alive(worker.get("pid"), worker.get("pid_start")):
+        try:
+            os.kill(worker["pid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture
