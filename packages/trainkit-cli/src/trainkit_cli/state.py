@@ -7,6 +7,7 @@ context object, so commands never read the environment themselves.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,15 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+#: Width for output that goes to a pipe or file: there is no terminal to fit, and
+#: rich's default of 80 columns would cut run ids and model paths in tables.
+PIPED_WIDTH = 200
+
+
 def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    out = Console(stderr=stderr, highlight=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.width = PIPED_WIDTH
+    return out

@@ -45,7 +45,13 @@ def register(cli: click.Group) -> None:
 
         table = Table(title="trained models", title_justify="left")
         for column in ("model path", "preset", "base model", "dataset", "final loss", "eval EM", "created", "size"):
-            table.add_column(column, justify="right" if column in ("final loss", "eval EM", "size") else "left")
+            # A model path is what the user copies next: wrap it rather than cut it.
+            table.add_column(
+                column,
+                justify="right" if column in ("final loss", "eval EM", "size") else "left",
+                overflow="fold",
+                no_wrap=column != "model path",
+            )
         for m in models:
             created = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created_at)) if m.created_at else ""
             table.add_row(

@@ -204,10 +204,7 @@ def register(cli: click.Group) -> None:
         if not found:
             console().print("no runs yet: start one with trainkit train --dataset NAME")
         else:
-            out = console()
-            if not out.is_terminal:
-                out.width = 160  # piped: no terminal width to fit, keep ids whole
-            out.print(table)
+            console().print(table)
 
     @runs.command("show")
     @click.argument("run_id")

@@ -81,7 +81,4 @@ def register(cli: click.Group) -> None:
                 *(num(row.get(k)) for k in extra),
                 f"{row['duration_s']:.0f}s" if row["duration_s"] else "-",
             )
-        out = console()
-        if not out.is_terminal:
-            out.width = 200  # piped: no terminal width to fit
-        out.print(table)
+        console().print(table)
