@@ -12,10 +12,14 @@ RUN_ID_PATTERN = re.compile(r"^run-\d{8}-\d{6}-[0-9a-f]{6}$")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
-def new_run_id(now: float | None = None) -> str:
-    """`run-YYYYMMDD-HHMMSS-xxxxxx` (UTC): sorts by creation time, readable in a listing."""
+def new_stamped_id(prefix: str, now: float | None = None) -> str:
+    """`<prefix>-YYYYMMDD-HHMMSS-xxxxxx` (UTC): sorts by creation time, readable in a listing."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
-    return f"run-{stamp}-{secrets.token_hex(3)}"
+    return f"{prefix}-{stamp}-{secrets.token_hex(3)}"
+
+
+def new_run_id(now: float | None = None) -> str:
+    return new_stamped_id("run", now)
 
 
 def check_run_id(value: str) -> str:

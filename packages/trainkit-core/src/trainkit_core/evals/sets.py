@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.hookspecs import Volume
-from trainkit_core.ids import check_name
+from trainkit_core.ids import check_name, new_stamped_id
 
 REPORT_ID_PATTERN = re.compile(r"^ev-\d{8}-\d{6}-[0-9a-f]{6}$")
 ROLES = ("system", "user", "assistant")
@@ -34,8 +32,7 @@ def report_dir(report_id: str) -> str:
 
 
 def new_report_id(now: float | None = None) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
-    return f"ev-{stamp}-{secrets.token_hex(3)}"
+    return new_stamped_id("ev", now)
 
 
 def check_report_id(value: str) -> str:
