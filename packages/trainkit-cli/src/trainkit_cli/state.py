@@ -50,6 +50,15 @@ def json_option(func: Any) -> Any:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(func)
 
 
+def human_size(n: float) -> str:
+    """Bytes as people read them (decimal units, as file managers show)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
     sys.stdout.write("\n")

@@ -13,21 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
+from trainkit_cli.state import CliState, console, human_size, json_option, pass_state, print_json
 
 if TYPE_CHECKING:
     from trainkit_core.datasets.problems import Report
 
 #: Uploads at least this large get a progress bar.
 PROGRESS_MIN_BYTES = 1 << 20
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return f"{n} B"
 
 
 def _length_options(func: Any) -> Any:
@@ -114,7 +106,7 @@ def register(cli: click.Group) -> None:
                 str(len(row["files"])),
                 str(row["train_examples"]),
                 str(row["eval_examples"]),
-                _size(row["size"]),
+                human_size(row["size"]),
                 row["hash"][:12],
                 row["synced"],
             )
@@ -158,7 +150,7 @@ def register(cli: click.Group) -> None:
         else:
             out.print(
                 f"{result.name}: synced version {result.version}: sent {len(result.files_sent)} file(s), "
-                f"{_size(result.uploaded_bytes)}; {len(result.files_reused)} unchanged file(s) reused"
+                f"{human_size(result.uploaded_bytes)}; {len(result.files_reused)} unchanged file(s) reused"
             )
 
     @cli.command("validate")

@@ -6,15 +6,7 @@ import time
 
 import click
 
-from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return f"{n} B"
+from trainkit_cli.state import CliState, console, human_size, json_option, pass_state, print_json
 
 
 def _metric(metrics: dict, *names: str) -> str:  # type: ignore[type-arg]
@@ -62,6 +54,6 @@ def register(cli: click.Group) -> None:
                 _metric(m.metrics, "final_loss", "loss"),
                 _metric(m.metrics, "eval_exact_match"),
                 created,
-                _size(m.size_bytes),
+                human_size(m.size_bytes),
             )
         out.print(table)
