@@ -166,7 +166,9 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
 def typecheck(session: nox.Session) -> None:
     _install(session, ["core", "cli", "api", "modal"], "typecheck")
-    session.run("mypy")
+    # A cache of its own: a .mypy_cache left by the development venv (editable installs)
+    # made this session report modules as missing that the wheels do have.
+    session.run("mypy", "--cache-dir", f"{session.virtualenv.location}/.mypy_cache")
 
 
 @nox.session(python=ML_PYTHON, default=False)
