@@ -42,7 +42,9 @@ def test_app_lifecycle_through_the_cli(cli_on_fake: ModuleType, capsys: pytest.C
     assert code == 0 and "deployed" in out and "ping" in out
 
     code, out, _ = run(capsys, "--provider", "modal", "app", "stop", "--json")
-    assert code == 0 and json.loads(out)["state"] == "not-deployed"
+    stopped = json.loads(out)
+    assert code == 0 and stopped["state"] == "stopped"  # found again by the app id kept at deploy
+    assert stopped["detail"]["app_id"] == deployed["detail"]["app_id"]
 
     code, _, err = run(capsys, "--provider", "modal", "app", "stop")
     assert code == 3 and "not deployed" in err
