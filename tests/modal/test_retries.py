@@ -80,6 +80,10 @@ def test_a_failed_attempt_leaves_the_run_resumable_and_the_next_resumes(
         "fake training: container attempt 1, raise, resume=False",
         "fake training: container attempt 2, succeed, resume=True",
     ]
+    # Each attempt reloaded only the volumes training reads (never the hf-cache), and committed all.
+    ops = [line.split() for line in (fake_modal._root() / "volume-ops.log").read_text().splitlines()]
+    mine = [(op, name) for call, op, name in ops if call == run.function_call_id]
+    assert sorted(name for op, name in mine if op == "reload") == sorted(["trainkit-data", "trainkit-models"] * 2)
 
 
 def test_the_last_attempt_that_raises_fails_the_run(
