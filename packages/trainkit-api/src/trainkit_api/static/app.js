@@ -471,6 +471,13 @@ async function viewRun(runId) {
     const group = runGroup(run);
     if (group) items.push(["Sweep group", h("a", { href: `#/sweeps/${encodeURIComponent(group)}` }, group)]);
     if (run.attempt > 1) items.push(["Attempt", run.attempt]);
+    if (run.call_attempts > 1 || run.max_attempts > 1) items.push(["Job attempts", `${run.call_attempts} of ${run.max_attempts}`]);
+    if (run.provider_app_id) {
+      const appId = run.provider_app_url && /^https:\/\//.test(run.provider_app_url)
+        ? h("a", { href: run.provider_app_url, target: "_blank", rel: "noopener" }, run.provider_app_id) : run.provider_app_id;
+      items.push(["App", h("span", {}, `${run.app_name || ""} `, appId)]);
+    }
+    if (run.deployment_id) items.push(["Deployment", h("span", { class: "mono" }, run.deployment_id)]);
     summary.replaceChildren(...items.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", { dataset: { field: k } }, v))));
     renderComponents(componentsBox, run);
   };
