@@ -347,3 +347,19 @@ def test_infer_for_an_expired_run_record_reads_the_models_card(
     assert (target.name, target.gpu, gpu) == ("Inference_12b", "A100", None)
     # Nothing readable: the arguments decide, and the container will say what is wrong.
     assert runner.model_config("eval", {"model_path": "trained/run-missing"}) == {"model_path": "trained/run-missing"}
+
+
+def test_gpu_ping_runs_in_the_sizes_training_image_on_its_gpu(fake_modal: ModuleType) -> None:
+    provider = provider_on(fake_modal)
+    status = provider.deployment().deploy()
+    from trainkit_modal.spec import build_spec
+
+    spec = build_spec(provider.settings)
+    assert "gpu_ping_12b" in status.detail["functions"]
+    fs = spec.functions["gpu_ping_12b"]
+    assert (fs.image, fs.gpu, fs.uses_hf_secret) == ("train", "A100", True)
+    handle = provider.spawn("gpu_ping", model_size="12b")
+    result = handle.wait(timeout=120)
+    assert _call_record(fake_modal, handle.call_id)["name"] == "gpu_ping_12b"
+    assert result["provider"] == "modal" and result["model_size"] == "12b"
+    assert result["gpu"] is None  # the fake's containers have no GPU

@@ -167,7 +167,7 @@ class ModalRunner:
         model's card on the models volume. Anything else falls back to the arguments.
         """
         if function not in _MODEL_JOBS:
-            return {}
+            return dict(kwargs)  # e.g. gpu_ping's model_size
         if any(kwargs.get(key) for key in ("model_size", "base_model")):
             return dict(kwargs)
         if function == "train":

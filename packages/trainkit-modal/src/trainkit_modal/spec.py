@@ -47,7 +47,7 @@ IDLE_WINDOW_RANGE = (2, 1200)
 _DEFAULT_GPUS = {"tiny": "", "4b": "A10G", "12b": "A100", "31b": "A100-80GB"}
 
 #: Jobs whose hardware depends on the model size, and the image each runs on.
-SIZED_JOBS: dict[str, str] = {"train": "train", "eval": "infer"}
+SIZED_JOBS: dict[str, str] = {"train": "train", "eval": "infer", "gpu_ping": "train"}
 #: The job served by the warm inference class (one class per size).
 INFER_JOB = "infer"
 #: Every other job (ping, sleep, fail, dataset checks) runs on the light image, on CPU.
