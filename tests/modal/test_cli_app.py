@@ -127,5 +127,6 @@ def test_runs_show_names_the_runs_app(cli_on_fake: ModuleType, capsys: pytest.Ca
     ModalKV.for_settings(cli_on_fake, Settings.from_env(), "runs").put(run_id, record)
     code, out, _ = run(capsys, "--provider", "modal", "runs", "show", run_id)
     assert code == 0
-    assert "app trainkit (ap-0123456789), deployment ap-0123456789/v4, https://modal.com/id/ap-0123456789" in out
-    assert "job attempts 2 of 3 allowed (call fc-abc)" in out
+    text = " ".join(out.split())  # rich wraps long lines at the terminal's width
+    assert "app trainkit (ap-0123456789), deployment ap-0123456789/v4, https://modal.com/id/ap-0123456789" in text
+    assert "job attempts 2 of 3 allowed (call fc-abc)" in text
