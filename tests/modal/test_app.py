@@ -92,7 +92,7 @@ def test_train_attempts_setting_sets_the_retries_and_single_use_containers(
             env = next(value for kind, value in options["image"].layers if kind == "env")
             assert env["TRAINKIT_TRAIN_MAX_ATTEMPTS"] == "5", name
         else:
-            assert "single_use_containers" not in options, name
+            assert options["single_use_containers"] is False, name
 
 
 def test_inference_class_serves_the_job_and_warm_requests(built: object) -> None:

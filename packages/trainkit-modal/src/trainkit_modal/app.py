@@ -85,9 +85,7 @@ def _inference_class(name: str, modal: Any) -> type:
         def run(self, kwargs: dict[str, Any]) -> Any:
             from trainkit_modal.container import run_job
 
-            return run_job(
-                "infer", kwargs, call=lambda ctx, **request: self.warm.generate(request), recover=self.warm.drop_models
-            )
+            return run_job("infer", kwargs, call=lambda ctx, **request: self.warm.generate(request))
 
         @modal.method()
         def generate(self, request: dict[str, Any]) -> Any:
@@ -133,6 +131,7 @@ def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) 
             "volumes": dict(volumes),
             "secrets": list(hf_secrets) if fs.uses_hf_secret else [],
             "serialized": True,
+            "single_use_containers": fs.single_use_containers,
         }
 
     for fs in spec.functions.values():
@@ -140,8 +139,7 @@ def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) 
             cls = _inference_class(fs.name, modal)
             objects[fs.name] = app.cls(**common(fs), scaledown_window=fs.scaledown_window)(cls)
         else:
-            single_use = {"single_use_containers": True} if fs.single_use_containers else {}
-            objects[fs.name] = app.function(**common(fs), **single_use, name=fs.name)(_job_function(fs.job))
+            objects[fs.name] = app.function(**common(fs), name=fs.name)(_job_function(fs.job))
 
     if spec.web is not None:
         web_kwargs = common(spec.web)

@@ -35,11 +35,12 @@ CALLS_NAMESPACE = "_calls"
 
 #: The volumes each job reads, reloaded before it runs (other jobs reload none). The
 #: hf-cache is left alone: reloading it buys nothing (a missing base model is downloaded)
-#: and its weights are the files a warm container keeps open.
+#: and its weights are the files a warm container keeps open. `infer` runs in the warm
+#: inference class, which reloads the models volume itself before every request
+#: (`WarmInference.reload_models`, which can drop its loaded models to recover).
 JOB_READS: dict[str, tuple[str, ...]] = {
     "train": ("data", "models"),
     "eval": ("data", "models", "eval"),
-    "infer": ("models",),
 }
 
 
@@ -112,18 +113,11 @@ def job_context(settings: Settings, call_id: str, sdk: Any, attempts: int = 1) -
     )
 
 
-def run_job(
-    job: str,
-    kwargs: dict[str, Any],
-    sdk: Any = None,
-    call: Callable[..., Any] | None = None,
-    recover: Callable[[], None] | None = None,
-) -> Any:
+def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None, call: Callable[..., Any] | None = None) -> Any:
     """Run job `job` in this container; the job's result, or its exception re-raised.
 
     `call(ctx, **kwargs)` replaces the registered job function (the warm inference
-    class serves ``infer`` from its loaded models this way, and passes `recover` to
-    drop them when a reload fails).
+    class serves ``infer`` from its loaded models this way).
     """
     if sdk is None:
         import modal as sdk
@@ -135,7 +129,7 @@ def run_job(
     calls = ctx.kv(CALLS_NAMESPACE)
     calls.delete(ended_key(call_id))  # a retried attempt starts over
     calls.put(started_key(call_id), {"started_at": time.time()})
-    reload_volumes(ctx, JOB_READS.get(job, ()), recover)
+    reload_volumes(ctx, JOB_READS.get(job, ()))
     try:
         result = (call or resolve(job))(ctx, **kwargs)
     except BaseException as exc:
