@@ -204,7 +204,8 @@ def unsloth(session: nox.Session) -> None:
 @nox.session(python=ML_PYTHON, default=False)
 def modal_live(session: nox.Session) -> None:
     """Against the real Modal (needs `modal token new` or MODAL_TOKEN_ID/SECRET): deploy a throw-away
-    app, run ping, train `tiny` a few steps, stop the app. Builds the images on first run."""
+    app, run ping and the GPU ping, train `tiny` a few steps, retry a failed attempt, stop the app.
+    Builds the images on first run."""
     _install(session, ["core", "cli", "api", "modal"], "test")
     session.run(
         "pytest", "tests/modal/test_live.py", "-m", "modal_live", "-v", *session.posargs,

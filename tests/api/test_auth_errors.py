@@ -158,3 +158,16 @@ def test_without_a_configured_token_the_api_is_open(make_app) -> None:
 
     with TestClient(make_app()) as client:
         assert client.get("/v1/info").json()["auth"] is False
+
+
+def test_app_lifecycle_routes_refuse_a_provider_without_an_app(make_app) -> None:
+    """The local provider declares no `app_lifecycle`: a 400 that says so, for status, deploy and stop."""
+    from fastapi.testclient import TestClient
+
+    with TestClient(make_app("tok")) as client:
+        for method, path in (("GET", "/v1/app"), ("POST", "/v1/app/deploy"), ("POST", "/v1/app/stop")):
+            response = client.request(method, path, headers={"Authorization": "Bearer tok"})
+            assert response.status_code == 400, (path, response.text)
+            error = response.json()["error"]
+            assert error["type"] == "invalid_request_error"
+            assert "provider 'local' has no app" in error["message"] and "--provider modal" in error["hint"]

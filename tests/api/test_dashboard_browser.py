@@ -247,6 +247,28 @@ def test_failed_run_shows_its_error_and_the_table_filters(page: Any, server: Ser
     assert page.locator("#resume-btn").is_enabled()
 
 
+def test_run_page_names_its_app_and_the_app_page_says_local_has_none(page: Any, server: Server) -> None:
+    run = seed_run(
+        server,
+        status="succeeded",
+        losses=[7.0, 3.0],
+        app_name="trainkit",
+        provider_app_id="ap-abc123",
+        provider_app_url="https://modal.com/id/ap-abc123",
+        deployment_id="ap-abc123/v2",
+    )
+    page.evaluate("(id) => { location.hash = '#/runs/' + id; }", run.id)
+    deployment = page.locator('#run-summary dd[data-field="Deployment"]')
+    deployment.wait_for()
+    assert deployment.inner_text() == "ap-abc123/v2"
+    assert page.locator('#run-summary dd[data-field="App"] a').get_attribute("href") == "https://modal.com/id/ap-abc123"
+
+    page.click('a[data-nav="app"]')
+    page.locator("#app-status .alert").wait_for()
+    assert "provider 'local' has no app" in page.inner_text("#app-status")
+    assert page.locator("#app-deploy").is_disabled() and page.locator("#app-stop").is_disabled()
+
+
 def test_sweep_page_overlays_the_group_and_compares(page: Any, server: Server) -> None:
     group = f"sweep-{time.time_ns()}"
     runs = [

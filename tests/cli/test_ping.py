@@ -35,3 +35,23 @@ def test_ping_text(cli_env: dict[str, str]) -> None:
     assert "local ok" in done.stdout
     assert "HF_TOKEN  not set" in done.stdout
     assert "gpu       none" in done.stdout
+
+
+def test_gpu_ping_on_the_local_provider_says_there_is_no_cuda(cli_env: dict[str, str]) -> None:
+    """`--model-size` runs the GPU check; locally it runs on this machine, which has no CUDA here."""
+    env = {**cli_env, "HF_TOKEN": "hf_secret_value_123"}
+    done = ping(env, "--model-size", "4b", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["provider"] == "local" and result["model_size"] == "4b"
+    assert result["gpu"] is None and result["cuda_available"] is False
+    assert result["hf_token_set"] is True and "hf_secret_value_123" not in done.stdout + done.stderr
+    if result["torch"] is None:  # the torch-free sessions
+        assert result["packages"] == {"torch": {"ok": False, "error": "not installed"}}
+    else:
+        assert set(result["packages"]) == {"bitsandbytes", "unsloth"}
+
+    done = ping(env, "--model-size", "4b")
+    assert done.returncode == 0, done.stderr
+    assert "model size 4b" in done.stdout and "gpu          none (no CUDA device)" in done.stdout
+    assert "HF_TOKEN     set" in done.stdout

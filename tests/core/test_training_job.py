@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from trainkit_core.errors import JobError
 from trainkit_core.ids import new_run_id
 from trainkit_core.local.plugin import job_context
 from trainkit_core.runs import RunStore, TrainingRun
@@ -85,3 +86,71 @@ def test_an_error_fails_the_run_with_its_text_and_keeps_the_events(ctx, monkeypa
     assert stored.error_message == "RuntimeError: out of memory on the tiny model"
     statuses = [e["status"] for e in stored.events.read() if e["type"] == "status"]
     assert statuses == ["running", "failed"]
+
+
+def test_attempts_before_the_last_leave_the_run_resumable(ctx, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A provider that retries (ctx.max_attempts = 2): attempt 1's error is kept, only the last fails the run."""
+    ctx.max_attempts = 2
+    run = _run(ctx, status="pending")
+    calls: list[bool] = []
+
+    def broken(ctx: Any, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
+        calls.append(resume)
+        raise RuntimeError(f"boom {len(calls)}")
+
+    monkeypatch.setattr(job, "_train", broken)
+    with pytest.raises(RuntimeError, match="boom 1"):
+        job.train(ctx, run.id)
+    stored = run.reload()
+    assert stored.status == "pending" and not stored.done()
+    assert stored.error_message == "RuntimeError: boom 1"
+    assert (stored.call_attempts, stored.max_attempts, stored.attempt_call_id) == (1, 2, "lc-test")
+
+    with pytest.raises(RuntimeError, match="boom 2"):
+        job.train(ctx, run.id)  # the provider's retry: same call
+    stored = run.reload()
+    assert stored.status == "failed" and stored.error_message == "RuntimeError: boom 2"
+    assert stored.call_attempts == 2 and calls == [False, True]  # the retry resumed
+
+    # Any later retry of that call fails at once, without training: the call ends as the run did.
+    with pytest.raises(JobError, match="boom 2"):
+        job.train(ctx, run.id)
+    assert len(calls) == 2
+
+
+def test_a_restart_over_the_cap_fails_the_run(ctx, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Crashes leave no word: the record still says running; the attempt over the cap gives up."""
+    ctx.max_attempts = 2
+    run = _run(ctx, status="running", attempt_call_id="lc-test", call_attempts=2, max_attempts=2)
+    monkeypatch.setattr(job, "_train", lambda *a, **k: pytest.fail("trained over the cap"))
+    with pytest.raises(JobError, match="gave up after 2 attempt"):
+        job.train(ctx, run.id)
+    stored = run.reload()
+    assert stored.status == "failed" and stored.call_attempts == 3
+
+
+def test_a_preempted_attempt_is_not_counted(ctx, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    ctx.max_attempts = 2
+    run = _run(ctx, status="preempted", attempt_call_id="lc-test", call_attempts=2, max_attempts=2)
+
+    def done(ctx: Any, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
+        job._end(ctx, run, "succeeded")
+        return "succeeded"
+
+    monkeypatch.setattr(job, "_train", done)
+    assert job.train(ctx, run.id)["status"] == "succeeded"
+    assert run.reload().call_attempts == 2
+
+
+def test_a_new_call_counts_its_own_attempts(ctx, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A resume is a new call: the attempts of the old one do not count against it."""
+    run = _run(ctx, status="pending", attempt_call_id="lc-old", call_attempts=3, max_attempts=3)
+
+    def done(ctx: Any, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
+        job._end(ctx, run, "succeeded")
+        return "succeeded"
+
+    monkeypatch.setattr(job, "_train", done)
+    job.train(ctx, run.id, resume=True)
+    stored = run.reload()
+    assert (stored.attempt_call_id, stored.call_attempts, stored.max_attempts) == ("lc-test", 1, 1)

@@ -305,12 +305,37 @@ class Volume:
         self._record_op("commit")
 
     def reload(self) -> None:
+        """Like Modal's: refused while this process holds files of the volume open (or memory-mapped)."""
+        busy = _open_files_under(self.root)
+        if busy:
+            self._record_op("reload-refused")
+            raise RuntimeError(
+                f"Volume '{self.name}': there are open files preventing the operation: path {busy[0]} is open"
+            )
         self._record_op("reload")
 
     def _record_op(self, op: str) -> None:
         call_id = os.environ.get("FAKE_MODAL_CALL_ID", "client")
         with open(_root() / "volume-ops.log", "a") as fh:
             fh.write(f"{call_id} {op} {self.name}\n")
+
+
+def _open_files_under(root: Path) -> list[str]:
+    """Files under `root` this process has open or memory-mapped (read from /proc, as Modal's check does)."""
+    prefix = str(root.resolve()) + os.sep
+    found = []
+    with contextlib.suppress(OSError):
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{fd}")
+                if target.startswith(prefix):
+                    found.append(target)
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        for line in maps:
+            parts = line.split(maxsplit=5)
+            if len(parts) == 6 and parts[5].strip().startswith(prefix):
+                found.append(parts[5].strip())
+    return sorted(set(found))
 
 
 # --------------------------------------------------------------------------- declarations
@@ -416,6 +441,7 @@ class App:
     def __init__(self, name: str | None = None, *, tags: Any = None, image: Any = None, secrets: Any = (), volumes: Any = None, include_source: bool = True) -> None:  # fmt: skip
         self.name = name
         self.declared: dict[str, Declared] = {}
+        self.app_id: str | None = None
         self.running = False
         self.runs = 0
 
@@ -463,31 +489,59 @@ class App:
                     raise exception.InvalidError(f"Secret '{secret.name}' is missing required keys: {missing}")
 
     def deploy(self, *, name: str | None = None, environment_name: str | None = None, tag: str = "", client: Any = None, strategy: str = "rolling") -> App:  # fmt: skip
+        """Like Modal: a class is deployed as its service function `<Class>.*`; a stopped app's name gets a new app."""
         self._check_secrets()
         app_name = name or self.name
         record = _read_json(_app_path(app_name)) or {"version": 0}
-        _write_json(
-            _app_path(app_name),
+        if record.get("state") == "stopped":
+            record = {"version": 0}
+        functions = {
+            (f"{n}.*" if d.kind == "class" else n): "fu-" + uuid.uuid4().hex[:12] for n, d in self.declared.items()
+        }
+        retries = {}
+        for n, d in self.declared.items():
+            policy = d.options.get("retries")
+            retries[n] = policy.max_retries if isinstance(policy, Retries) else (policy or 0)
+        self.app_id = record.get("app_id") or "ap-" + uuid.uuid4().hex[:20]
+        _write_app(
             {
-                "app_id": record.get("app_id") or "ap-" + uuid.uuid4().hex[:20],
+                "name": app_name,
+                "app_id": self.app_id,
                 "state": "deployed",
                 "version": record["version"] + 1,
                 "deployed_at": time.time(),
-                "functions": {n: "fu-" + uuid.uuid4().hex[:12] for n in self.declared},
-            },
+                "functions": functions,
+                "retries": retries,
+                "single_use": sorted(n for n, d in self.declared.items() if d.options.get("single_use_containers")),
+            }
         )
         return self
 
     @staticmethod
     def lookup(name: str, *, client: Any = None, environment_name: str | None = None, create_if_missing: bool = False) -> AppHandle:  # fmt: skip
+        """By name: a deployed app only. By app id (`ap-...`): any app, stopped ones included (modal 1.6.4)."""
+        if name.startswith("ap-"):
+            if _read_json(_app_id_path(name)) is None:
+                raise exception.NotFoundError(f"App '{name}' not found")
+            return AppHandle(name)
         record = _read_json(_app_path(name))
         if record is None or record["state"] == "stopped":
             raise exception.NotFoundError(f"App '{name}' not found")
-        return AppHandle(name)
+        return AppHandle(record["app_id"])
 
 
 def _app_path(name: str | None) -> Path:
     return _root() / "apps" / f"{name}.json"
+
+
+def _app_id_path(app_id: str) -> Path:
+    return _root() / "apps" / "by-id" / f"{app_id}.json"
+
+
+def _write_app(record: dict[str, Any]) -> None:
+    """The app under its name (the current one) and under its id (every app ever deployed)."""
+    _write_json(_app_id_path(record["app_id"]), record)
+    _write_json(_app_path(record["name"]), record)
 
 
 def _read_json(path: Path) -> Any:
@@ -505,14 +559,14 @@ def _write_json(path: Path, data: Any) -> None:
 
 
 class AppHandle:
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, app_id: str) -> None:
+        self.app_id = app_id
 
     def info(self, refresh: bool = False) -> Any:
         from datetime import datetime, timezone
         from types import SimpleNamespace
 
-        record = _read_json(_app_path(self.name))
+        record = _read_json(_app_id_path(self.app_id))
         lifecycle = SimpleNamespace(
             state=SimpleNamespace(value=record["state"]),
             version=record["version"],
@@ -521,9 +575,12 @@ class AppHandle:
         )
         return SimpleNamespace(app_id=record["app_id"], lifecycle=lifecycle, functions=dict(record["functions"]))
 
+    def get_dashboard_url(self) -> str:
+        return f"https://modal.com/id/{self.app_id}"
+
     def stop(self, *, client: Any = None) -> None:
-        record = _read_json(_app_path(self.name))
-        _write_json(_app_path(self.name), {**record, "state": "stopped"})
+        record = _read_json(_app_id_path(self.app_id))
+        _write_app({**record, "state": "stopped"})
 
 
 # --------------------------------------------------------------------------- calls
@@ -533,10 +590,12 @@ def _call_path(call_id: str) -> Path:
     return _root() / "calls" / f"{call_id}.json"
 
 
-def _deployed_function(app_name: str, name: str) -> None:
+def _deployed_function(app_name: str, name: str) -> dict[str, Any]:
+    """The deployed app's record, when it has function (or class) `name`."""
     record = _read_json(_app_path(app_name))
-    if record is None or record["state"] != "deployed" or name not in record["functions"]:
+    if record is None or record["state"] != "deployed" or not {name, f"{name}.*"} & set(record["functions"]):
         raise exception.NotFoundError(f"Lookup failed for Function '{name}' from the '{app_name}' app")
+    return record  # type: ignore[no-any-return]
 
 
 _WITH_OPTIONS = {"cpu", "memory", "gpu", "env", "secrets", "volumes", "retries", "max_containers", "buffer_containers", "scaledown_window", "timeout", "region", "cloud", "routing_region"}  # fmt: skip
@@ -551,28 +610,32 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
 def _start_call(
     app_name: str, name: str, args: list[Any], kwargs: dict[str, Any], options: dict[str, Any] | None = None
 ) -> FunctionCall:
-    _deployed_function(app_name, name)
+    app = _deployed_function(app_name, name)
     call_id = "fc-" + uuid.uuid4().hex[:24]
     record = {"app": app_name, "name": name, "state": "pending", "args": args, "kwargs": kwargs}
-    _write_json(_call_path(call_id), {**record, "options": options or {}})
-    env = {**os.environ, "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id}
-    here = str(Path(__file__).resolve().parent)
-    log = open(_root() / "calls" / f"{call_id}.log", "wb")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            f"import sys; sys.path.insert(0, {here!r}); import fake_modal; fake_modal.worker_main()",
-        ],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        start_new_session=True,
-    )
-    log.close()  # the child has its own copy
-    _pid_path(call_id).write_text(str(proc.pid))  # a file of its own: the worker rewrites the record
+    policy = {"max_retries": app.get("retries", {}).get(name, 0), "single_use": name in app.get("single_use", [])}
+    _write_json(_call_path(call_id), {**record, "options": options or {}, "policy": policy, "attempts": []})
+    proc = _python_child("scheduler_main", call_id, stdout=subprocess.DEVNULL, start_new_session=True)
+    _pid_path(call_id).write_text(str(proc.pid))  # a file of its own: the scheduler rewrites the record
     return FunctionCall(call_id)
+
+
+def _python_child(entry: str, call_id: str, **popen: Any) -> subprocess.Popen[bytes]:
+    """A child process running `fake_modal.<entry>()` for call `call_id`, its stderr in the call's log."""
+    env = {**os.environ, "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id, **popen.pop("env", {})}
+    here = str(Path(__file__).resolve().parent)
+    with open(_root() / "calls" / f"{call_id}.log", "ab") as log:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                f"import sys; sys.path.insert(0, {here!r}); import fake_modal; fake_modal.{entry}()",
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stderr=log,
+            **popen,
+        )
 
 
 def _pid_path(call_id: str) -> Path:
@@ -718,13 +781,72 @@ def _alive(pid: int | None) -> bool:
 # --------------------------------------------------------------------------- the container
 
 
-def worker_main() -> None:
-    """Run one call like a Modal container: import the app (rebuilt with this fake), call the function."""
-    sys.modules["modal"] = sys.modules[__name__]
+#: Modal restarts a crashed container of a deployed function again and again (with a
+#: crash-loop backoff), beyond `Retries`. The fake gives up after this many, so a test
+#: of a crash loop ends; trainkit must stop it well before.
+CRASH_LOOP_SAFETY = 12
+
+
+def scheduler_main() -> None:
+    """Modal's side of one call: run attempts in fresh containers until one has an outcome that stands.
+
+    An attempt whose function raises is retried while the function's `Retries` allow
+    (`max_retries`); an attempt whose container dies without an outcome (OOM, segfault,
+    SIGKILL) is restarted without counting against them, as Modal does for deployed
+    functions. The call's record lists each attempt's end.
+    """
     call_id = os.environ["FAKE_MODAL_CALL_ID"]
     record = _read_json(_call_path(call_id))
     _write_json(_call_path(call_id), {**record, "state": "running"})
+    retries_left = int(record["policy"]["max_retries"])
+    crashes = 0
+    attempt = 0
+    while True:
+        attempt += 1
+        outcome_path = _root() / "calls" / f"{call_id}.attempt-{attempt}.json"
+        worker = _python_child(
+            "worker_main",
+            call_id,
+            stdout=subprocess.DEVNULL,
+            env={"FAKE_MODAL_ATTEMPT": str(attempt), "FAKE_MODAL_OUTCOME": str(outcome_path)},
+        )
+        returncode = worker.wait()
+        outcome = _read_json(outcome_path)
+        end = "crashed" if outcome is None else outcome["state"]
+        current = _read_json(_call_path(call_id))
+        if current["state"] == "cancelled":
+            return
+        _write_json(
+            _call_path(call_id), {**current, "attempts": [*current["attempts"], {"end": end, "returncode": returncode}]}
+        )
+        if outcome is None:
+            crashes += 1
+            if crashes < CRASH_LOOP_SAFETY:
+                continue
+            outcome = {"state": "failed", "error": pickle.dumps(exception.RemoteError("crash loop")).hex()}
+        elif outcome["state"] == "failed" and retries_left > 0:
+            retries_left -= 1
+            continue
+        current = _read_json(_call_path(call_id))
+        if current["state"] != "cancelled":
+            _write_json(_call_path(call_id), {**current, **outcome})
+        return
+
+
+def worker_main() -> None:
+    """Run one attempt like a Modal container: import the app (rebuilt with this fake), call the function.
+
+    Its outcome goes to ``FAKE_MODAL_OUTCOME``; a container that dies writes none.
+    With ``FAKE_MODAL_FAULTS`` set, `fake_faults` injects the faults a test asks for.
+    """
+    sys.modules["modal"] = sys.modules[__name__]
+    call_id = os.environ["FAKE_MODAL_CALL_ID"]
+    record = _read_json(_call_path(call_id))
     try:
+        if os.environ.get("FAKE_MODAL_FAULTS"):
+            import fake_faults
+
+            fake_faults.install()
         from trainkit_core.settings import VOLUME_KINDS, Settings
         from trainkit_modal import container, spec
         from trainkit_modal.app import build_app
@@ -753,9 +875,7 @@ def worker_main() -> None:
         except Exception:
             blob = pickle.dumps(exception.RemoteError(f"{type(exc).__name__}: {exc}"))
         outcome = {"state": "failed", "error": blob.hex()}
-    current = _read_json(_call_path(call_id))
-    if current["state"] != "cancelled":
-        _write_json(_call_path(call_id), {**current, **outcome})
+    _write_json(Path(os.environ["FAKE_MODAL_OUTCOME"]), outcome)
 
 
 __all__ = ["App", "Cls", "Dict", "Function", "FunctionCall", "Image", "Retries", "Secret", "Volume", "exception", "io"]

@@ -75,7 +75,24 @@ def test_train_timeout_and_retries_from_settings(built: object) -> None:
         pytest.skip("the train job is not registered yet")
     info = _info(built.objects["train_4b"])  # type: ignore[attr-defined]
     assert info.timeout == 5400
-    assert info.max_retries == specmod.TRAIN_RETRIES.max_retries
+    assert info.max_retries == Settings.from_env().compute.train_max_attempts - 1  # attempts = retries + 1
+
+
+def test_train_attempts_setting_sets_the_retries_and_single_use_containers(
+    fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TRAINKIT_TRAIN_MAX_ATTEMPTS: retries of train_<size>, and the containers learn it too."""
+    monkeypatch.setenv("TRAINKIT_TRAIN_MAX_ATTEMPTS", "5")
+    built = build_app(Settings.from_env(), sdk=fake_modal)
+    for name, declared in built.objects.items():
+        options = declared.options
+        if name.startswith("train_"):
+            assert options["retries"].max_retries == 4, name
+            assert options["single_use_containers"] is True, name
+            env = next(value for kind, value in options["image"].layers if kind == "env")
+            assert env["TRAINKIT_TRAIN_MAX_ATTEMPTS"] == "5", name
+        else:
+            assert options["single_use_containers"] is False, name
 
 
 def test_inference_class_serves_the_job_and_warm_requests(built: object) -> None:

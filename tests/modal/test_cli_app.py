@@ -42,7 +42,9 @@ def test_app_lifecycle_through_the_cli(cli_on_fake: ModuleType, capsys: pytest.C
     assert code == 0 and "deployed" in out and "ping" in out
 
     code, out, _ = run(capsys, "--provider", "modal", "app", "stop", "--json")
-    assert code == 0 and json.loads(out)["state"] == "not-deployed"
+    stopped = json.loads(out)
+    assert code == 0 and stopped["state"] == "stopped"  # found again by the app id kept at deploy
+    assert stopped["detail"]["app_id"] == deployed["detail"]["app_id"]
 
     code, _, err = run(capsys, "--provider", "modal", "app", "stop")
     assert code == 3 and "not deployed" in err
@@ -104,3 +106,27 @@ def test_no_public_web_api_without_a_token(cli_on_fake: ModuleType, capsys: pyte
 
     with pytest.raises(UsageError, match="TRAINKIT_API_TOKEN"):
         get_provider("modal").deployment().serve(block=False)  # type: ignore[attr-defined]
+
+
+def test_runs_show_names_the_runs_app(cli_on_fake: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    from trainkit_core.settings import Settings
+    from trainkit_modal.kv import ModalKV
+
+    run_id = "run-20261201-020000-abcdef"
+    record = {
+        "id": run_id,
+        "status": "succeeded",
+        "app_name": "trainkit",
+        "provider_app_id": "ap-0123456789",
+        "provider_app_url": "https://modal.com/id/ap-0123456789",
+        "deployment_id": "ap-0123456789/v4",
+        "call_attempts": 2,
+        "max_attempts": 3,
+        "attempt_call_id": "fc-abc",
+    }
+    ModalKV.for_settings(cli_on_fake, Settings.from_env(), "runs").put(run_id, record)
+    code, out, _ = run(capsys, "--provider", "modal", "runs", "show", run_id)
+    assert code == 0
+    text = " ".join(out.split())  # rich wraps long lines at the terminal's width
+    assert "app trainkit (ap-0123456789), deployment ap-0123456789/v4, https://modal.com/id/ap-0123456789" in text
+    assert "job attempts 2 of 3 allowed (call fc-abc)" in text

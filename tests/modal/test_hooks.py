@@ -127,7 +127,7 @@ def test_deploy_status_stop(fake_modal: ModuleType, monkeypatch: pytest.MonkeyPa
     after = deployment.deploy()
     assert after.state == "deployed"
     assert after.detail["missing"] == []
-    assert set(after.detail["functions"]) == set(after.detail["declared"])
+    assert {f.removesuffix(".*") for f in after.detail["functions"]} == set(after.detail["declared"])
     if "web" in after.detail["declared"]:
         assert after.url and after.url.startswith("https://")
 
@@ -136,9 +136,32 @@ def test_deploy_status_stop(fake_modal: ModuleType, monkeypatch: pytest.MonkeyPa
     assert again.detail["version"] == after.detail["version"] + 1
 
     deployment.stop()
-    assert deployment.status().state == "not-deployed"
     with pytest.raises(NotFoundError, match="not deployed"):
         deployment.stop()
+
+
+def test_a_stopped_app_is_reported_stopped(fake_modal: ModuleType) -> None:
+    """Modal's lookup by name misses a stopped app; the app id kept at deploy finds it."""
+    deployment = provider_on(fake_modal).deployment()
+    deployed = deployment.deploy()
+    deployment.stop()
+    with pytest.raises(fake_modal.exception.NotFoundError):
+        fake_modal.App.lookup("trainkit")  # what Modal answers by name once the app is stopped
+    stopped = deployment.status()
+    assert stopped.state == "stopped" and stopped.url is None
+    assert stopped.detail["app_id"] == deployed.detail["app_id"]
+    assert stopped.detail["modal_state"] == "stopped"
+    # Deploying again starts a new app under the name.
+    again = deployment.deploy()
+    assert again.state == "deployed" and again.detail["app_id"] != deployed.detail["app_id"]
+
+
+def test_declared_classes_count_as_deployed(fake_modal: ModuleType) -> None:
+    """`AppInfo.functions` names a class by its service function `Inference_<size>.*`."""
+    status = provider_on(fake_modal).deployment().deploy()
+    assert "Inference_4b.*" in status.detail["functions"] and "Inference_4b" not in status.detail["functions"]
+    assert "Inference_4b" in status.detail["declared"]
+    assert status.detail["missing"] == []
 
 
 def test_job_runs_in_a_container_with_volumes_and_dicts(fake_modal: ModuleType) -> None:
@@ -157,13 +180,12 @@ def test_job_runs_in_a_container_with_volumes_and_dicts(fake_modal: ModuleType) 
     calls = provider.kv("_calls")
     assert calls.get(f"{handle.call_id}/record")["function"] == "ping"
     assert calls.get(f"{handle.call_id}/ended")["state"] == "succeeded"
-    # The container reloaded every volume before the job and committed every one after it.
+    # ping reads no volume, so the container reloads none; it commits every one after the job.
     ops = [line.split() for line in (fake_modal._root() / "volume-ops.log").read_text().splitlines()]
     mine = [(op, name) for call, op, name in ops if call == handle.call_id]
     volumes = {"trainkit-data", "trainkit-models", "trainkit-eval", "trainkit-hf-cache"}
-    assert {name for op, name in mine if op == "reload"} == volumes
     assert {name for op, name in mine if op == "commit"} == volumes
-    assert [op for op, _ in mine] == ["reload"] * 4 + ["commit"] * 4
+    assert [op for op, _ in mine] == ["commit"] * 4
 
 
 def test_failed_job_error_text_survives(fake_modal: ModuleType) -> None:
@@ -325,3 +347,19 @@ def test_infer_for_an_expired_run_record_reads_the_models_card(
     assert (target.name, target.gpu, gpu) == ("Inference_12b", "A100", None)
     # Nothing readable: the arguments decide, and the container will say what is wrong.
     assert runner.model_config("eval", {"model_path": "trained/run-missing"}) == {"model_path": "trained/run-missing"}
+
+
+def test_gpu_ping_runs_in_the_sizes_training_image_on_its_gpu(fake_modal: ModuleType) -> None:
+    provider = provider_on(fake_modal)
+    status = provider.deployment().deploy()
+    from trainkit_modal.spec import build_spec
+
+    spec = build_spec(provider.settings)
+    assert "gpu_ping_12b" in status.detail["functions"]
+    fs = spec.functions["gpu_ping_12b"]
+    assert (fs.image, fs.gpu, fs.uses_hf_secret) == ("train", "A100", True)
+    handle = provider.spawn("gpu_ping", model_size="12b")
+    result = handle.wait(timeout=120)
+    assert _call_record(fake_modal, handle.call_id)["name"] == "gpu_ping_12b"
+    assert result["provider"] == "modal" and result["model_size"] == "12b"
+    assert result["gpu"] is None  # the fake's containers have no GPU

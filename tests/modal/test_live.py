@@ -1,4 +1,4 @@
-"""Against the real Modal service (needs credentials): deploy, ping, train `tiny` a few steps, stop.
+"""Against the real Modal service (needs credentials): deploy, ping, train `tiny` a few steps, retry, stop.
 
 Not part of any default run. `nox -s modal_live` runs it for anyone logged in to
 Modal (`modal token new`, or MODAL_TOKEN_ID / MODAL_TOKEN_SECRET). It deploys a
@@ -10,6 +10,7 @@ images (several minutes).
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,11 +47,12 @@ def live() -> Iterator[object]:
     try:
         status = deployment.deploy()
         assert status.state == "deployed", status
-        assert status.detail["missing"] == []
+        assert status.detail["missing"] == []  # classes count as deployed (`Inference_<size>.*`)
         yield provider
     finally:
         try:
             deployment.stop()
+            assert deployment.status().state == "stopped"  # found again by the app id kept at deploy
         finally:
             mp.undo()
 
@@ -67,6 +69,44 @@ def test_train_tiny_a_few_steps(live: object) -> None:
 
     run = start_run(live, {"dataset": "demo", "model_size": "tiny", "steps": 5})
     assert run.function_call_id and run.function_call_id.startswith("fc-")
+    assert run.provider_app_id.startswith("ap-") and run.deployment_id.startswith(run.provider_app_id)
     done = run.wait(timeout=3600)
     assert done.status == "succeeded", done.error_message
     assert live.volume("models").exists(f"trained/{run.id}")  # type: ignore[attr-defined]
+
+
+def test_gpu_ping_of_the_tiny_size(live: object) -> None:
+    """The GPU check in the training image (tiny runs on CPU: no CUDA, but torch is there)."""
+    result = live.spawn("gpu_ping", model_size="tiny").wait(timeout=1800)  # type: ignore[attr-defined]
+    assert result["provider"] == "modal" and result["model_size"] == "tiny"
+    assert result["torch"] and result["gpu"] is None
+    assert set(result["packages"]) == {"bitsandbytes", "unsloth"}
+
+
+def test_a_failed_attempt_is_retried_and_the_retry_resumes(live: object) -> None:
+    """Attempt 1 fails (the dataset's pointer is taken off the data volume just after the spawn);
+    once it is back, Modal's retry runs attempt 2 in a fresh container, which resumes and succeeds."""
+    from trainkit_core.datasets.layout import current_path
+    from trainkit_core.training.submit import start_run
+
+    data = live.volume("data")  # type: ignore[attr-defined]
+    run = start_run(live, {"dataset": "demo", "model_size": "tiny", "steps": 5})
+    pointer = current_path("demo")
+    saved = data.read_bytes(pointer)
+    data.remove(pointer)
+    try:
+        deadline = time.monotonic() + 1800
+        while not run.reload().done() and not (run.status == "pending" and run.error_message):
+            assert time.monotonic() < deadline, f"run {run.id} still {run.status}"
+            time.sleep(0.5)
+    finally:
+        data.write_bytes(pointer, saved)  # before Modal's retry (10 s of backoff)
+    if run.status == "succeeded" and run.call_attempts == 1:
+        pytest.skip("attempt 1 read the dataset before its pointer was taken away: nothing to retry")
+    assert "never synced" in (run.error_message or ""), run.error_message
+    done = run.wait(timeout=3600)
+    assert done.status == "succeeded", done.error_message
+    assert done.call_attempts == 2 and done.max_attempts == 3
+    retried = [e for e in done.events.read() if e["type"] == "status" and e.get("retrying")]
+    assert len(retried) == 1 and "never synced" in retried[0]["error"]
+    assert live.call(done.function_call_id).status().state == "succeeded"  # type: ignore[attr-defined]

@@ -224,7 +224,13 @@ class CallStatus:
 
 @runtime_checkable
 class RunHandle(Protocol):
-    """One call of a job function. Any process can get it again by `call_id`."""
+    """One call of a job function. Any process can get it again by `call_id`.
+
+    Optionally, a handle has `app`: a mapping with the app that runs the call, as
+    ``provider_app_id``, ``provider_app_url`` (a page about the app) and
+    ``deployment_id`` (which deployment of it). A training run copies them onto its
+    record; a provider without an app leaves the attribute out.
+    """
 
     call_id: str
     function: str

@@ -8,7 +8,7 @@ from typing import Any
 
 import pluggy
 
-from trainkit_core.errors import NotFoundError, ProviderError
+from trainkit_core.errors import NotFoundError, ProviderError, UsageError
 from trainkit_core.hookspecs import (
     Capabilities,
     Deployment,
@@ -120,6 +120,19 @@ class Provider:
 
     def deployment(self) -> Deployment:
         return self._answer("provision")  # type: ignore[no-any-return]
+
+    def app_lifecycle(self) -> Deployment:
+        """The deployment, for deploying, inspecting and stopping the provider's app.
+
+        `UsageError` when the provider declares no `app_lifecycle` (local: nothing to
+        deploy), so the CLI and the API refuse alike.
+        """
+        if not self.capabilities.app_lifecycle:
+            raise UsageError(
+                f"provider {self.name!r} has no app to deploy, inspect or stop",
+                hint="choose a provider with an app lifecycle, e.g. --provider modal (see `trainkit providers`)",
+            )
+        return self.deployment()
 
     def inference_server(self) -> InferenceServer | None:
         """The provider's warm inference server, or None when it has none (use the infer job)."""

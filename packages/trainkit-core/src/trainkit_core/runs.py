@@ -26,6 +26,9 @@ from trainkit_core.ids import check_name, check_run_id
 
 RUNS_NAMESPACE = "runs"
 
+#: The run's app, filled from its job's handle where the provider knows it (`RunHandle.app`).
+APP_FIELDS = ("provider_app_id", "provider_app_url", "deployment_id")
+
 RunStatus = Literal["pending", "running", "succeeded", "failed", "stopped", "preempted"]
 TERMINAL_STATUSES = ("succeeded", "failed", "stopped")
 
@@ -136,6 +139,11 @@ class TrainingRun(BaseModel):
     source_model: str = ""
     metrics: dict[str, Any] = Field(default_factory=dict)
     attempt: int = 1
+    #: The job call the attempts below belong to (set by the job; a new call starts a new count).
+    attempt_call_id: str = ""
+    #: Attempts the current job call has made (preemptions not counted), and how many its provider allows.
+    call_attempts: int = 0
+    max_attempts: int = 1
     latest_rollout: dict[str, Any] | None = None
     dashboard_components: list[dict[str, Any]] = Field(default_factory=list)
 

@@ -72,6 +72,13 @@ class ComputeSettings(BaseSettings):
     hf_secret: str = Field(
         default="", description="Name of a provider secret holding `HF_TOKEN`. Empty: none attached."
     )
+    train_max_attempts: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="Attempts a training job gets on a provider that retries (Modal): a failed or crashed attempt "
+        "resumes from its checkpoint; the run fails after the last.",
+    )
 
 
 class VolumeSettings(BaseSettings):

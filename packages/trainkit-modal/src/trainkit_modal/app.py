@@ -131,6 +131,7 @@ def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) 
             "volumes": dict(volumes),
             "secrets": list(hf_secrets) if fs.uses_hf_secret else [],
             "serialized": True,
+            "single_use_containers": fs.single_use_containers,
         }
 
     for fs in spec.functions.values():

@@ -3,9 +3,14 @@
 The functions `trainkit_modal.app` declares are thin closures around `run_job`. It
 gives the job function a `JobContext` whose key-value stores are `modal.Dict`s and
 whose volumes are the mount points of the `modal.Volume`s; the job code itself
-(`trainkit_core.jobs`) never imports modal. Volumes are reloaded before the job (a
-warm container may hold a stale view) and committed after it, failed or not, so
-that what it wrote is visible to every other container and to the user.
+(`trainkit_core.jobs`) never imports modal. The volumes a job reads (`JOB_READS`) are
+reloaded before it (a warm container may hold a stale view), and every volume is
+committed after it, failed or not, so that what it wrote is visible to every other
+container and to the user.
+
+A reload fails while files of the volume are open in the container (a warm inference
+container memory-maps its models' weights). That is logged, and the container
+recovers: it drops its cached models (closing those files) and reloads again.
 
 Each call leaves small records in the ``_calls`` namespace so that a `ModalRunHandle`
 can tell pending from running and show the job's own error text even when the
@@ -28,6 +33,16 @@ log = logging.getLogger(__name__)
 
 CALLS_NAMESPACE = "_calls"
 
+#: The volumes each job reads, reloaded before it runs (other jobs reload none). The
+#: hf-cache is left alone: reloading it buys nothing (a missing base model is downloaded)
+#: and its weights are the files a warm container keeps open. `infer` runs in the warm
+#: inference class, which reloads the models volume itself before every request
+#: (`WarmInference.reload_models`, which can drop its loaded models to recover).
+JOB_READS: dict[str, tuple[str, ...]] = {
+    "train": ("data", "models"),
+    "eval": ("data", "models", "eval"),
+}
+
 
 def started_key(call_id: str) -> str:
     return f"{call_id}/started"
@@ -45,7 +60,36 @@ def cancel_key(call_id: str) -> str:
     return f"{call_id}/cancel"
 
 
-def job_context(settings: Settings, call_id: str, sdk: Any) -> Any:
+def max_attempts(job: str, settings: Settings) -> int:
+    """How many attempts Modal gives one call of `job` (the `modal.Retries` of its function, plus one)."""
+    return settings.compute.train_max_attempts if job == "train" else 1
+
+
+def reload_volumes(ctx: Any, kinds: tuple[str, ...], recover: Callable[[], None] | None = None) -> None:
+    """Reload the volumes of `kinds`; when one fails, log it, `recover()` (drop open files) and try again.
+
+    A reload that still fails is logged as an error and the job goes on with the view it
+    has: what it cannot find it reports as missing.
+    """
+    for kind in kinds:
+        try:
+            ctx.reload(kind)
+            continue
+        except Exception as exc:
+            log.warning("volume %s: reload failed: %s", kind, exc)
+            if recover is None:
+                log.error("volume %s: nothing to recover with; this container keeps a stale view", kind)
+                continue
+        log.warning("volume %s: dropping cached models and reloading again", kind)
+        recover()
+        try:
+            ctx.reload(kind)
+            log.warning("volume %s: reloaded after dropping cached models", kind)
+        except Exception as exc:
+            log.error("volume %s: reload failed again, this container keeps a stale view: %s", kind, exc)
+
+
+def job_context(settings: Settings, call_id: str, sdk: Any, attempts: int = 1) -> Any:
     """The `JobContext` of a job running in this container, over modal `sdk`."""
     from trainkit_core.jobs import JobContext
     from trainkit_modal.kv import ModalKV
@@ -65,6 +109,7 @@ def job_context(settings: Settings, call_id: str, sdk: Any) -> Any:
         volume_paths={kind: Path(spec.MOUNT_PATHS[kind]) for kind in VOLUME_KINDS},
         commit=commit,
         reload=reload,
+        max_attempts=attempts,
     )
 
 
@@ -80,12 +125,11 @@ def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None, call: Callable[..
 
     settings = Settings.from_env()
     call_id = sdk.current_function_call_id() or f"local-{time.time_ns()}"
-    ctx = job_context(settings, call_id, sdk)
+    ctx = job_context(settings, call_id, sdk, attempts=max_attempts(job, settings))
     calls = ctx.kv(CALLS_NAMESPACE)
     calls.delete(ended_key(call_id))  # a retried attempt starts over
     calls.put(started_key(call_id), {"started_at": time.time()})
-    for kind in VOLUME_KINDS:
-        _quietly(ctx.reload, kind)
+    reload_volumes(ctx, JOB_READS.get(job, ()))
     try:
         result = (call or resolve(job))(ctx, **kwargs)
     except BaseException as exc:
@@ -138,13 +182,25 @@ class WarmInference:
             except ImportError:
                 log.warning("warm-up: %s is not installed in this image", module)
 
+    def drop_models(self) -> None:
+        """Forget every loaded model, closing the volume files they hold open (a reload needs that)."""
+        self.cache.clear()
+
+    def reload_models(self) -> None:
+        """See models trained since this container started; drop the loaded ones when a reload needs it."""
+        from types import SimpleNamespace
+
+        from trainkit_modal.volume import reload_volume
+
+        ctx = SimpleNamespace(reload=lambda kind: reload_volume(self._sdk, self.settings.volumes.name_for(kind)))
+        reload_volumes(ctx, ("models",), self.drop_models)
+
     def _prepare(self, request: dict[str, Any]) -> tuple[Any, Any]:
         from trainkit_core.inference.request import GenerateRequest
         from trainkit_core.local.volume import LocalVolume
         from trainkit_core.models import default_model_for_preset
-        from trainkit_modal.volume import reload_volume
 
-        _quietly(lambda kind: reload_volume(self._sdk, self.settings.volumes.name_for(kind)), "models")
+        self.reload_models()
         req = GenerateRequest.parse(dict(request))
         if req.model_path is None:
             ref = default_model_for_preset(LocalVolume.at(self.cache.models_root), req.model_size or "")

@@ -3,8 +3,14 @@
 - `deploy()`: build the app from the spec and `app.deploy()` it inside
   `modal.enable_output()` (image builds and progress are shown);
 - `status()`: `modal.App.lookup(name)` and `App.info()` (deployed, stopped or not
-  deployed, its functions, and the web API's URL);
+  deployed, its functions, and the web API's URL). Modal finds a stopped app by its
+  id only, not by its name, so `deploy()` keeps the app's id (with its version and
+  URLs) in the ``_app`` Dict, where `status()` finds it again and any process that
+  starts a job reads which deployment it runs in (`deployment_record`);
 - `stop()`: `modal.App.lookup(name).stop()`.
+
+`AppInfo.functions` names a class by its service function, `Inference_4b.*`: a
+declared class is deployed when that name is there.
 
 **Dev mode.** `serve()` is the `modal serve` equivalent that
 `trainkit serve --provider modal` calls (through `provider.deployment().serve()`,
@@ -32,6 +38,23 @@ if TYPE_CHECKING:
 
 #: Modal's app states that mean the app is not serving.
 _STOPPED_STATES = ("stopped", "stopping", "disabled")
+
+#: The Dict namespace (and key) of the last deployment's record.
+APP_NAMESPACE = "_app"
+DEPLOYMENT_KEY = "deployment"
+
+
+def deployment_record(sdk: Any, settings: Settings) -> dict[str, Any] | None:
+    """The app's last deployment as `deploy()` recorded it (app id, version, URLs), or None."""
+    from trainkit_modal.kv import ModalKV
+
+    record = ModalKV.for_settings(sdk, settings, APP_NAMESPACE).get(DEPLOYMENT_KEY)
+    return record if isinstance(record, dict) else None
+
+
+def is_deployed(name: str, functions: Any) -> bool:
+    """Whether `AppInfo.functions` holds function `name`, or class `name` as its service function `name.*`."""
+    return name in functions or f"{name}.*" in functions
 
 
 def block_until_interrupted() -> None:
@@ -76,13 +99,41 @@ class ModalDeployment:
             if secret and f"'{secret}'" in exc.message and "ecret" in exc.message:
                 raise errors.secret_not_found(secret) from exc
             raise
-        return self.status()
+        status = self.status()
+        self._remember(sdk, status)
+        return status
+
+    def _remember(self, sdk: Any, status: DeploymentStatus) -> None:
+        """Keep the deployed app's id, version and URLs, for `status()` once stopped and for runs."""
+        from trainkit_modal.kv import ModalKV
+
+        app_id = str(status.detail.get("app_id") or "")
+        if not app_id:
+            return
+        record = {
+            "app_name": self.app_name,
+            "app_id": app_id,
+            "version": status.detail.get("version"),
+            "deployment_id": f"{app_id}/v{status.detail.get('version')}",
+            "app_url": f"https://modal.com/id/{app_id}",
+            "web_url": status.url,
+            "deployed_at": status.detail.get("deployed_at"),
+        }
+        ModalKV.for_settings(sdk, self.settings, APP_NAMESPACE).put(DEPLOYMENT_KEY, record)
 
     def _lookup(self, sdk: Any) -> Any | None:
-        """The deployed app, or None when there is none of that name."""
+        """The deployed app; else the stopped one whose id `deploy()` kept; None when there is none."""
         try:
             with errors.translate(sdk, f"look up app {self.app_name}"):
                 return sdk.App.lookup(self.app_name)
+        except NotFoundError:
+            pass
+        known = deployment_record(sdk, self.settings)
+        if not known or not known.get("app_id"):
+            return None
+        try:
+            with errors.translate(sdk, f"look up app {known['app_id']}"):
+                return sdk.App.lookup(known["app_id"])
         except NotFoundError:
             return None
 
@@ -109,10 +160,12 @@ class ModalDeployment:
             "deployed_by": lifecycle.deployed_by,
             "functions": sorted(info.functions),
             "declared": declared,
-            "missing": [name for name in declared if name not in info.functions],
+            "missing": [name for name in declared if not is_deployed(name, info.functions)],
             "notes": list(spec.notes),
         }
         url = None
+        if state == "stopped":
+            detail["missing"] = []  # a stopped app serves nothing; `deploy` starts it again
         if state == "deployed" and WEB_FUNCTION in info.functions:
             try:
                 with errors.translate(sdk, "web endpoint URL"):
@@ -123,9 +176,11 @@ class ModalDeployment:
 
     def stop(self) -> None:
         sdk = self._sdk_factory()
-        app = self._lookup(sdk)
-        if app is None:
-            raise NotFoundError(f"the Modal app {self.app_name!r} is not deployed; nothing to stop")
+        try:
+            with errors.translate(sdk, f"look up app {self.app_name}"):
+                app = sdk.App.lookup(self.app_name)  # by name: a stopped app is not found again
+        except NotFoundError:
+            raise NotFoundError(f"the Modal app {self.app_name!r} is not deployed; nothing to stop") from None
         with errors.translate(sdk, f"stop app {self.app_name}"):
             app.stop()
 

@@ -41,13 +41,18 @@ _MODEL_JOBS = ("train", "infer", "eval")
 
 
 class ModalRunHandle:
-    """One call of a job function on Modal, seen from any process."""
+    """One call of a job function on Modal, seen from any process.
 
-    def __init__(self, runner: ModalRunner, call_id: str, function: str) -> None:
+    `app` says which deployment runs it (`provider_app_id`, `provider_app_url`,
+    `deployment_id`, as `trainkit app deploy` recorded them; empty when unknown).
+    """
+
+    def __init__(self, runner: ModalRunner, call_id: str, function: str, app: Mapping[str, str] | None = None) -> None:
         self._runner = runner
         self._sdk = runner.sdk
         self.call_id = call_id
         self.function = function
+        self.app: dict[str, str] = dict(app or {})
         self._call = runner.sdk.FunctionCall.from_id(call_id)
 
     def __repr__(self) -> str:
@@ -162,7 +167,7 @@ class ModalRunner:
         model's card on the models volume. Anything else falls back to the arguments.
         """
         if function not in _MODEL_JOBS:
-            return {}
+            return dict(kwargs)  # e.g. gpu_ping's model_size
         if any(kwargs.get(key) for key in ("model_size", "base_model")):
             return dict(kwargs)
         if function == "train":
@@ -245,11 +250,31 @@ class ModalRunner:
         target, gpu = self.resolve(function, args)
         call = self._start(target, args, gpu)
         call_id = call.object_id
+        app = self.app_info()
         self.calls.put(
             record_key(call_id),
-            {"call_id": call_id, "function": function, "modal_function": target.name, "created_at": time.time()},
+            {
+                "call_id": call_id,
+                "function": function,
+                "modal_function": target.name,
+                "created_at": time.time(),
+                "app": app,
+            },
         )
-        return ModalRunHandle(self, call_id, function)
+        return ModalRunHandle(self, call_id, function, app)
+
+    def app_info(self) -> dict[str, str]:
+        """The deployed app the calls run in (from `trainkit app deploy`'s record); {} when none was recorded."""
+        from trainkit_modal.deploy import deployment_record
+
+        known = deployment_record(self.sdk, self.settings) or {}
+        if not known.get("app_id"):
+            return {}
+        return {
+            "provider_app_id": str(known["app_id"]),
+            "provider_app_url": str(known.get("app_url") or ""),
+            "deployment_id": str(known.get("deployment_id") or ""),
+        }
 
     def get(self, call_id: str) -> ModalRunHandle:
         if not isinstance(call_id, str) or not call_id.startswith("fc-") or not call_id[3:].isalnum():
@@ -257,7 +282,7 @@ class ModalRunner:
         record = self.calls.get(record_key(call_id))
         if record is None:
             raise NotFoundError(f"no Modal job call {call_id!r} started by trainkit app {self.app_name!r}")
-        return ModalRunHandle(self, call_id, record["function"])
+        return ModalRunHandle(self, call_id, record["function"], record.get("app"))
 
 
 __all__ = ["ModalRunHandle", "ModalRunner"]

@@ -47,7 +47,7 @@ IDLE_WINDOW_RANGE = (2, 1200)
 _DEFAULT_GPUS = {"tiny": "", "4b": "A10G", "12b": "A100", "31b": "A100-80GB"}
 
 #: Jobs whose hardware depends on the model size, and the image each runs on.
-SIZED_JOBS: dict[str, str] = {"train": "train", "eval": "infer"}
+SIZED_JOBS: dict[str, str] = {"train": "train", "eval": "infer", "gpu_ping": "train"}
 #: The job served by the warm inference class (one class per size).
 INFER_JOB = "infer"
 #: Every other job (ping, sleep, fail, dataset checks) runs on the light image, on CPU.
@@ -77,8 +77,7 @@ class RetrySpec:
     max_delay: float = 60.0
 
 
-#: Training may be preempted or crash on a flaky node: retry, and resume from the checkpoint.
-TRAIN_RETRIES = RetrySpec(max_retries=3)
+#: Training (`train_<size>`) gets `TRAINKIT_TRAIN_MAX_ATTEMPTS - 1` retries; each resumes from the checkpoint.
 #: Other jobs are short and idempotent enough for one more try.
 DEFAULT_RETRIES = RetrySpec(max_retries=1)
 
@@ -117,6 +116,8 @@ class FunctionSpec:
     scaledown_window: int | None = None
     #: The HF secret is attached (jobs that download base models).
     uses_hf_secret: bool = True
+    #: A fresh container for every input and every retry of it (training: nothing of a failed attempt lingers).
+    single_use_containers: bool = False
 
 
 @dataclass(frozen=True)
@@ -342,6 +343,7 @@ def container_env(settings: Settings) -> dict[str, str]:
         "TRAINKIT_TRAIN_TIMEOUT_S": str(settings.compute.train_timeout_s),
         "TRAINKIT_INFER_IDLE_TIMEOUT_S": str(settings.compute.infer_idle_timeout_s),
         "TRAINKIT_HF_SECRET": settings.compute.hf_secret,
+        "TRAINKIT_TRAIN_MAX_ATTEMPTS": str(settings.compute.train_max_attempts),
     }
     for kind in VOLUME_KINDS:
         env[f"TRAINKIT_VOL_{kind.replace('-', '_').upper()}"] = settings.volumes.name_for(kind)
@@ -371,8 +373,9 @@ def build_spec(settings: Settings) -> AppSpec:
                     image=SIZED_JOBS[job],
                     gpu=gpu_for_size(size, override),
                     timeout_s=train_timeout if job == "train" else EVAL_TIMEOUT_S,
-                    retries=TRAIN_RETRIES if job == "train" else DEFAULT_RETRIES,
+                    retries=RetrySpec(settings.compute.train_max_attempts - 1) if job == "train" else DEFAULT_RETRIES,
                     size=size,
+                    single_use_containers=job == "train",
                 )
         elif job == INFER_JOB:
             for size in sizes:

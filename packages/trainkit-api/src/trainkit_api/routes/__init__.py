@@ -17,5 +17,6 @@ ROUTER_BUILDERS = (
     "trainkit_api.routes.models:build_router",
     "trainkit_api.routes.generate:build_router",
     "trainkit_api.routes.evals:build_router",
+    "trainkit_api.routes.app:build_router",
     "trainkit_api.dashboard:build_router",
 )

@@ -5,6 +5,7 @@
  *   #/runs/<id>         one run: live loss and learning-rate curves, events, checkpoints, stop/resume
  *   #/sweeps            sweep groups;  #/sweeps/<group>  overlaid loss curves and a comparison table
  *   #/models            trained models; #/evals/<report id>  an eval report, base vs tuned
+ *   #/app               the provider's app: status, Deploy and Stop (providers with an app lifecycle)
  *
  * The bearer token is asked once and kept in sessionStorage. The live stream is read with
  * fetch() rather than EventSource, because EventSource cannot send an Authorization header
@@ -471,6 +472,13 @@ async function viewRun(runId) {
     const group = runGroup(run);
     if (group) items.push(["Sweep group", h("a", { href: `#/sweeps/${encodeURIComponent(group)}` }, group)]);
     if (run.attempt > 1) items.push(["Attempt", run.attempt]);
+    if (run.call_attempts > 1 || run.max_attempts > 1) items.push(["Job attempts", `${run.call_attempts} of ${run.max_attempts}`]);
+    if (run.provider_app_id) {
+      const appId = run.provider_app_url && /^https:\/\//.test(run.provider_app_url)
+        ? h("a", { href: run.provider_app_url, target: "_blank", rel: "noopener" }, run.provider_app_id) : run.provider_app_id;
+      items.push(["App", h("span", {}, `${run.app_name || ""} `, appId)]);
+    }
+    if (run.deployment_id) items.push(["Deployment", h("span", { class: "mono" }, run.deployment_id)]);
     summary.replaceChildren(...items.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", { dataset: { field: k } }, v))));
     renderComponents(componentsBox, run);
   };
@@ -802,6 +810,46 @@ async function viewEval(reportId) {
         h("tbody", {}, examples)) : h("p", { class: "muted" }, "This report has no examples.")));
 }
 
+/* ------------------------------------------------------------------ the provider's app */
+
+async function viewApp() {
+  const ctl = controller();
+  const body = h("div", { id: "app-status" }, h("p", { class: "muted" }, "loading…"));
+  const message = h("div", { id: "app-message" });
+  const deployBtn = h("button", { type: "button", class: "primary", id: "app-deploy" }, "Deploy");
+  const stopBtn = h("button", { type: "button", id: "app-stop" }, "Stop");
+  setView(h("div", { class: "page-head" }, h("h1", {}, "App"), h("div", { class: "actions" }, deployBtn, stopBtn)), message, body);
+  const render = (st) => {
+    const d = st.detail || {};
+    const facts = [["State", st.state], ["Provider", st.provider], ["App", d.app_name || "–"],
+      ["App id", d.app_id || "–"], ["Version", d.version ?? "–"], ["Deployed", d.deployed_at || "–"],
+      ["Web API", st.url ? h("a", { href: st.url, target: "_blank", rel: "noopener" }, st.url) : "–"]];
+    body.replaceChildren(
+      h("dl", { class: "summary" }, facts.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", { dataset: { field: k } }, v)))),
+      (d.missing || []).length ? h("div", { class: "alert" }, `Declared but not deployed: ${d.missing.join(", ")}`) : null,
+      ...(d.notes || []).map((n) => h("p", { class: "muted" }, n)),
+      h("section", { class: "card" }, h("h2", {}, "Functions"),
+        h("p", { class: "mono" }, (d.functions || d.declared || []).join(", ") || "–")));
+    stopBtn.disabled = st.state !== "deployed";
+  };
+  const act = async (button, path, working) => {
+    deployBtn.disabled = stopBtn.disabled = true;
+    const label = button.textContent;
+    button.textContent = working;
+    message.replaceChildren();
+    try { render(await api(path, { method: "POST", signal: ctl.signal })); }
+    catch (err) { showError(message, err); }
+    finally { button.textContent = label; deployBtn.disabled = false; }
+  };
+  deployBtn.addEventListener("click", () => act(deployBtn, "/v1/app/deploy", "deploying… (image builds take minutes)"));
+  stopBtn.addEventListener("click", () => {
+    if (!confirm("Stop the app? Its running containers end, new jobs are refused until the next deploy. A dashboard served by this app stops too.")) return;
+    act(stopBtn, "/v1/app/stop", "stopping…");
+  });
+  try { render(await api("/v1/app", { signal: ctl.signal })); }
+  catch (err) { deployBtn.disabled = stopBtn.disabled = true; showError(body, err); }
+}
+
 /* ------------------------------------------------------------------ router */
 
 async function loadInfo() {
@@ -828,6 +876,7 @@ function route() {
   if (section === "sweeps") return viewSweeps();
   if (section === "models") return viewModels();
   if (section === "evals" && parts[1]) return viewEval(parts[1]);
+  if (section === "app") return viewApp();
   return viewRuns();
 }
 

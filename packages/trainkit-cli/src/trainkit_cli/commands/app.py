@@ -17,15 +17,7 @@ from trainkit_cli.state import CliState, console, json_option, pass_state, print
 
 
 def _deployment(state: CliState) -> Any:
-    from trainkit_core.errors import UsageError
-
-    provider = state.provider
-    if not provider.capabilities.app_lifecycle:
-        raise UsageError(
-            f"provider {provider.name!r} has no app to deploy, inspect or stop",
-            hint="choose a provider with an app lifecycle, e.g. --provider modal (see `trainkit providers`)",
-        )
-    return provider.deployment()
+    return state.provider.app_lifecycle()
 
 
 def _show(status: Any, provider: str, as_json: bool) -> None:

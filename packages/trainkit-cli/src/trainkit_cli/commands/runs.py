@@ -220,6 +220,11 @@ def register(cli: click.Group) -> None:
         out = console()
         print_run_summary(run)
         out.print(f"  phase {run.phase}, backend {run.framework or '-'}, attempt {run.attempt}")
+        if run.call_attempts > 1 or run.max_attempts > 1:
+            out.print(f"  job attempts {run.call_attempts} of {run.max_attempts} allowed (call {run.attempt_call_id})")
+        if run.provider_app_id or run.deployment_id:
+            app = f"  app {run.app_name or '-'} ({run.provider_app_id or '-'}), deployment {run.deployment_id or '-'}"
+            out.print(app + (f", {run.provider_app_url}" if run.provider_app_url else ""))
         out.print(f"  dataset {run.dataset_id} ({run.dataset_hash[:12]}), model {_run_row(run)['model']}")
         out.print(
             f"  created {_fmt_time(run.created_at)}, started {_fmt_time(run.started_at)}, ended {_fmt_time(run.ended_at)}"

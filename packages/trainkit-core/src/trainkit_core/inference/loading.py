@@ -299,6 +299,26 @@ class ModelCache:
                 cached=cached,
             )
 
+    def clear(self) -> int:
+        """Drop every loaded model (the next request loads again); the number dropped.
+
+        Frees what they hold: memory, and the files their weights map (a Modal volume
+        cannot be reloaded while files of it are open).
+        """
+        import gc
+        import sys
+
+        with self._lock:
+            dropped = len(self._bases)
+            self._bases.clear()
+        gc.collect()
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        if dropped:
+            log.info("dropped %d base model(s) from the cache", dropped)
+        return dropped
+
     def _add_base(self, key: tuple[str, str, bool], base: Any, device: str) -> _BaseEntry:
         while len(self._bases) >= MAX_BASES:
             old_key, _ = self._bases.popitem(last=False)

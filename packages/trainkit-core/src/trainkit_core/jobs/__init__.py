@@ -18,6 +18,7 @@ from trainkit_core.jobs.context import JobContext
 #: name -> "module:function". Later features add train, infer, eval.
 JOBS: dict[str, str] = {
     "ping": "trainkit_core.jobs.ping:ping",
+    "gpu_ping": "trainkit_core.jobs.ping:gpu_ping",
     "sleep": "trainkit_core.jobs.ping:sleep",
     "fail": "trainkit_core.jobs.ping:fail",
     "infer": "trainkit_core.jobs.infer:infer",

@@ -23,6 +23,11 @@ class JobContext:
     directory where that volume is visible inside the job. `commit` makes writes to a
     volume visible to other processes (a no-op where writes are visible at once);
     `reload` shows writes others committed.
+
+    `max_attempts` is how many times the provider runs one call of the job before it
+    gives up (1 where it never retries, as locally; Modal: `TRAINKIT_TRAIN_MAX_ATTEMPTS`
+    for training). The train job counts attempts on the run record against it, so a
+    failed attempt leaves the run resumable for the next one and only the last fails it.
     """
 
     settings: Settings
@@ -32,6 +37,7 @@ class JobContext:
     volume_paths: Mapping[str, Path]
     commit: Callable[[str], None] = _no_op
     reload: Callable[[str], None] = _no_op
+    max_attempts: int = 1
     _kv_cache: dict[str, KVStore] = field(default_factory=dict, repr=False)
 
     def kv(self, namespace: str) -> KVStore:

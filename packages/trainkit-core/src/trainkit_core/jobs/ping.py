@@ -1,4 +1,4 @@
-"""Tiny job functions: a health check, and two used by the provider conformance suite."""
+"""Tiny job functions: health checks (light, and on a model size's GPU), and two used by the provider conformance suite."""
 
 from __future__ import annotations
 
@@ -41,6 +41,63 @@ def ping(ctx: JobContext, echo: Any = None) -> dict[str, Any]:
         "hf_token_set": bool(os.environ.get("HF_TOKEN")),
         "echo": echo,
     }
+
+
+def _import_check(module: str) -> dict[str, Any]:
+    """Whether `module` imports here, with its version or the error (a broken GPU stack shows up here)."""
+    import importlib
+
+    try:
+        imported = importlib.import_module(module)
+    except ImportError as exc:
+        return {"ok": False, "error": f"not installed: {exc}"}
+    except Exception as exc:  # unsloth raises plain errors without a usable GPU
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    return {"ok": True, "version": str(getattr(imported, "__version__", ""))}
+
+
+def gpu_ping(ctx: JobContext, model_size: str = "", echo: Any = None) -> dict[str, Any]:
+    """The check to run before a long job, in the image and on the GPU a model size trains on.
+
+    Reports the CUDA device and its memory, the torch and CUDA versions, whether
+    bitsandbytes and Unsloth import, and whether HF_TOKEN is set (never its value).
+    Where there is no GPU (the local provider on a laptop) it says so: `gpu` is None.
+    """
+    report: dict[str, Any] = {
+        "ok": True,
+        "provider": ctx.provider,
+        "call_id": ctx.call_id,
+        "model_size": model_size,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "hf_token_set": bool(os.environ.get("HF_TOKEN")),
+        "torch": None,
+        "cuda": None,
+        "cuda_available": False,
+        "gpu": None,
+        "echo": echo,
+    }
+    try:
+        import torch
+    except ImportError:
+        report["packages"] = {"torch": {"ok": False, "error": "not installed"}}
+        return report
+    report["torch"] = torch.__version__
+    report["cuda"] = torch.version.cuda
+    report["cuda_available"] = bool(torch.cuda.is_available())
+    if report["cuda_available"]:
+        props = torch.cuda.get_device_properties(0)
+        free, total = torch.cuda.mem_get_info(0)
+        report["gpu"] = {
+            "name": props.name,
+            "count": torch.cuda.device_count(),
+            "memory_gb": round(total / 2**30, 1),
+            "memory_free_gb": round(free / 2**30, 1),
+            "capability": f"{props.major}.{props.minor}",
+        }
+    # bitsandbytes before unsloth: unsloth imports it too, and a failure is clearer alone.
+    report["packages"] = {name: _import_check(name) for name in ("bitsandbytes", "unsloth")}
+    return report
 
 
 def sleep(

@@ -13,9 +13,18 @@ and step count are restored by the trainer.
 
 Ends: `succeeded`; `stopped` when the stop flag was set (the adapter is saved and a
 checkpoint written, so it can be resumed); `preempted` on SIGINT (how a provider
-preempts a container; not terminal, so a restart resumes); `failed` with the error
-text on any other exception (raised again, so the provider also sees the call fail). Every end writes
+preempts a container; not terminal, so a restart resumes); on any other exception the
+error is recorded and raised again, so the provider sees the call fail. Every end writes
 the run's history to the models volume.
+
+Attempts: a provider that retries a failed call (Modal: `modal.Retries`, and restarts
+after a container crash) runs this job again for the same call. The job counts the
+attempts of its call on the run record (`call_attempts`, against `ctx.max_attempts`,
+which the provider sets): an attempt that raises before the last leaves the run
+`pending` with its error, for the next attempt to resume; the last one fails the run.
+An attempt beyond the cap (a crash loop: the container died each time without a word)
+fails the run at once, and so does any later retry of that call, so the call's outcome
+is always the run's.
 """
 
 from __future__ import annotations
@@ -99,13 +108,29 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     """Train run `run_id`; returns a summary (status, step, metrics)."""
     store = RunStore.for_job(ctx)
     run = store.get(run_id)
-    if run.done() and not resume:
+    same_call = bool(run.attempt_call_id) and run.attempt_call_id == ctx.call_id
+    if run.done():
+        if same_call and run.status == "failed":
+            # The provider retried a call whose run already failed: the call fails too.
+            raise JobError(f"run {run_id} failed: {run.error_message or 'no error text'}")
         log.warning("run %s already ended %s; nothing to do", run_id, run.status)
         return {"run_id": run_id, "status": run.status, "skipped": True}
-    restarted = run.status in ("running", "preempted") and not resume
+    restarted = (run.status in ("running", "preempted") or same_call) and not resume
+    _count_attempt(ctx, run, same_call)
+    if run.call_attempts > run.max_attempts:
+        error = (
+            f"gave up after {run.max_attempts} attempt(s): the provider started the job again "
+            f"(its container crashed or was restarted); last error: {run.error_message or 'none recorded'}"
+        )
+        _end(ctx, run, "failed", error=error)
+        raise JobError(f"run {run_id} failed: {error}")
     if restarted:
         run.attempt += 1
-        run.events.append("warning", message=f"the job was restarted (attempt {run.attempt}); resuming")
+        run.events.append(
+            "warning",
+            message=f"the job was restarted (attempt {run.attempt}, {run.call_attempts} of {run.max_attempts} "
+            "for this call); resuming",
+        )
     os.environ["HF_HOME"] = str(ctx.path("hf-cache"))
     now = time.time()
     run.status = "running"
@@ -114,7 +139,9 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     run.error_message = None
     run.phase = "provisioning"
     run.save()
-    run.events.append("status", status="running", attempt=run.attempt)
+    run.events.append(
+        "status", status="running", attempt=run.attempt, call_attempt=run.call_attempts, max_attempts=run.max_attempts
+    )
     scratch = Path(tempfile.mkdtemp(prefix=f"trainkit-{run_id}-"))
     try:
         status = _train(ctx, run, scratch, resume=resume or restarted)
@@ -126,11 +153,44 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     except BaseException as exc:
         text = f"{type(exc).__name__}: {exc}"
         log.error("run %s failed: %s", run_id, traceback.format_exc())
-        _end(ctx, run, "failed", error=text)
+        if run.call_attempts < run.max_attempts:
+            _retry_later(ctx, run, text)
+        else:
+            _end(ctx, run, "failed", error=text)
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return {"run_id": run_id, "status": status, "step": run.step, "metrics": run.metrics}
+
+
+def _count_attempt(ctx: JobContext, run: TrainingRun, same_call: bool) -> None:
+    """One more attempt of this call (a new call starts at 1); a preempted attempt is not counted."""
+    if not same_call:
+        run.attempt_call_id = ctx.call_id
+        run.call_attempts = 1
+    elif run.status != "preempted":
+        run.call_attempts += 1
+    run.max_attempts = max(1, int(ctx.max_attempts))
+    run.save()
+
+
+def _retry_later(ctx: JobContext, run: TrainingRun, error: str) -> None:
+    """An attempt failed, and the provider will run another: the run stays resumable, its error kept."""
+    run.status = "pending"
+    run.error_message = error
+    if run.phase in run.step_times and run.step_times[run.phase].get("end") is None:
+        run.step_times[run.phase]["end"] = time.time()
+    run.save()
+    run.events.append(
+        "status",
+        status="pending",
+        error=error,
+        attempt=run.attempt,
+        call_attempt=run.call_attempts,
+        max_attempts=run.max_attempts,
+        retrying=True,
+    )
+    ctx.commit("models")
 
 
 def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = None) -> None:

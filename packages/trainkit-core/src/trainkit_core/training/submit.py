@@ -19,7 +19,7 @@ from typing import Any
 
 from trainkit_core.errors import ConflictError, NotFoundError, TrainkitError, UsageError
 from trainkit_core.ids import new_run_id
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs import APP_FIELDS, RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,11 @@ def _spawn(provider: Any, run: TrainingRun, *, resume: bool) -> None:
         _fail(run, f"could not start the train job: {type(exc).__name__}: {exc}")
         raise
     run.function_call_id = handle.call_id
+    # Which app and deployment run the job, where the provider says (`RunHandle.app`).
+    app = getattr(handle, "app", None) or {}
+    for field in APP_FIELDS:
+        if app.get(field):
+            setattr(run, field, str(app[field]))
     run.save()
 
 

@@ -1,0 +1,130 @@
+"""Retries of a training job on Modal, through the fake: attempts raise, containers crash.
+
+The fake runs each attempt of a call in a fresh container process and retries as
+Modal does: an attempt that raises while the function's `Retries` allow, and a
+container that dies (out of memory, a segfault) again and again, beyond them. The
+training part of the job is replaced in the containers (`fake_faults.py`: it raises,
+crashes or succeeds as the test plans); the job's bookkeeping, the run record, the
+events and the call records are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from trainkit_core.errors import JobError
+from trainkit_core.plugins import build_plugin_manager, register
+from trainkit_core.provider import Provider, get_provider
+from trainkit_core.runs import TrainingRun
+from trainkit_core.settings import Settings
+from trainkit_core.training.submit import start_run
+from trainkit_modal.plugin import ModalPlugin
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def provider_on(sdk: object) -> Provider:
+    pm = build_plugin_manager(load_entry_points=False)
+    register(pm, ModalPlugin(lambda: sdk), name="modal", module="trainkit_modal.plugin")
+    return get_provider("modal", Settings.from_env(), pm=pm)
+
+
+@pytest.fixture
+def deployed(fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Provider:
+    monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(REPO / "datasets"))
+    monkeypatch.setenv("TRAINKIT_TRAIN_MAX_ATTEMPTS", "2")
+    provider = provider_on(fake_modal)
+    provider.deployment().deploy()
+    return provider
+
+
+def _start(provider: Provider, monkeypatch: pytest.MonkeyPatch, plan: dict[str, str]) -> TrainingRun:
+    monkeypatch.setenv("FAKE_MODAL_FAULTS", json.dumps(plan))
+    return start_run(provider, {"dataset": "demo", "model_size": "tiny", "steps": 5})
+
+
+def _attempts(fake_modal: ModuleType, call_id: str) -> list[str]:
+    record = json.loads((fake_modal._root() / "calls" / f"{call_id}.json").read_text())
+    return [a["end"] for a in record["attempts"]]
+
+
+def _events(run: TrainingRun, kind: str) -> list[dict[str, Any]]:
+    return [e for e in run.events.read() if e["type"] == kind]
+
+
+def test_a_failed_attempt_leaves_the_run_resumable_and_the_next_resumes(
+    deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _start(deployed, monkeypatch, {"1": "raise", "2": "succeed"})
+    assert run.function_call.wait(timeout=120)["status"] == "succeeded"  # the call reports the run's outcome
+    run.reload()
+    assert run.status == "succeeded" and run.error_message is None
+    assert (run.call_attempts, run.max_attempts, run.attempt) == (2, 2, 2)
+    assert _attempts(fake_modal, run.function_call_id) == ["failed", "succeeded"]
+    # Attempt 1 left the run pending (not ended) with its error; attempt 2 resumed it.
+    statuses = [(e["status"], e.get("error")) for e in _events(run, "status")]
+    assert statuses == [
+        ("pending", None),
+        ("running", None),
+        ("pending", "RuntimeError: fault injected in attempt 1"),
+        ("running", None),
+        ("succeeded", None),
+    ]
+    trained = [e["message"] for e in _events(run, "log") if e["message"].startswith("fake training")]
+    assert trained == [
+        "fake training: container attempt 1, raise, resume=False",
+        "fake training: container attempt 2, succeed, resume=True",
+    ]
+    # Each attempt reloaded only the volumes training reads (never the hf-cache), and committed all.
+    ops = [line.split() for line in (fake_modal._root() / "volume-ops.log").read_text().splitlines()]
+    mine = [(op, name) for call, op, name in ops if call == run.function_call_id]
+    assert sorted(name for op, name in mine if op == "reload") == sorted(["trainkit-data", "trainkit-models"] * 2)
+
+
+def test_the_last_attempt_that_raises_fails_the_run(
+    deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _start(deployed, monkeypatch, {"*": "raise"})
+    with pytest.raises(JobError, match="fault injected in attempt 2"):
+        run.function_call.wait(timeout=120)
+    run.reload()
+    assert run.status == "failed" and run.error_message == "RuntimeError: fault injected in attempt 2"
+    assert (run.call_attempts, run.max_attempts) == (2, 2)
+    assert _attempts(fake_modal, run.function_call_id) == ["failed", "failed"]  # Retries(1): two attempts
+    assert [e["status"] for e in _events(run, "status")][-2:] == ["running", "failed"]
+
+
+def test_a_crash_loop_stops_at_the_cap(
+    deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Modal restarts a crashed container without end; the job gives up once the attempts are spent."""
+    run = _start(deployed, monkeypatch, {"*": "crash"})
+    with pytest.raises(JobError, match="gave up after 2 attempt"):
+        run.function_call.wait(timeout=180)
+    run.reload()
+    assert run.status == "failed" and "gave up after 2 attempt(s)" in (run.error_message or "")
+    ends = _attempts(fake_modal, run.function_call_id)
+    # Two crashes, then the attempt over the cap fails the run; Modal's one retry of that
+    # raise finds the run failed and fails at once, without training.
+    assert ends == ["crashed", "crashed", "failed", "failed"]
+    assert len(ends) < fake_modal.CRASH_LOOP_SAFETY
+    trained = [e["message"] for e in _events(run, "log") if e["message"].startswith("fake training")]
+    assert len(trained) == 2
+
+
+def test_runs_know_their_app(deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    status = deployed.deployment().status()
+    run = _start(deployed, monkeypatch, {"*": "succeed"})
+    app_id = status.detail["app_id"]
+    assert run.provider_app_id == app_id and app_id.startswith("ap-")
+    assert run.provider_app_url == f"https://modal.com/id/{app_id}"
+    assert run.deployment_id == f"{app_id}/v{status.detail['version']}"
+    run.wait(timeout=120)
+    stored = run.reload()
+    assert (stored.provider_app_id, stored.deployment_id) == (run.provider_app_id, run.deployment_id)
+    assert deployed.call(run.function_call_id).app["provider_app_id"] == app_id  # found again from any process
