@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -84,10 +85,26 @@ ROPE_PARAMETERS = {
     "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1_000_000.0},
     "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
 }
-ROPE_LEGACY = {"rope_scaling": {"rope_type": "linear", "factor": 8.0}, "rope_theta": 1_000_000.0, "rope_local_base_freq": 10_000.0}
+ROPE_LEGACY = {
+    "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    "rope_theta": 1_000_000.0,
+    "rope_local_base_freq": 10_000.0,
+}
 TEXT_SIZES: dict[str, dict[str, int]] = {
-    "4b": {"hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34, "num_attention_heads": 8, "num_key_value_heads": 4},
-    "12b": {"hidden_size": 3840, "intermediate_size": 15360, "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 8},
+    "4b": {
+        "hidden_size": 2560,
+        "intermediate_size": 10240,
+        "num_hidden_layers": 34,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+    },
+    "12b": {
+        "hidden_size": 3840,
+        "intermediate_size": 15360,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+    },
 }
 #: Text parameters of the real checkpoints: keras-hub's gemma3 presets (3,880,099,328 and
 #: 11,765,788,416 for 262,144 tokens) plus the 64 extra embedding rows of the HF vocabulary.
@@ -107,11 +124,26 @@ VISION: dict[str, Any] = {
     "attention_dropout": 0.0,
     "vision_use_head": False,
 }
-MULTIMODAL = {"mm_tokens_per_image": 256, "boi_token_index": 255_999, "eoi_token_index": 256_000, "image_token_index": 262_144}
+MULTIMODAL = {
+    "mm_tokens_per_image": 256,
+    "boi_token_index": 255_999,
+    "eoi_token_index": 256_000,
+    "image_token_index": 262_144,
+}
 
 #: Memory of each provider GPU as nvidia-smi reports it (MiB). The presets' defaults:
 #: 4b A10G (24 GB), 12b A100 (40 GB), 31b A100-80GB.
-GPU_MIB = {"A10G": 23_028, "A10": 23_028, "L4": 23_034, "A100": 40_960, "A100-40GB": 40_960, "A100-80GB": 81_920, "L40S": 46_068, "H100": 81_559, "H200": 143_771}
+GPU_MIB = {
+    "A10G": 23_028,
+    "A10": 23_028,
+    "L4": 23_034,
+    "A100": 40_960,
+    "A100-40GB": 40_960,
+    "A100-80GB": 81_920,
+    "L40S": 46_068,
+    "H100": 81_559,
+    "H200": 143_771,
+}
 #: A peak fits a GPU when it leaves at least this share of the card free.
 HEADROOM = 0.10
 #: Parameters of the 31b preset's model (Gemma 4 31B, as named) for the estimate.
@@ -128,25 +160,54 @@ DATASET = "gpu-check"
 FILL = 0.92
 
 
-def preset_hub_id(size: str) -> str:
-    sys.path.insert(0, str(CORE_SRC))
-    from trainkit_core.presets import get_preset
+#: ``--dry-run-cpu --sizes 4b``: the same classes and configuration structure, tiny dimensions.
+MINI_TEXT = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+    "vocab_size": 1024,
+    "sliding_window": 32,
+    "query_pre_attn_scalar": 32,
+    "initializer_range": 0.1,
+}
+MINI_VISION = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "image_size": 28,
+}
+MINI_MULTIMODAL = {
+    "mm_tokens_per_image": 4,
+    "boi_token_index": 1021,
+    "eoi_token_index": 1022,
+    "image_token_index": 1023,
+}
 
-    return get_preset(size).base_model
 
+def gemma3_config(size: str, *, dtype: str = "bfloat16", mini: bool = False) -> Any:
+    """The real `Gemma3Config` of a preset (text + vision), for this transformers version.
 
-def gemma3_config(size: str, *, dtype: str = "bfloat16") -> Any:
-    """The real `Gemma3Config` of a preset (text + vision), for this transformers version."""
+    `mini` shrinks every dimension (the CPU dry run of the build and load path).
+    """
     import inspect
 
     from transformers import Gemma3Config, Gemma3TextConfig
 
     text = {**TEXT_COMMON, **TEXT_SIZES[size], "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2}
+    vision, multimodal = dict(VISION), dict(MULTIMODAL)
+    if mini:
+        text.update(MINI_TEXT)
+        vision.update(MINI_VISION)
+        multimodal.update(MINI_MULTIMODAL)
     if "rope_parameters" in inspect.signature(Gemma3TextConfig.__init__).parameters:
         text["rope_parameters"] = json.loads(json.dumps(ROPE_PARAMETERS))
     else:
         text.update(ROPE_LEGACY)
-    config = Gemma3Config(text_config=Gemma3TextConfig(**text).to_dict(), vision_config=dict(VISION), **MULTIMODAL)
+    config = Gemma3Config(text_config=Gemma3TextConfig(**text).to_dict(), vision_config=vision, **multimodal)
     config.architectures = ["Gemma3ForConditionalGeneration"]
     config.dtype = dtype
     return config
@@ -157,8 +218,8 @@ def gemma3_config(size: str, *, dtype: str = "bfloat16") -> Any:
 
 def _pseudo_text(rng: random.Random, chars: int) -> str:
     """Words of random syllables: text a small BPE cannot compress much (about 2 characters a token)."""
-    onsets = "b c d f g h j k l m n p r s t v w z br cr dr fr gr pl st tr sk".split()
-    vowels = "a e i o u ai ea ou".split()
+    onsets = [*"bcdfghjklmnprstvwz", "br", "cr", "dr", "fr", "gr", "pl", "st", "tr", "sk"]
+    vowels = [*"aeiou", "ai", "ea", "ou"]
     out: list[str] = []
     size = 0
     while size < chars:
@@ -229,10 +290,18 @@ class Parent:
     def child(self, kind: str, spec: dict[str, Any], *, need_s: float = 0.0) -> dict[str, Any]:
         """Run one part in a new process; its result, or why it was skipped or failed."""
         if self.left() < need_s:
-            return {"status": "skipped", "reason": f"time budget: {self.left():.0f} s left, this part needs about {need_s:.0f} s"}
+            return {
+                "status": "skipped",
+                "reason": f"time budget: {self.left():.0f} s left, this part needs about {need_s:.0f} s",
+            }
         self.count += 1
         name = f"{self.count:02d}-{kind}-{spec.get('size', '')}-{spec.get('backend', '')}".rstrip("-")
-        spec = {**spec, "kind": kind, "result": str(self.work / "logs" / f"{name}.json"), "dry_run_cpu": self.args.dry_run_cpu}
+        spec = {
+            **spec,
+            "kind": kind,
+            "result": str(self.work / "logs" / f"{name}.json"),
+            "dry_run_cpu": self.args.dry_run_cpu,
+        }
         spec_file = self.work / "logs" / f"{name}.spec.json"
         spec_file.write_text(json.dumps(spec))
         log_file = self.work / "logs" / f"{name}.log"
@@ -241,7 +310,11 @@ class Parent:
         with log_file.open("w") as log:
             proc = subprocess.Popen(
                 [sys.executable, str(Path(__file__).resolve()), "--child", str(spec_file)],
-                stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.work, start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.work,
+                start_new_session=True,
             )
             try:
                 code = proc.wait(timeout=timeout)
@@ -281,32 +354,15 @@ class Parent:
             return report
         if not probe["cuda"] and not args.dry_run_cpu:
             report["verdict"] = "no-gpu"
-            report["skipped"].append("everything: no CUDA GPU here (torch.cuda.is_available() is False); --dry-run-cpu runs the CPU path")
-            return report
-        backends = list(args.backends)
-        have = probe["modules"]
-        plan: dict[str, str] = {}
-        for backend in backends:
-            if backend == "unsloth" and not have.get("unsloth"):
-                plan[backend] = "skipped: unsloth is not installed"
-            elif backend == "unsloth" and not have.get("bitsandbytes"):
-                plan[backend] = "skipped: bitsandbytes is not installed (Unsloth's 4-bit loading needs it)"
-            elif backend == "unsloth" and args.dry_run_cpu:
-                plan[backend] = "skipped: the CPU dry run trains with hf only"
-            else:
-                plan[backend] = "run"
-        quantized = bool(have.get("bitsandbytes")) and not args.dry_run_cpu
-        if not quantized and not args.dry_run_cpu:
             report["skipped"].append(
-                "4-bit for the hf backend and inference: bitsandbytes is not installed; hf trains in bf16 and the base "
-                "is reloaded in bf16 (not the presets' recipe; memory figures are then bf16's)"
+                "everything: no CUDA GPU here (torch.cuda.is_available() is False); --dry-run-cpu runs the CPU path"
             )
-        for backend, why in plan.items():
-            if why != "run":
-                report["skipped"].append(f"{backend} backend: {why.removeprefix('skipped: ')}")
+            return report
+        runnable, quantized, skipped = plan(probe["modules"], args.backends, dry_run_cpu=args.dry_run_cpu)
+        report["skipped"] += skipped
         report["sizes"] = {}
         for size in args.sizes:
-            report["sizes"][size] = self.run_size(size, [b for b in backends if plan[b] == "run"], quantized=quantized)
+            report["sizes"][size] = self.run_size(size, runnable, quantized=quantized)
         report["estimate_31b"] = estimate_31b(report)
         report["elapsed_s"] = round(time.monotonic() - self.started, 1)
         report["verdict"] = verdict(report)
@@ -317,12 +373,20 @@ class Parent:
         out: dict[str, Any] = {}
         # the dataset: enough rows for every step without repeating one
         # the CPU dry run shortens rows and batches (CI time); a GPU run keeps the preset's
-        overrides = {"max_seq_length": 64, "batch_size": 4} if args.dry_run_cpu else {}
-        spec = {"size": size, "steps": args.steps, "quantized": quantized, "overrides": overrides}
-        setup = self.child("setup", spec)
-        out["setup"] = setup
-        if setup.get("status") != "ok":
-            return out
+        overrides: dict[str, int] = {}
+        if args.dry_run_cpu:
+            overrides = (
+                {"max_seq_length": 64, "batch_size": 4}
+                if size == "tiny"
+                else {"max_seq_length": 64, "batch_size": 2, "grad_accum": 1}
+            )
+        mini = args.dry_run_cpu and size != "tiny"
+        spec = {"size": size, "steps": args.steps, "quantized": quantized, "overrides": overrides, "mini": mini}
+        shape = _shape(spec)
+        examples = shape["batch_size"] * shape["grad_accum"] * max(args.steps, 2) + 8
+        write_dataset(
+            self.work / "datasets", f"{DATASET}-{size}", examples=examples, max_seq_length=shape["max_seq_length"]
+        )
         if size != "tiny":
             out["build"] = self.child("build", spec, need_s=60)
             if out["build"].get("status") != "ok":
@@ -346,11 +410,33 @@ class Parent:
         stop = self.child("stop", {**spec, "backend": backend, "steps": 2}, need_s=need)
         resume: dict[str, Any] = {"status": "skipped", "reason": "the stop part did not end stopped"}
         if stop.get("status") == "ok":
-            resume = self.child("resume", {**spec, "backend": backend, "steps": 2, "run_id": stop["run_id"]}, need_s=need)
+            resume = self.child(
+                "resume", {**spec, "backend": backend, "steps": 2, "run_id": stop["run_id"]}, need_s=need
+            )
         statuses = (stop.get("status"), resume.get("status"))
         status = "ok" if statuses == ("ok", "ok") else ("failed" if "failed" in statuses else "skipped")
         out["stop_resume"] = {"status": status, "backend": backend, "stop": stop, "resume": resume}
         return out
+
+
+def plan(modules: dict[str, bool], backends: list[str], *, dry_run_cpu: bool) -> tuple[list[str], bool, list[str]]:
+    """(backends to run, whether to train and load in 4-bit, what is skipped and why), from what is installed."""
+    runnable: list[str] = []
+    skipped: list[str] = []
+    for backend in backends:
+        if backend == "unsloth" and not modules.get("unsloth"):
+            skipped.append("unsloth backend: unsloth is not installed")
+        elif backend == "unsloth" and not modules.get("bitsandbytes") and not dry_run_cpu:
+            skipped.append("unsloth backend: bitsandbytes is not installed (Unsloth's 4-bit loading needs it)")
+        else:
+            runnable.append(backend)
+    quantized = bool(modules.get("bitsandbytes")) and not dry_run_cpu
+    if not quantized and not dry_run_cpu:
+        skipped.append(
+            "4-bit for the hf backend and inference: bitsandbytes is not installed; hf trains in bf16 and inference "
+            "loads the base in bf16 (not the presets' recipe: the memory figures are bf16's)"
+        )
+    return runnable, quantized, skipped
 
 
 def estimate_31b(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -358,9 +444,9 @@ def estimate_31b(report: dict[str, Any]) -> dict[str, Any] | None:
     best: tuple[int, str, str, dict[str, Any]] | None = None
     for size, parts in (report.get("sizes") or {}).items():
         for key, part in parts.items():
-            if key.startswith("train_") and part.get("status") == "ok" and part.get("quantized") and part.get("params"):
-                if best is None or part["params"] > best[0]:
-                    best = (part["params"], size, key, part)
+            measured = key.startswith("train_") and part.get("status") == "ok" and part.get("quantized")
+            if measured and part.get("params") and (best is None or part["params"] > best[0]):
+                best = (part["params"], size, key, part)
     if best is None:
         return None
     params, size, key, part = best
@@ -413,7 +499,6 @@ def _write(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
 def _env_setup() -> tuple[Any, Any]:
     """Settings and the local provider's job context; HF_HOME on its hf-cache volume (before transformers)."""
-    sys.path.insert(0, str(CORE_SRC))
     from trainkit_core.local.plugin import job_context
     from trainkit_core.settings import Settings
 
@@ -429,7 +514,20 @@ def child_probe(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     cuda = bool(torch.cuda.is_available())
-    names = ("torch", "transformers", "peft", "trl", "datasets", "accelerate", "tokenizers", "bitsandbytes", "unsloth", "unsloth_zoo", "xformers", "triton")
+    names = (
+        "torch",
+        "transformers",
+        "peft",
+        "trl",
+        "datasets",
+        "accelerate",
+        "tokenizers",
+        "bitsandbytes",
+        "unsloth",
+        "unsloth_zoo",
+        "xformers",
+        "triton",
+    )
     versions = {}
     for name in names:
         try:
@@ -442,7 +540,9 @@ def child_probe(spec: dict[str, Any]) -> dict[str, Any]:
         "cuda": cuda,
         "torch_cuda": torch.version.cuda,
         "versions": versions,
-        "modules": {m: importlib.util.find_spec(m) is not None for m in ("unsloth", "bitsandbytes", "trl", "datasets", "peft")},
+        "modules": {
+            m: importlib.util.find_spec(m) is not None for m in ("unsloth", "bitsandbytes", "trl", "datasets", "peft")
+        },
     }
     if cuda:
         props = torch.cuda.get_device_properties(0)
@@ -459,23 +559,12 @@ def child_probe(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _shape(spec: dict[str, Any]) -> dict[str, int]:
     """Batch, accumulation and row length of the runs: the preset's, unless the spec overrides them."""
-    sys.path.insert(0, str(CORE_SRC))
     from trainkit_core.presets import get_preset
 
     preset = get_preset(spec["size"])
     shape = {"batch_size": preset.batch_size, "grad_accum": preset.grad_accum, "max_seq_length": preset.max_seq_length}
     shape.update(spec.get("overrides") or {})
     return shape
-
-
-def child_setup(spec: dict[str, Any]) -> dict[str, Any]:
-    """The dataset (written and synced by start_run later) and the provider's folders."""
-    settings, ctx = _env_setup()
-    shape = _shape(spec)
-    rows, seq = shape["batch_size"] * shape["grad_accum"] * max(spec["steps"], 2) + 8, shape["max_seq_length"]
-    name = f"{DATASET}-{spec['size']}"
-    write_dataset(Path(settings.datasets.datasets_dir), name, examples=rows, max_seq_length=seq)
-    return {"status": "ok", "dataset": name, "examples": rows, "max_seq_length": seq}
 
 
 def child_build(spec: dict[str, Any]) -> dict[str, Any]:
@@ -497,12 +586,12 @@ def child_build(spec: dict[str, Any]) -> dict[str, Any]:
     texts = [render(json.loads(row)["messages"], GEMMA3) for row in rows if row.strip()]
     tokenizer = build_tokenizer(texts, "gemma3")
     eot = tokenizer.convert_tokens_to_ids(GEMMA3.end_of_turn)
-    config = gemma3_config(size)
+    config = gemma3_config(size, mini=bool(spec.get("mini")), dtype="float32" if spec.get("mini") else "bfloat16")
     config.text_config.eos_token_id = [tokenizer.eos_token_id, eot]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
+    torch.set_default_dtype(torch.float32 if spec.get("mini") else torch.bfloat16)
     try:
         with torch.device(device):
             model = Gemma3ForConditionalGeneration(config)
@@ -538,8 +627,11 @@ def child_build(spec: dict[str, Any]) -> dict[str, Any]:
         "model_class": type(model).__name__,
         "params": params,
         "text_params": text_params,
-        "text_params_expected": TEXT_PARAMS.get(size),
-        "text_params_match": TEXT_PARAMS.get(size) == text_params,
+        **(
+            {}
+            if spec.get("mini")
+            else {"text_params_real": TEXT_PARAMS[size], "text_params_match": TEXT_PARAMS[size] == text_params}
+        ),
         "hub_id": preset.base_model,
         "aliases": aliases,
         "disk_gib": round(size_bytes / 2**30, 2),
@@ -655,7 +747,7 @@ class Observer:
         marks = [m for m in self.steps]
         if len(marks) < 2:
             return {}
-        times = [b[0] - a[0] for a, b in zip(marks, marks[1:], strict=False)]
+        times = [b[0] - a[0] for a, b in itertools.pairwise(marks)]
         result: dict[str, Any] = {"steps_timed": len(times), "first_step_s": round(times[0], 3)}
         later = marks[1:] if len(marks) >= 3 else marks
         span = later[-1][0] - later[0][0]
@@ -740,7 +832,16 @@ def _import_backend(backend: str) -> str | None:
 
 def _run_summary(run: Any) -> dict[str, Any]:
     run = run.reload()
-    keys = ("first_loss", "final_loss", "steps", "train_runtime_s", "gate_round_trip_max_abs_diff", "gate_round_trip_tolerance", "gate_effect_max_abs_diff", "gate_reloaded")
+    keys = (
+        "first_loss",
+        "final_loss",
+        "steps",
+        "train_runtime_s",
+        "gate_round_trip_max_abs_diff",
+        "gate_round_trip_tolerance",
+        "gate_effect_max_abs_diff",
+        "gate_reloaded",
+    )
     return {
         "run_id": run.id,
         "run_status": run.status,
@@ -817,7 +918,10 @@ def compare_inference(ctx: Any, run_id: str, observer: Observer, *, quantized: b
     diffs = [float((a - b).abs().max()) for a, b in zip(trained, served, strict=True)]
     rel = [float((a - b).norm() / b.norm().clamp_min(1e-12)) for a, b in zip(trained, served, strict=True)]
     agree = [float((a.argmax(-1) == b.argmax(-1)).float().mean()) for a, b in zip(trained, served, strict=True)]
-    four_bit = bool(getattr(loaded.model, "is_loaded_in_4bit", False) or getattr(getattr(loaded.model, "base_model", None), "is_loaded_in_4bit", False))
+    four_bit = bool(
+        getattr(loaded.model, "is_loaded_in_4bit", False)
+        or getattr(getattr(loaded.model, "base_model", None), "is_loaded_in_4bit", False)
+    )
     fp32 = loaded.device == "cpu"
     tol = FP32_TOL if fp32 else QUANTIZED_TOL
     return {
@@ -884,7 +988,6 @@ def child_resume(spec: dict[str, Any]) -> dict[str, Any]:
 
 CHILDREN = {
     "probe": child_probe,
-    "setup": child_setup,
     "build": child_build,
     "train": child_train,
     "stop": child_stop,
@@ -932,30 +1035,43 @@ def table(report: dict[str, Any]) -> str:
             )
     est = report.get("estimate_31b")
     if est:
-        lines.append(f"31b   estimate       {est['estimated_peak_gib']} GiB on {est['gpu']}: fits={est['fits']} ({est['from']}, {est['bytes_per_param']} B/param)")
+        lines.append(
+            f"31b   estimate       {est['estimated_peak_gib']} GiB on {est['gpu']}: fits={est['fits']} ({est['from']}, {est['bytes_per_param']} B/param)"
+        )
     for item in report.get("skipped") or []:
         lines.append(f"skipped: {item}")
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="4b", help="comma-separated presets to check (4b, 12b); default 4b")
-    parser.add_argument("--backends", default="unsloth,hf", help="comma-separated backends (unsloth, hf); default both")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default=None, help="comma-separated presets to check (4b, 12b); default 4b")
+    parser.add_argument("--backends", default=None, help="comma-separated backends (unsloth, hf); default both")
     parser.add_argument("--steps", type=int, default=6, help="optimizer steps of each measured run (default 6)")
-    parser.add_argument("--budget-s", type=float, default=480, help="stop starting parts after this many seconds (default 480)")
+    parser.add_argument(
+        "--budget-s", type=float, default=480, help="stop starting parts after this many seconds (default 480)"
+    )
     parser.add_argument("--work", default="", help="working folder (default: a new temporary folder)")
     parser.add_argument("--json-out", default="", help="also write the JSON document here")
     parser.add_argument("--no-resume", action="store_true", help="leave out the stop / resume part")
-    parser.add_argument("--dry-run-cpu", action="store_true", help="the CPU path: tiny preset, hf backend, no GPU used")
+    parser.add_argument(
+        "--dry-run-cpu",
+        action="store_true",
+        help="the CPU path, no GPU used: by default the tiny preset with the hf backend and short rows; "
+        "--sizes 4b builds the 4b preset's classes with tiny dimensions instead of its real size",
+    )
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
-    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    if args.dry_run_cpu:
-        args.sizes, args.backends = ["tiny"], ["hf"]
-        if args.steps == 6:
-            args.steps = 4
+    sizes = args.sizes or ("tiny" if args.dry_run_cpu else "4b")
+    backends = args.backends or ("hf" if args.dry_run_cpu else "unsloth,hf")
+    args.sizes = [s.strip() for s in sizes.split(",") if s.strip()]
+    args.backends = [b.strip() for b in backends.split(",") if b.strip()]
+    if "tiny" in args.sizes and not args.dry_run_cpu:
+        parser.error("--sizes: tiny is the CPU dry run's size (--dry-run-cpu)")
+    if args.dry_run_cpu and args.steps == 6:
+        args.steps = 4
     for size in args.sizes:
         if size not in ("tiny", *TEXT_SIZES):
             parser.error(f"--sizes: {size!r} is not a size this check builds (tiny with --dry-run-cpu, 4b, 12b)")
@@ -969,6 +1085,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    sys.path.insert(0, str(CORE_SRC))  # this checkout's trainkit, installed or not
     if args.child:
         return child_main(args.child)
     report = Parent(args).run()
