@@ -197,7 +197,7 @@ def gemma3_config(size: str, *, dtype: str = "bfloat16", mini: bool = False) -> 
 
     from transformers import Gemma3Config, Gemma3TextConfig
 
-    text = {**TEXT_COMMON, **TEXT_SIZES[size], "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2}
+    text: dict[str, Any] = {**TEXT_COMMON, **TEXT_SIZES[size], "pad_token_id": 0, "eos_token_id": 1, "bos_token_id": 2}
     vision, multimodal = dict(VISION), dict(MULTIMODAL)
     if mini:
         text.update(MINI_TEXT)
@@ -363,6 +363,10 @@ class Parent:
         report["sizes"] = {}
         for size in args.sizes:
             report["sizes"][size] = self.run_size(size, runnable, quantized=quantized)
+        for size, parts in report["sizes"].items():
+            for key, part in parts.items():
+                if part.get("status") == "skipped":
+                    report["skipped"].append(f"{size} {key}: {part.get('reason') or 'see its entry'}")
         report["estimate_31b"] = estimate_31b(report)
         report["elapsed_s"] = round(time.monotonic() - self.started, 1)
         report["verdict"] = verdict(report)
@@ -371,7 +375,6 @@ class Parent:
     def run_size(self, size: str, backends: list[str], *, quantized: bool) -> dict[str, Any]:
         args = self.args
         out: dict[str, Any] = {}
-        # the dataset: enough rows for every step without repeating one
         # the CPU dry run shortens rows and batches (CI time); a GPU run keeps the preset's
         overrides: dict[str, int] = {}
         if args.dry_run_cpu:
@@ -383,6 +386,7 @@ class Parent:
         mini = args.dry_run_cpu and size != "tiny"
         spec = {"size": size, "steps": args.steps, "quantized": quantized, "overrides": overrides, "mini": mini}
         shape = _shape(spec)
+        # the dataset: enough rows for every step without repeating one
         examples = shape["batch_size"] * shape["grad_accum"] * max(args.steps, 2) + 8
         write_dataset(
             self.work / "datasets", f"{DATASET}-{size}", examples=examples, max_seq_length=shape["max_seq_length"]
@@ -415,7 +419,10 @@ class Parent:
             )
         statuses = (stop.get("status"), resume.get("status"))
         status = "ok" if statuses == ("ok", "ok") else ("failed" if "failed" in statuses else "skipped")
+        reason = next((p["reason"] for p in (stop, resume) if p.get("status") == "skipped"), None)
         out["stop_resume"] = {"status": status, "backend": backend, "stop": stop, "resume": resume}
+        if status == "skipped":
+            out["stop_resume"]["reason"] = reason
         return out
 
 
@@ -528,7 +535,7 @@ def child_probe(spec: dict[str, Any]) -> dict[str, Any]:
         "xformers",
         "triton",
     )
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in names:
         try:
             versions[name] = metadata.version(name)
@@ -622,6 +629,7 @@ def child_build(spec: dict[str, Any]) -> dict[str, Any]:
             link.symlink_to(snapshot, target_is_directory=True)
         aliases.append(preset.unsloth_model)
     size_bytes = sum(f.stat().st_size for f in snapshot.iterdir() if f.is_file())
+    saved_s = time.monotonic() - started - built_s
     return {
         "status": "ok",
         "model_class": type(model).__name__,
@@ -636,6 +644,7 @@ def child_build(spec: dict[str, Any]) -> dict[str, Any]:
         "aliases": aliases,
         "disk_gib": round(size_bytes / 2**30, 2),
         "build_s": round(built_s, 1),
+        "save_s": round(saved_s, 1),
         "tokenizer_tokens": len(tokenizer),
     }
 

@@ -55,6 +55,7 @@ WHEELS: list[tuple[str, str, str]] = [
     ("datasets", "4.8.5", "train"),
     ("dill", "0.4.1", "train"),
     ("multiprocess", "0.70.19", "train"),
+    ("fsspec", "2026.2.0", "train"),  # datasets 4.8.5 wants fsspec <= 2026.2.0; the device's version is not known
     ("bitsandbytes", "0.50.2", "bitsandbytes"),
     ("unsloth", "2026.10.9", "unsloth"),
     ("unsloth-zoo", "2026.10.9", "unsloth"),
