@@ -615,7 +615,7 @@ def child_build(spec: dict[str, Any]) -> dict[str, Any]:
     snapshot = repo / "snapshots" / revision
     snapshot.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(snapshot, max_shard_size="5GB")
-    tokenizer.save_pretrained(snapshot)
+    processor = save_processor(tokenizer, snapshot, image_seq_length=config.mm_tokens_per_image)
     (repo / "refs").mkdir(exist_ok=True)
     (repo / "refs" / "main").write_text(revision)
     aliases = []
@@ -646,7 +646,45 @@ def child_build(spec: dict[str, Any]) -> dict[str, Any]:
         "build_s": round(built_s, 1),
         "save_s": round(saved_s, 1),
         "tokenizer_tokens": len(tokenizer),
+        "processor": processor,
     }
+
+
+def save_processor(tokenizer: Any, folder: Path, *, image_seq_length: int) -> str:
+    """Save a `Gemma3Processor` (image processor + tokenizer) as the real checkpoint has; else the tokenizer alone.
+
+    Why: Unsloth's `FastModel` loads a multimodal checkpoint's processor. The tokenizer
+    gains Gemma's three image tokens (named, as the processor needs them); the job and
+    inference still load the tokenizer alone (`AutoTokenizer`). Returns what was saved.
+    """
+    from transformers import Gemma3ImageProcessor, Gemma3Processor, PreTrainedTokenizerFast
+
+    try:
+        named = PreTrainedTokenizerFast(
+            tokenizer_object=tokenizer.backend_tokenizer,
+            bos_token=tokenizer.bos_token,
+            eos_token=tokenizer.eos_token,
+            pad_token=tokenizer.pad_token,
+            unk_token=tokenizer.unk_token,
+            extra_special_tokens={
+                "boi_token": "<start_of_image>",
+                "eoi_token": "<end_of_image>",
+                "image_token": "<image_soft_token>",
+            },
+            chat_template=tokenizer.chat_template,
+            padding_side="right",
+        )
+        processor = Gemma3Processor(
+            image_processor=Gemma3ImageProcessor(),
+            tokenizer=named,
+            chat_template=tokenizer.chat_template,
+            image_seq_length=image_seq_length,
+        )
+        processor.save_pretrained(folder)
+        return "Gemma3Processor"
+    except Exception as exc:  # an older or newer transformers: the tokenizer alone still trains
+        tokenizer.save_pretrained(folder)
+        return f"tokenizer only (no processor: {type(exc).__name__}: {exc})"
 
 
 class InProcessProvider:
