@@ -51,6 +51,7 @@ WHEELS: list[tuple[str, str, str]] = [
     ("annotated-types", "0.8.0", "core"),
     ("typing-inspection", "0.4.5", "core"),
     ("python-dotenv", "1.2.4", "core"),
+    ("peft", "0.21.2", "train"),  # the device has a peft of unknown version; this one is CI's and Unsloth's here
     ("trl", "1.15.0", "train"),
     ("datasets", "4.8.5", "train"),
     ("dill", "0.4.1", "train"),
