@@ -933,6 +933,8 @@ def child_train(spec: dict[str, Any]) -> dict[str, Any]:
     steps = spec["steps"]
     run = _start(provider, ctx, spec, steps=steps, save_every=steps)
     outcome = _call_job(provider, ctx)
+    if not observer.peak:  # the gate was never reached (e.g. out of memory): the peak so far
+        observer.peak = _peak_memory()
     summary = _run_summary(run)
     result: dict[str, Any] = {
         "status": "ok" if summary["run_status"] == "succeeded" else "failed",
