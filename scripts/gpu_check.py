@@ -282,6 +282,7 @@ class Parent:
         self.env.pop("TRAINKIT_GPU", None)  # the check compares with each preset's own GPU
         if args.dry_run_cpu:
             self.env["CUDA_VISIBLE_DEVICES"] = ""
+            self.env.setdefault("OMP_NUM_THREADS", "1")  # a tiny model: threads cost more than they give
         self.count = 0
 
     def left(self) -> float:
