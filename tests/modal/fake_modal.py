@@ -272,6 +272,18 @@ class Volume:
         walker = target.rglob("*") if recursive else target.iterdir()
         return [self._entry(item) for item in walker if not item.name.startswith(".upload-")]
 
+    def read_file_into_fileobj(self, path: str, fileobj: Any, progress_cb: Any = None) -> int:
+        """Streams the file in 1 MiB chunks into `fileobj`; the bytes written."""
+        target = self._path(path)
+        if not target.is_file():
+            raise FileNotFoundError(f"No such file: {path}")
+        written = 0
+        with open(target, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                fileobj.write(chunk)
+                written += len(chunk)
+        return written
+
     def read_file(self, path: str) -> Iterator[bytes]:
         target = self._path(path)
         if not target.is_file():
@@ -348,6 +360,10 @@ class Retries:
     max_delay: float = 60.0
 
 
+#: Stands for modal's `NON_PYTHON_FILES`, the default `ignore` of `add_local_python_source`.
+_DEFAULT_IGNORE = "NON_PYTHON_FILES"
+
+
 @dataclass
 class Image:
     layers: list[tuple[str, Any]] = field(default_factory=list)
@@ -362,8 +378,11 @@ class Image:
     def env(self, vars: dict[str, str]) -> Image:
         return Image([*self.layers, ("env", dict(vars))])
 
-    def add_local_python_source(self, *modules: str, copy: bool = False, ignore: Any = None) -> Image:
-        return Image([*self.layers, ("add_local_python_source", modules)])
+    def add_local_python_source(self, *modules: str, copy: bool = False, ignore: Any = _DEFAULT_IGNORE) -> Image:
+        return Image([*self.layers, ("add_local_python_source", modules, ignore)])
+
+    def add_local_dir(self, local_path: Any, remote_path: str, *, copy: bool = False, ignore: Any = ()) -> Image:
+        return Image([*self.layers, ("add_local_dir", (str(local_path), remote_path), ignore)])
 
 
 def enter(*, snap: bool = False) -> Any:
@@ -377,6 +396,17 @@ def enter(*, snap: bool = False) -> Any:
 def method(*, is_generator: bool | None = None) -> Any:
     def mark(f: Any) -> Any:
         f._fake_method = True
+        return f
+
+    return mark
+
+
+def concurrent(*, max_inputs: int | None = None, target_inputs: int | None = None) -> Any:
+    if max_inputs is None:
+        raise exception.InvalidError("`modal.concurrent` requires `max_inputs`")
+
+    def mark(f: Any) -> Any:
+        f._fake_concurrent = max_inputs
         return f
 
     return mark
@@ -557,13 +587,20 @@ def _start_call(
     _write_json(_call_path(call_id), {**record, "options": options or {}})
     env = {**os.environ, "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id}
     here = str(Path(__file__).resolve().parent)
+    argv = [
+        sys.executable,
+        "-c",
+        f"import sys; sys.path.insert(0, {here!r}); import fake_modal; fake_modal.worker_main()",
+    ]
+    cwd = None
+    container = (_read_json(_root() / "containers.json") or {}).get(name)
+    if container is not None:  # the strict container simulation (tests/modal/container_sim) is deployed
+        argv, cwd = [*container["argv"], call_id], container["cwd"]
+        env = {**container["env"], "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id}
     log = open(_root() / "calls" / f"{call_id}.log", "wb")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            f"import sys; sys.path.insert(0, {here!r}); import fake_modal; fake_modal.worker_main()",
-        ],
+        argv,
+        cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
