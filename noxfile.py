@@ -2,7 +2,8 @@
 
 `nox` (no arguments) runs the default sessions: lint, typecheck, the torch-free tests
 of each package on every supported Python, the training stack's tests on 3.11 (the
-Python of the CPU torch wheel on these machines), and plugin discovery. Sessions that
+Python of the CPU torch wheel on these machines), the Modal app in simulated
+containers, and plugin discovery. Sessions that
 install torch use pip (not uv): only pip finds the CPU torch wheel on these machines'
 disks; the others use uv when it is installed (run.py installs nox with it).
 """
@@ -19,7 +20,7 @@ import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "ml", "plugin_discovery"]
+nox.options.sessions = ["lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery"]
 
 ROOT = nox.project.load_toml("pyproject.toml")
 PYTHONS = nox.project.python_versions(nox.project.load_toml("packages/trainkit-cli/pyproject.toml"))
@@ -48,7 +49,7 @@ LIGHT_INSTALLS = {
 #: each over a matrix of 16); the ML sessions stay on pip, the only installer that
 #: takes the CPU torch wheel lying on these machines' disks.
 LIGHT_BACKEND = "uv|venv"
-LIGHT_MARKERS = "not ml and not browser and not unsloth and not modal_live"
+LIGHT_MARKERS = "not ml and not browser and not unsloth and not modal_live and not container_sim"
 
 
 def _wheels(session: nox.Session) -> dict[str, str]:
@@ -126,6 +127,22 @@ def ml(session: nox.Session) -> None:
     markers = "(ml or browser) and not unsloth and not modal_live"
     _pytest(session, "-m", markers, "-p", "no:cacheprovider", folder="tests")
     session.run("pytest", "tests/cli/test_runs_plot.py", "-p", "no:cacheprovider", *session.posargs)
+
+
+@nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
+def modal_container(session: nox.Session) -> None:
+    """The Modal app in containers as strict as Modal's (tests/modal/container_sim), on the images' Python.
+
+    Each image becomes a venv of exactly its packages (built with pip, which takes the CPU
+    torch on disk; cached in .nox/_container_sim by content) holding the sources its mounts
+    upload and no trainkit distribution. The session itself needs no torch: training,
+    generation and evals run in those venvs. The images' Python is `images.toml`'s, which
+    is this session's.
+    """
+    _install(session, ["core", "cli", "api", "modal"], "test")
+    session.run(
+        "pytest", "tests/modal/test_container_sim.py", "-m", "container_sim", "-p", "no:cacheprovider", *session.posargs
+    )
 
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)

@@ -272,6 +272,18 @@ class Volume:
         walker = target.rglob("*") if recursive else target.iterdir()
         return [self._entry(item) for item in walker if not item.name.startswith(".upload-")]
 
+    def read_file_into_fileobj(self, path: str, fileobj: Any, progress_cb: Any = None) -> int:
+        """Streams the file in 1 MiB chunks into `fileobj`; the bytes written."""
+        target = self._path(path)
+        if not target.is_file():
+            raise FileNotFoundError(f"No such file: {path}")
+        written = 0
+        with open(target, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                fileobj.write(chunk)
+                written += len(chunk)
+        return written
+
     def read_file(self, path: str) -> Iterator[bytes]:
         target = self._path(path)
         if not target.is_file():
@@ -373,6 +385,10 @@ class Retries:
     max_delay: float = 60.0
 
 
+#: Stands for modal's `NON_PYTHON_FILES`, the default `ignore` of `add_local_python_source`.
+_DEFAULT_IGNORE = "NON_PYTHON_FILES"
+
+
 @dataclass
 class Image:
     layers: list[tuple[str, Any]] = field(default_factory=list)
@@ -387,8 +403,11 @@ class Image:
     def env(self, vars: dict[str, str]) -> Image:
         return Image([*self.layers, ("env", dict(vars))])
 
-    def add_local_python_source(self, *modules: str, copy: bool = False, ignore: Any = None) -> Image:
-        return Image([*self.layers, ("add_local_python_source", modules)])
+    def add_local_python_source(self, *modules: str, copy: bool = False, ignore: Any = _DEFAULT_IGNORE) -> Image:
+        return Image([*self.layers, ("add_local_python_source", modules, ignore)])
+
+    def add_local_dir(self, local_path: Any, remote_path: str, *, copy: bool = False, ignore: Any = ()) -> Image:
+        return Image([*self.layers, ("add_local_dir", (str(local_path), remote_path), ignore)])
 
 
 def enter(*, snap: bool = False) -> Any:
@@ -402,6 +421,17 @@ def enter(*, snap: bool = False) -> Any:
 def method(*, is_generator: bool | None = None) -> Any:
     def mark(f: Any) -> Any:
         f._fake_method = True
+        return f
+
+    return mark
+
+
+def concurrent(*, max_inputs: int | None = None, target_inputs: int | None = None) -> Any:
+    if max_inputs is None:
+        raise exception.InvalidError("`modal.concurrent` requires `max_inputs`")
+
+    def mark(f: Any) -> Any:
+        f._fake_concurrent = max_inputs
         return f
 
     return mark
@@ -787,6 +817,26 @@ def _alive(pid: int | None) -> bool:
 CRASH_LOOP_SAFETY = 12
 
 
+def _start_attempt(call_id: str, name: str, attempt: int, outcome_path: Path) -> subprocess.Popen[bytes]:
+    """One attempt's container: the strict simulation's image when it is deployed, else this fake's worker."""
+    attempt_env = {"FAKE_MODAL_ATTEMPT": str(attempt), "FAKE_MODAL_OUTCOME": str(outcome_path)}
+    container = (_read_json(_root() / "containers.json") or {}).get(name)
+    if container is None:
+        return _python_child("worker_main", call_id, stdout=subprocess.DEVNULL, env=attempt_env)
+    # The strict container simulation (tests/modal/container_sim): the image's Python, its
+    # /root and only the environment the app declares.
+    env = {**container["env"], "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id, **attempt_env}
+    with open(_root() / "calls" / f"{call_id}.log", "ab") as log:
+        return subprocess.Popen(
+            [*container["argv"], call_id],
+            cwd=container["cwd"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+
+
 def scheduler_main() -> None:
     """Modal's side of one call: run attempts in fresh containers until one has an outcome that stands.
 
@@ -804,12 +854,7 @@ def scheduler_main() -> None:
     while True:
         attempt += 1
         outcome_path = _root() / "calls" / f"{call_id}.attempt-{attempt}.json"
-        worker = _python_child(
-            "worker_main",
-            call_id,
-            stdout=subprocess.DEVNULL,
-            env={"FAKE_MODAL_ATTEMPT": str(attempt), "FAKE_MODAL_OUTCOME": str(outcome_path)},
-        )
+        worker = _start_attempt(call_id, record["name"], attempt, outcome_path)
         returncode = worker.wait()
         outcome = _read_json(outcome_path)
         end = "crashed" if outcome is None else outcome["state"]

@@ -138,12 +138,40 @@ def test_options_passed_to_modal(fake_modal: ModuleType, monkeypatch: pytest.Mon
     assert image.layers[-1][0] == "add_local_python_source"
 
 
-def test_functions_ship_pickled_and_load_in_a_fresh_process(built: object, tmp_path: object) -> None:
-    """What Modal sends at deploy (`serialized=True`): each function and class, pickled by Modal's own
-    serializer here and loaded in a new process, carries only the job's name.
+def _payloads(built: object) -> dict[str, bytes]:
+    """The bytes `modal deploy` sends for some functions and a class (`serialized=True`), by modal's serializer.
 
-    Reaches into modal internals (`_source_info`, `_user_cls`) to get the bytes deploy would send.
+    Reaches into modal internals (`_source_info`, `_user_cls`) to get them.
     """
+    from modal._serialization import serialize
+    from modal._utils.async_utils import synchronizer
+
+    payload = {}
+    for name in ("ping", "train_4b", "eval_12b", "web"):
+        if name in built.objects:  # type: ignore[attr-defined]
+            payload[name] = synchronizer._translate_in(built.objects[name])._source_info.serialized_function()  # type: ignore[attr-defined]
+    payload["Inference_4b"] = serialize(synchronizer._translate_in(built.objects["Inference_4b"])._user_cls)  # type: ignore[attr-defined]
+    return payload
+
+
+def test_functions_ship_by_reference_not_as_code(built: object) -> None:
+    """A pickled reference loads on any Python; pickled code only on the one that pickled it.
+
+    So a deploy from any supported Python works with the images' pinned Python: every
+    payload names an attribute of `trainkit_modal.functions` and carries no code object.
+    """
+    import pickletools
+
+    for name, data in _payloads(built).items():
+        ops = [(op.name, arg) for op, arg, _ in pickletools.genops(data)]
+        strings = [arg for _, arg in ops if isinstance(arg, str)]
+        assert "trainkit_modal.functions" in strings, (name, strings)
+        assert not any("_make_function" in s or "_make_skeleton_class" in s for s in strings), (name, strings)
+        assert b"co_code" not in data and len(data) < 400, (name, len(data))
+
+
+def test_functions_load_in_a_fresh_process(built: object, tmp_path: object) -> None:
+    """Loaded with modal's own deserializer in a new process: the module's own attributes, not the app."""
     import json
     import os
     import pickle
@@ -151,35 +179,76 @@ def test_functions_ship_pickled_and_load_in_a_fresh_process(built: object, tmp_p
     import sys
     from pathlib import Path
 
-    from modal._serialization import serialize
-    from modal._utils.async_utils import synchronizer
-
-    payload = {}
-    for name in ("ping", "train_4b", "eval_12b"):
-        if name in built.objects:  # type: ignore[attr-defined]
-            payload[name] = synchronizer._translate_in(built.objects[name])._source_info.serialized_function()  # type: ignore[attr-defined]
-    payload["Inference_4b"] = serialize(synchronizer._translate_in(built.objects["Inference_4b"])._user_cls)  # type: ignore[attr-defined]
     blob = Path(str(tmp_path)) / "payload.pkl"
-    blob.write_bytes(pickle.dumps(payload))
+    blob.write_bytes(pickle.dumps(_payloads(built)))
     probe = (
         "import json, pickle, sys\n"
         "from modal._serialization import deserialize\n"
+        "import trainkit_modal.functions as functions\n"
         f"payload = pickle.loads(open({str(blob)!r}, 'rb').read())\n"
         "out = {}\n"
         "for name, data in payload.items():\n"
         "    obj = deserialize(data, None)\n"
+        "    assert obj is getattr(functions, obj.__qualname__), name\n"
         "    if isinstance(obj, type):\n"
-        "        out[name] = sorted(a for a in vars(obj) if not a.startswith('_'))\n"
+        "        out[name] = [obj.__qualname__, sorted(a for a in vars(obj) if not a.startswith('_'))]\n"
         "    else:\n"
-        "        out[name] = [c.cell_contents for c in obj.__closure__ or []]\n"
+        "        out[name] = [obj.__qualname__, [c.cell_contents for c in obj.__closure__ or []]]\n"
         "out['app_module_imported'] = 'trainkit_modal.app' in sys.modules\n"
         "print(json.dumps(out))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=os.environ, timeout=120)
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
-    assert loaded["ping"] == ["ping"]
+    assert loaded["ping"] == ["job_ping", ["ping"]]
     if "train_4b" in loaded:
-        assert loaded["train_4b"] == ["train"]
-    assert loaded["Inference_4b"] == ["generate", "load", "run", "stream"]
+        assert loaded["train_4b"] == ["job_train", ["train"]]
+    assert loaded["Inference_4b"] == ["Inference_4b", ["generate", "load", "run", "stream"]]
+    if "web" in loaded:
+        assert loaded["web"] == ["web", []]
     assert loaded["app_module_imported"] is False  # the container never rebuilds the app
+
+
+def test_the_web_function_serves_concurrent_requests(fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`@modal.concurrent`: one container serves many requests (event streams stay open)."""
+    pytest.importorskip("trainkit_api")
+    monkeypatch.setenv("TRAINKIT_API_TOKEN", "test-token")
+    built = build_app(Settings.from_env(), sdk=fake_modal)
+    web = built.objects["web"].target
+    assert web._fake_asgi and web._fake_concurrent == specmod.WEB_MAX_INPUTS > 1
+    assert not any(getattr(d.target, "_fake_concurrent", None) for n, d in built.objects.items() if n != "web")
+
+
+def test_images_mount_every_source_file_but_bytecode(fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`add_local_python_source`'s default drops non-.py files: the dashboard's static files need them."""
+    from pathlib import Path
+
+    from trainkit_modal.app import source_ignore
+
+    built = build_app(Settings.from_env(), sdk=fake_modal)
+    for declared in built.objects.values():
+        layer = declared.options["image"].layers[-1]
+        assert layer[0] == "add_local_python_source" and layer[2] is source_ignore
+    assert not source_ignore(Path("static/index.html")) and not source_ignore(Path("routes/jobs.py"))
+    assert source_ignore(Path("routes/__pycache__/jobs.cpython-311.pyc")) and source_ignore(Path("x.pyc"))
+
+
+@pytest.mark.parametrize("seconds", ["2", "3600"])
+def test_modal_accepts_the_idle_window_bounds(monkeypatch: pytest.MonkeyPatch, seconds: str) -> None:
+    """The real SDK builds the inference classes at both ends of 2-3600 s (it checks the range itself)."""
+    monkeypatch.setenv("TRAINKIT_INFER_IDLE_TIMEOUT_S", seconds)
+    built = build_app(Settings.from_env())
+    assert "Inference_4b" in built.objects
+
+
+def test_modal_itself_refuses_an_idle_window_past_3600() -> None:
+    """The bound trainkit checks is Modal's own: its `app.cls` refuses 3601."""
+    import modal
+
+    app = modal.App("bounds")
+    with pytest.raises(modal.exception.InvalidError):
+
+        @app.cls(scaledown_window=3601, serialized=True)
+        class Late:
+            @modal.method()
+            def go(self) -> None: ...

@@ -33,9 +33,15 @@ def test_app_lifecycle_through_the_cli(cli_on_fake: ModuleType, capsys: pytest.C
     code, out, _ = run(capsys, "--provider", "modal", "app", "status", "--json")
     assert code == 0 and json.loads(out)["state"] == "not-deployed"
 
-    code, out, _ = run(capsys, "--provider", "modal", "app", "deploy", "--json")
+    code, out, err = run(capsys, "--provider", "modal", "app", "deploy", "--json")
     deployed = json.loads(out)
     assert code == 0 and deployed["state"] == "deployed"
+    # What the images pin is printed (on stderr: --json keeps stdout for the JSON).
+    from trainkit_modal.spec import load_stack
+
+    stack = load_stack()
+    assert f"python {stack.python}" in err
+    assert all(pin in err for pin in (*stack.torch, *stack.train, *stack.infer)), err
     assert "ping" in deployed["detail"]["functions"] and deployed["detail"]["missing"] == []
 
     code, out, _ = run(capsys, "--provider", "modal", "app", "status")

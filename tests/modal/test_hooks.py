@@ -85,7 +85,7 @@ def test_bad_settings_fail_the_deploy_naming_the_setting(
     for variable, value, words in (
         ("TRAINKIT_GPU", "RTX4090", "not a GPU Modal knows"),
         ("TRAINKIT_TRAIN_TIMEOUT_S", "90000", "24 h"),
-        ("TRAINKIT_INFER_IDLE_TIMEOUT_S", "1500", "2 to 1200"),
+        ("TRAINKIT_INFER_IDLE_TIMEOUT_S", "4000", "2 to 3600"),
     ):
         with monkeypatch.context() as m:
             m.setenv(variable, value)

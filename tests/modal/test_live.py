@@ -1,10 +1,11 @@
-"""Against the real Modal service (needs credentials): deploy, ping, train `tiny` a few steps, retry, stop.
+"""Against the real Modal service (needs credentials): deploy, ping, train `tiny`, retry, the web endpoint, stop.
 
 Not part of any default run. `nox -s modal_live` runs it for anyone logged in to
 Modal (`modal token new`, or MODAL_TOKEN_ID / MODAL_TOKEN_SECRET). It deploys a
 throw-away app (`trainkit-live-<random>`) with its own volumes, so it never touches
 your own trainkit app, and stops the app at the end. The first run builds the
-images (several minutes).
+images (several minutes). The web endpoint is checked as a user meets it: the
+dashboard at its URL, and a `tiny` run started with `POST /v1/jobs` that succeeds.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import pytest
 pytestmark = pytest.mark.modal_live
 
 REPO = Path(__file__).resolve().parents[2]
+#: The throw-away app's API token (its web endpoint is public for the test's minutes).
+LIVE_TOKEN = uuid.uuid4().hex
 
 
 def _has_credentials() -> bool:
@@ -42,12 +45,15 @@ def live() -> Iterator[object]:
     for kind in ("data", "models", "eval", "hf_cache"):
         mp.setenv(f"TRAINKIT_VOL_{kind.upper()}", f"trainkit-live-{kind.replace('_', '-')}")
     mp.setenv("TRAINKIT_DATASETS_DIR", str(REPO / "datasets"))
+    mp.setenv("TRAINKIT_API_TOKEN", LIVE_TOKEN)
     provider = get_provider("modal", Settings.from_env())
     deployment = provider.deployment()
     try:
         status = deployment.deploy()
         assert status.state == "deployed", status
         assert status.detail["missing"] == []  # classes count as deployed (`Inference_<size>.*`)
+        assert status.url, status
+        provider.live_url = status.url  # type: ignore[attr-defined]
         yield provider
     finally:
         try:
@@ -110,3 +116,47 @@ def test_a_failed_attempt_is_retried_and_the_retry_resumes(live: object) -> None
     retried = [e for e in done.events.read() if e["type"] == "status" and e.get("retrying")]
     assert len(retried) == 1 and "never synced" in retried[0]["error"]
     assert live.call(done.function_call_id).status().state == "succeeded"  # type: ignore[attr-defined]
+
+
+def _web(live: object, timeout: float = 120) -> object:
+    import httpx
+
+    return httpx.Client(
+        base_url=live.live_url,  # type: ignore[attr-defined]
+        headers={"Authorization": f"Bearer {LIVE_TOKEN}"},
+        timeout=timeout,
+        follow_redirects=True,
+    )
+
+
+def test_the_web_endpoint_serves_the_dashboard(live: object) -> None:
+    with _web(live, timeout=600) as client:  # the first request starts a container
+        page = client.get("/")
+        script = client.get("/static/app.js")
+    assert page.status_code == 200 and "<html" in page.text.lower(), page.text[:300]
+    assert script.status_code == 200 and len(script.content) > 100
+
+
+def test_a_job_started_from_the_web_endpoint_succeeds(live: object) -> None:
+    """`POST /v1/jobs` routes the run from the web container (no package metadata there) to `train_tiny`."""
+    import time
+
+    from trainkit_core.datasets.sync import sync_dataset
+
+    sync_dataset(live, "demo")  # type: ignore[arg-type]
+    with _web(live, timeout=600) as client:
+        created = client.post("/v1/jobs", json={"dataset": "demo", "model_size": "tiny", "steps": 5})
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        deadline = time.monotonic() + 3600
+        while True:
+            record = client.get(f"/v1/jobs/{run_id}").json()
+            if record["status"] in ("succeeded", "failed", "stopped", "cancelled"):
+                break
+            assert time.monotonic() < deadline, record
+            time.sleep(10)
+        assert record["status"] == "succeeded", record
+        answer = client.post(
+            "/v1/generate", json={"model_path": f"trained/{run_id}", "prompt": "hi", "max_new_tokens": 8}
+        )
+        assert answer.status_code == 200, answer.text

@@ -69,14 +69,16 @@ def test_timeout_over_24_hours_is_refused(monkeypatch: pytest.MonkeyPatch) -> No
     assert specmod.check_timeout(24 * 3600) == 86400
 
 
-@pytest.mark.parametrize("seconds", [1, 1201, 3600])
-def test_idle_window_outside_2_to_1200_is_refused(monkeypatch: pytest.MonkeyPatch, seconds: int) -> None:
-    with pytest.raises(UsageError, match="TRAINKIT_INFER_IDLE_TIMEOUT_S"):
+@pytest.mark.parametrize("seconds", [1, 3601, 86400])
+def test_idle_window_outside_2_to_3600_is_refused(monkeypatch: pytest.MonkeyPatch, seconds: int) -> None:
+    with pytest.raises(UsageError, match="TRAINKIT_INFER_IDLE_TIMEOUT_S") as info:
         build_spec(settings(monkeypatch, TRAINKIT_INFER_IDLE_TIMEOUT_S=str(seconds)))
+    assert "2 to 3600 s" in str(info.value)
 
 
-@pytest.mark.parametrize("seconds", [2, 60, 1200])
+@pytest.mark.parametrize("seconds", [2, 60, 1200, 1201, 3600])
 def test_idle_window_is_the_inference_scaledown_window(monkeypatch: pytest.MonkeyPatch, seconds: int) -> None:
+    """Modal 1.6.4 accepts 2-3600 s (`_functions.py`); the real SDK takes both ends (test_app)."""
     spec = build_spec(settings(monkeypatch, TRAINKIT_INFER_IDLE_TIMEOUT_S=str(seconds)))
     classes = [fs for fs in spec.functions.values() if fs.kind == "class"]
     if "infer" in JOBS:
@@ -104,20 +106,73 @@ def test_secret_only_when_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert build_spec(settings(monkeypatch, TRAINKIT_HF_SECRET="huggingface")).hf_secret == "huggingface"
 
 
+def _names(packages: tuple[str, ...]) -> set[str]:
+    return {specmod._name_of(p) for p in packages}
+
+
 def test_images_split_train_infer_web(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = build_spec(settings(monkeypatch, TRAINKIT_API_TOKEN="test-token"))
-    names = {img: {p.split("<")[0].split(">")[0].split("[")[0] for p in i.packages} for img, i in spec.images.items()}
-    assert {"unsloth", "torch", "trl", "bitsandbytes"} <= names["train"]
-    assert {"transformers", "peft", "bitsandbytes"} <= names["infer"]
+    names = {img: _names(i.all_packages) for img, i in spec.images.items()}
+    assert {"unsloth", "unsloth-zoo", "torch", "trl", "bitsandbytes"} <= names["train"]
+    assert {"torch", "transformers", "peft", "bitsandbytes"} <= names["infer"]
     assert "unsloth" not in names["infer"]
     assert "torch" not in names["web"] and "unsloth" not in names["web"]
     assert {"pluggy", "pydantic-settings"} <= names["web"]
     for image in spec.images.values():
         assert "trainkit_core" in image.local_sources and "trainkit_modal" in image.local_sources
-        assert not any(p.startswith("trainkit") for p in image.packages)
+        assert not any(p.startswith("trainkit") for p in image.all_packages)
     if spec.web is not None:
         assert "trainkit_api" in spec.images["web"].local_sources
         assert "fastapi" in names["web"]
+
+
+def test_gpu_images_install_exactly_the_pinned_stack(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every package `images.toml` names is installed at its pin, with no range of the same package beside it."""
+    stack = specmod.load_stack()
+    spec = build_spec(settings(monkeypatch))
+    for image, pins in (("train", stack.train), ("infer", stack.infer)):
+        packages = spec.images[image].all_packages
+        for pin in (*stack.torch, *pins):
+            assert pin in packages, (image, pin)
+            same = [p for p in packages if specmod._name_of(p) == specmod._name_of(pin)]
+            assert same == [pin], (image, same)
+        assert spec.images[image].torch_index == stack.torch_index
+        assert spec.images[image].python_version == stack.python
+    assert spec.images["web"].torch_packages == () and spec.images["web"].python_version == stack.python
+    # Pins are exact versions; Unsloth carries the extra matching the torch build.
+    for pin in (*stack.torch, *stack.train, *stack.infer):
+        assert "==" in pin and "<" not in pin and ">" not in pin, pin
+    torch = next(p for p in stack.torch if specmod._name_of(p) == "torch").split("==")[1]  # 2.12.1+cu130
+    version, cuda = torch.split("+")
+    unsloth = next(p for p in stack.train if specmod._name_of(p) == "unsloth")
+    assert f"[{cuda}-torch{version.replace('.', '')}]" in unsloth
+    assert stack.torch_index.endswith(f"/{cuda}")
+
+
+def test_the_images_python_does_not_follow_the_deploying_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The images run `images.toml`'s Python on every Python that deploys (functions ship by reference)."""
+    spec = build_spec(settings(monkeypatch))
+    assert {image.python_version for image in spec.images.values()} == {specmod.load_stack().python}
+    assert specmod.describe(spec)["images"]["train"]["python"] == specmod.load_stack().python
+
+
+def test_routing_needs_no_package_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a container does (no trainkit distribution there): route jobs without reading metadata."""
+    import importlib.metadata
+
+    def no_metadata(*args: object, **kwargs: object) -> None:
+        raise importlib.metadata.PackageNotFoundError("no distributions in a Modal container")
+
+    monkeypatch.setattr(importlib.metadata, "requires", no_metadata)
+    monkeypatch.setattr(importlib.metadata, "version", no_metadata)
+    monkeypatch.setattr(specmod, "load_stack", no_metadata)
+    routing = specmod.routing_spec(settings(monkeypatch, TRAINKIT_API_TOKEN="test-token"))
+    assert routing.images == {}
+    if "train" in JOBS:
+        assert target_for(routing, "train", {"model_size": "12b"}).gpu == "A100"
+    assert target_for(routing, "ping", {}).name == "ping"
+    with pytest.raises(importlib.metadata.PackageNotFoundError):
+        build_spec(settings(monkeypatch))  # building images does read them
 
 
 def test_every_job_has_a_target(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,7 @@
 `build_app(settings)` declares, for the app named `TRAINKIT_APP_NAME`:
 
 - one function per job of `trainkit_core.jobs.JOBS` (`ping`, ...; `train_<size>` and
-  `eval_<size>` on the size's GPU), each a closure around
+  `eval_<size>` on the size's GPU), each `trainkit_modal.functions.job_<job>`, around
   `trainkit_modal.container.run_job`, which hands the job a `JobContext` over
   `modal.Dict` and the volumes' mount points;
 - one inference class per size (`Inference_<size>`), whose `@modal.enter` loads the
@@ -11,18 +11,22 @@
   `TRAINKIT_INFER_IDLE_TIMEOUT_S`;
 - the web API (`web`) as `@modal.asgi_app`, when trainkit-api is installed.
 
-The app is built inside a function (not at import), so its functions are shipped
-to the containers pickled (`serialized=True`); the images therefore run this
-machine's Python version, and carry the trainkit sources through
-`add_local_python_source`.
+The app is built inside a function (not at import), so its functions are declared
+with `serialized=True`; each is an attribute of `trainkit_modal.functions`, so Modal
+ships it by reference and the container imports it from the trainkit sources, on the
+Python pinned in `images.toml`, whatever Python deploys. The images carry those sources
+through `add_local_python_source`, with every file but bytecode (the dashboard's static
+files included).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from trainkit_core.settings import Settings
+from trainkit_modal import functions
 from trainkit_modal.spec import AppSpec, FunctionSpec, ImageSpec, RetrySpec, build_spec
 
 
@@ -35,13 +39,24 @@ class BuiltApp:
     spec: AppSpec
 
 
+def source_ignore(path: Path) -> bool:
+    """What the images leave out of the trainkit sources: bytecode only.
+
+    `add_local_python_source`'s default (`NON_PYTHON_FILES`) keeps `.py` files only,
+    which would leave the dashboard's static files (trainkit_api/static) behind.
+    """
+    return "__pycache__" in path.parts or path.suffix == ".pyc"
+
+
 def _image(modal: Any, spec: ImageSpec) -> Any:
     image = modal.Image.debian_slim(python_version=spec.python_version)
+    if spec.torch_packages:  # torch and its CUDA, from PyTorch's index, before the rest
+        image = image.uv_pip_install(*spec.torch_packages, index_url=spec.torch_index)
     if spec.packages:
         image = image.uv_pip_install(*spec.packages)
     if spec.env:
         image = image.env(dict(spec.env))
-    return image.add_local_python_source(*spec.local_sources)
+    return image.add_local_python_source(*spec.local_sources, ignore=source_ignore)
 
 
 def _retries(modal: Any, spec: RetrySpec | None) -> Any:
@@ -53,60 +68,6 @@ def _retries(modal: Any, spec: RetrySpec | None) -> Any:
         initial_delay=spec.initial_delay,
         max_delay=spec.max_delay,
     )
-
-
-def _job_function(job: str) -> Any:
-    """The body of a job function: a closure that only names the job (pickled by value)."""
-
-    def job_function(**kwargs: Any) -> Any:
-        from trainkit_modal.container import run_job
-
-        return run_job(job, kwargs)
-
-    return job_function
-
-
-def _inference_class(name: str, modal: Any) -> type:
-    """A warm inference class: `@modal.enter` builds the model cache once per container.
-
-    `run` serves the `infer` job (spawned calls, with their call records);
-    `generate` and `stream` serve the provider's `inference_server` directly.
-    """
-
-    class Inference:
-        @modal.enter()
-        def load(self) -> None:
-            from trainkit_modal.container import WarmInference
-
-            self.warm = WarmInference()
-            self.warm.preload()
-
-        @modal.method()
-        def run(self, kwargs: dict[str, Any]) -> Any:
-            from trainkit_modal.container import run_job
-
-            return run_job("infer", kwargs, call=lambda ctx, **request: self.warm.generate(request))
-
-        @modal.method()
-        def generate(self, request: dict[str, Any]) -> Any:
-            return self.warm.generate(request)
-
-        @modal.method()
-        def stream(self, request: dict[str, Any]) -> Any:
-            yield from self.warm.stream(request)
-
-    Inference.__name__ = name
-    Inference.__qualname__ = name
-    return Inference
-
-
-def _web_function() -> Any:
-    def web() -> Any:
-        from trainkit_modal.container import web_app
-
-        return web_app()
-
-    return web
 
 
 def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) -> BuiltApp:
@@ -136,10 +97,10 @@ def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) 
 
     for fs in spec.functions.values():
         if fs.kind == "class":
-            cls = _inference_class(fs.name, modal)
+            cls = functions.inference_class(str(fs.size), modal)
             objects[fs.name] = app.cls(**common(fs), scaledown_window=fs.scaledown_window)(cls)
         else:
-            objects[fs.name] = app.function(**common(fs), name=fs.name)(_job_function(fs.job))
+            objects[fs.name] = app.function(**common(fs), name=fs.name)(functions.job_function(fs.job))
 
     if spec.web is not None:
         web_kwargs = common(spec.web)
@@ -148,6 +109,8 @@ def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) 
             # A secret of this deployment only: the token never appears in an image or a log.
             web_kwargs["secrets"] = [modal.Secret.from_dict({"TRAINKIT_API_TOKEN": token.get_secret_value()})]
         web_kwargs.pop("retries")
-        objects[spec.web.name] = app.function(**web_kwargs, name=spec.web.name)(modal.asgi_app()(_web_function()))
+        # Several requests per container: an SSE stream must not hold a whole container.
+        web = modal.concurrent(max_inputs=spec.web.max_inputs)(modal.asgi_app()(functions.web))
+        objects[spec.web.name] = app.function(**web_kwargs, name=spec.web.name)(web)
 
     return BuiltApp(app, objects, spec)

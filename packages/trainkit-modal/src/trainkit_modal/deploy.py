@@ -31,7 +31,7 @@ from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.hookspecs import DeploymentStatus
 from trainkit_core.settings import Settings
 from trainkit_modal import errors
-from trainkit_modal.spec import WEB_FUNCTION, build_spec
+from trainkit_modal.spec import WEB_FUNCTION, load_stack, routing_spec
 
 if TYPE_CHECKING:
     from trainkit_modal.app import BuiltApp
@@ -78,7 +78,7 @@ class ModalDeployment:
         """Every job runs in the app's own images: check the settings and that the jobs exist."""
         from trainkit_core.jobs import JOBS
 
-        build_spec(self.settings)  # raises UsageError naming a setting Modal would refuse
+        routing_spec(self.settings)  # raises UsageError naming a setting Modal would refuse; builds no image
         unknown = [f for f in functions if f not in JOBS]
         if unknown:
             raise NotFoundError(f"unknown job function(s) {', '.join(unknown)}; known: {', '.join(sorted(JOBS))}")
@@ -89,8 +89,12 @@ class ModalDeployment:
         return build_app(self.settings, sdk=self._sdk_factory())
 
     def deploy(self) -> DeploymentStatus:
+        stack = load_stack()
         sdk = self._sdk_factory()
         built = self.build()
+        print("trainkit images (trainkit_modal/images.toml):", file=sys.stderr)
+        for line in stack.describe():
+            print(f"  {line}", file=sys.stderr)
         secret = built.spec.hf_secret
         try:
             with errors.translate(sdk, f"deploy app {self.app_name}"), sdk.enable_output():
@@ -139,7 +143,7 @@ class ModalDeployment:
 
     def status(self) -> DeploymentStatus:
         sdk = self._sdk_factory()
-        spec = build_spec(self.settings)
+        spec = routing_spec(self.settings)
         declared = sorted(spec.functions) + ([spec.web.name] if spec.web else [])
         app = self._lookup(sdk)
         if app is None:

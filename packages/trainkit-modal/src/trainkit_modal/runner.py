@@ -26,9 +26,9 @@ from trainkit_modal.spec import (
     AppSpec,
     FunctionSpec,
     base_model_of,
-    build_spec,
     check_gpu,
     is_gated,
+    routing_spec,
     target_for,
 )
 
@@ -150,8 +150,9 @@ class ModalRunner:
 
     @property
     def spec(self) -> AppSpec:
+        """The app's routing (no images: this runs in the web container too, without package metadata)."""
         if self._spec is None:
-            self._spec = build_spec(self.settings)
+            self._spec = routing_spec(self.settings)
         return self._spec
 
     @property

@@ -12,6 +12,14 @@ Modal fixes a function's GPU when the app is deployed, so the jobs whose hardwar
 depends on the model size (``train``, ``eval``, and the inference class) are declared
 once per size: ``train_4b`` on an A10G, ``train_12b`` on an A100, and so on.
 `target_for(job, kwargs)` maps a job call to the Modal function that runs it.
+
+Routing is separate from image building. `routing_spec(settings)` (functions, GPUs,
+volumes, secret names; no images) is what a running app needs to send a job to its
+function, and it reads nothing but settings and presets, so it works inside a container,
+where no trainkit distribution and no package metadata exist. `build_spec(settings)`
+adds the images, whose requirements are read from the installed packages' metadata and
+from `images.toml` (the pinned Python and GPU stack): only the deploying machine builds
+them.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import UsageError
@@ -41,7 +50,8 @@ _GPU_PATTERN = re.compile(r"^(?P<name>[A-Za-z0-9-]+?)(?::(?P<count>[1-8]))?$")
 
 #: Modal's limits, checked here so a bad setting fails before a deploy.
 MAX_TIMEOUT_S = 24 * 3600
-IDLE_WINDOW_RANGE = (2, 1200)
+#: Modal's `scaledown_window` bounds (modal 1.6.4, `_functions.py`).
+IDLE_WINDOW_RANGE = (2, 3600)
 
 #: Fallback GPU per size, used only when `trainkit_core.presets` is not installed.
 _DEFAULT_GPUS = {"tiny": "", "4b": "A10G", "12b": "A100", "31b": "A100-80GB"}
@@ -58,6 +68,9 @@ LIGHT_TIMEOUT_S = 600
 INFER_TIMEOUT_S = 1800
 EVAL_TIMEOUT_S = 3600
 WEB_TIMEOUT_S = 600
+#: Requests one web container serves at once (`@modal.concurrent(max_inputs=...)`): event
+#: streams stay open for minutes, and each holds one input.
+WEB_MAX_INPUTS = 100
 
 #: Base-model organisations whose weights are gated on the Hugging Face hub.
 GATED_ORGS = ("google/", "meta-llama/", "mistralai/")
@@ -91,6 +104,14 @@ class ImageSpec:
     packages: tuple[str, ...]
     local_sources: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    #: torch (and its CUDA companions), installed first from `torch_index` (GPU images only).
+    torch_index: str | None = None
+    torch_packages: tuple[str, ...] = ()
+
+    @property
+    def all_packages(self) -> tuple[str, ...]:
+        """Everything the image installs (torch's layer first)."""
+        return (*self.torch_packages, *self.packages)
 
 
 @dataclass(frozen=True)
@@ -118,6 +139,8 @@ class FunctionSpec:
     uses_hf_secret: bool = True
     #: A fresh container for every input and every retry of it (training: nothing of a failed attempt lingers).
     single_use_containers: bool = False
+    #: Inputs one container serves at once (`@modal.concurrent`); the web API only.
+    max_inputs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +193,7 @@ def check_timeout(seconds: int, *, setting: str = "TRAINKIT_TRAIN_TIMEOUT_S") ->
 
 
 def check_idle_window(seconds: int, *, setting: str = "TRAINKIT_INFER_IDLE_TIMEOUT_S") -> int:
-    """Modal keeps an idle inference container between 2 and 1200 s (its `scaledown_window`)."""
+    """Modal keeps an idle inference container between 2 and 3600 s (its `scaledown_window`)."""
     low, high = IDLE_WINDOW_RANGE
     if not low <= int(seconds) <= high:
         raise UsageError(
@@ -267,9 +290,66 @@ def target_for(spec: AppSpec, job: str, kwargs: dict[str, Any]) -> FunctionSpec:
 # --------------------------------------------------------------------------- images
 
 
+#: The pinned Python and GPU stack of the images (one data file; see its comments).
+IMAGES_FILE = Path(__file__).with_name("images.toml")
+
+
+@dataclass(frozen=True)
+class Stack:
+    """`images.toml`: the images' Python, torch (with its index), the train and infer stacks."""
+
+    python: str
+    torch_index: str
+    torch: tuple[str, ...]
+    train: tuple[str, ...]
+    infer: tuple[str, ...]
+
+    def describe(self) -> list[str]:
+        """One line per image, for `trainkit app deploy`."""
+        torch = ", ".join(self.torch)
+        return [
+            f"python {self.python}",
+            f"torch ({self.torch_index}): {torch}",
+            f"train: {', '.join(self.train)}",
+            f"infer: {', '.join(self.infer)}",
+        ]
+
+
+def load_stack(path: Path = IMAGES_FILE) -> Stack:
+    """The pins of `images.toml`."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    data = tomllib.loads(path.read_text())
+    return Stack(
+        python=str(data["python"]),
+        torch_index=str(data["torch_index"]),
+        torch=tuple(data["torch"]),
+        train=tuple(data["train"]),
+        infer=tuple(data["infer"]),
+    )
+
+
 def _python_version() -> str:
-    """The containers run this machine's Python: functions are shipped pickled (`serialized=True`)."""
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
+    """The Python of every image: pinned in `images.toml`, whatever Python deploys.
+
+    The functions ship by reference (`trainkit_modal.functions`), so any Python may deploy.
+    """
+    return load_stack().python
+
+
+def _name_of(requirement: str) -> str:
+    match = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
+
+
+def _pinned(requirements: list[str], pins: tuple[str, ...]) -> list[str]:
+    """`requirements` with each package that `pins` names replaced by its pin, then the other pins."""
+    by_name = {_name_of(p): p for p in pins}
+    out = [r for r in requirements if _name_of(r) not in by_name]
+    return out + [p for p in pins if p not in out]
 
 
 def requirements_of(distribution: str, extras: tuple[str, ...] = (), python_version: str | None = None) -> list[str]:
@@ -309,17 +389,21 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def build_images(settings: Settings) -> dict[str, ImageSpec]:
+def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, ImageSpec]:
     """train: the Unsloth stack; infer: transformers + peft + bitsandbytes; web: the API (and light jobs).
 
-    The modal client itself is not installed: Modal adds it (and its pinned
-    dependencies) to every image it builds.
+    The GPU stacks are `images.toml`'s pins in place of trainkit-core's ranges (torch is
+    installed first from its index: `torch_index` / `torch_packages`). The modal client
+    itself is not installed: Modal adds it (and its pinned dependencies) to every image.
     """
-    py = _python_version()
+    stack = stack or load_stack()
+    py = stack.python
     env = container_env(settings)
     core = requirements_of("trainkit-core", (), py)
-    train = requirements_of("trainkit-core", ("train", "gpu"), py)
-    infer = [*requirements_of("trainkit-core", ("train",), py), "bitsandbytes>=0.45,<1"]
+    torch_free = [r for r in requirements_of("trainkit-core", ("train",), py) if _name_of(r) != "torch"]
+    gpu_only = [r for r in requirements_of("trainkit-core", ("gpu",), py) if r not in core]
+    train = _pinned([*torch_free, *gpu_only], stack.train)
+    infer = _pinned(torch_free, stack.infer)
     web_sources: tuple[str, ...] = ("trainkit_core", "trainkit_modal")
     web = list(core)
     if _installed("trainkit_api"):
@@ -327,8 +411,8 @@ def build_images(settings: Settings) -> dict[str, ImageSpec]:
         web_sources += ("trainkit_api",)
     sources = ("trainkit_core", "trainkit_modal")
     return {
-        "train": ImageSpec("train", py, tuple(train), sources, env),
-        "infer": ImageSpec("infer", py, tuple(infer), sources, env),
+        "train": ImageSpec("train", py, tuple(train), sources, env, stack.torch_index, stack.torch),
+        "infer": ImageSpec("infer", py, tuple(infer), sources, env, stack.torch_index, stack.torch),
         "web": ImageSpec("web", py, tuple(web), web_sources, env),
     }
 
@@ -353,8 +437,17 @@ def container_env(settings: Settings) -> dict[str, str]:
 # --------------------------------------------------------------------------- the spec
 
 
-def build_spec(settings: Settings) -> AppSpec:
-    """The whole app for these settings; `UsageError` naming the setting when Modal would refuse one."""
+def routing_spec(settings: Settings) -> AppSpec:
+    """The app without its images: what routes a job to its function (works inside a container)."""
+    return build_spec(settings, images=False)
+
+
+def build_spec(settings: Settings, *, images: bool = True) -> AppSpec:
+    """The whole app for these settings; `UsageError` naming the setting when Modal would refuse one.
+
+    With ``images=False`` the images are left out (`routing_spec`): nothing reads package
+    metadata or `images.toml`.
+    """
     from trainkit_core.jobs import JOBS
 
     override = check_gpu(settings.compute.gpu) if settings.compute.gpu else ""
@@ -396,10 +489,9 @@ def build_spec(settings: Settings) -> AppSpec:
                 name=job, job=job, image=LIGHT_IMAGE, gpu=None, timeout_s=LIGHT_TIMEOUT_S, retries=None
             )
 
-    images = build_images(settings)
     web = None
     notes: list[str] = []
-    if "trainkit_api" not in images["web"].local_sources:
+    if not _installed("trainkit_api"):
         notes.append("web API not deployed: trainkit-api is not installed here (pip install trainkit-api)")
     elif settings.api.api_token is None:
         # A Modal web endpoint is public: without a token anyone could start GPU jobs.
@@ -413,11 +505,12 @@ def build_spec(settings: Settings) -> AppSpec:
             timeout_s=WEB_TIMEOUT_S,
             retries=None,
             uses_hf_secret=False,
+            max_inputs=WEB_MAX_INPUTS,
         )
     volumes = {kind: VolumeSpec(kind, settings.volumes.name_for(kind), MOUNT_PATHS[kind]) for kind in VOLUME_KINDS}
     return AppSpec(
         app_name=settings.provider.app_name,
-        images=images,
+        images=build_images(settings) if images else {},
         volumes=volumes,
         hf_secret=settings.compute.hf_secret or None,
         functions=functions,
@@ -437,5 +530,8 @@ def describe(spec: AppSpec) -> dict[str, Any]:
         "functions": {k: asdict(v) for k, v in spec.functions.items()},
         "web": asdict(spec.web) if spec.web else None,
         "notes": list(spec.notes),
-        "images": {k: {"packages": list(v.packages), "sources": list(v.local_sources)} for k, v in spec.images.items()},
+        "images": {
+            k: {"python": v.python_version, "packages": list(v.all_packages), "sources": list(v.local_sources)}
+            for k, v in spec.images.items()
+        },
     }

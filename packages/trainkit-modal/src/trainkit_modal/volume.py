@@ -135,13 +135,22 @@ class ModalVolume:
         self._upload(rel, lambda batch: batch.put_directory(local_dir, _remote(rel)))
 
     def get_file(self, path: str, local_path: Path) -> None:
-        data = self.read_bytes(path)
+        """Stream the file to disk (`read_file_into_fileobj`): a multi-GB model never sits in memory.
+
+        Written to a temporary file beside `local_path` and renamed into place, so a failed
+        download leaves nothing behind.
+        """
+        rel = clean_relative(path)
         local_path = Path(local_path)
         local_path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=local_path.parent)
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(data)
+                try:
+                    with translate(self._sdk, self._where(rel)):
+                        self._volume.read_file_into_fileobj(rel, out)
+                except (FileNotFoundError, NotFoundError):
+                    raise NotFoundError(f"no file {path!r} on volume {self.name!r}") from None
             os.replace(tmp, local_path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,135 @@
+"""One Python environment per image of the app: exactly the packages the image declares.
+
+A Modal image is Debian slim + the image's pip packages + the modal client (Modal
+installs it into every image it builds). Here each image becomes a venv holding the
+same: the image's packages and ``modal`` at the client's version, no trainkit
+distribution. Two things cannot be the same on these machines, and are swapped:
+
+- ``torch``: the images pin a CUDA build; the CPU wheel ``torch==2.13.0`` that lies on
+  these machines' disks stands in (only pip finds it, so the venvs are built with pip);
+- GPU-only wheels (Unsloth and unsloth_zoo, xformers, triton, the CUDA torchvision) are
+  left out: they do not install or import without a GPU (Unsloth's 2.9 GB CPU install
+  is the `unsloth` nox session's business). `left_out` lists them for the report.
+
+Packages the image does not pin are resolved with `constraints/ci.txt` (the project's
+tested CPU stack); the image's own pins win over it. Venvs are cached by their exact
+contents under `.nox/_container_sim/` (or ``CONTAINER_SIM_CACHE``), built aside and
+renamed into place, so a second run starts in seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+CONSTRAINTS = REPO / "constraints" / "ci.txt"
+#: The CPU wheel standing in for the images' CUDA torch.
+CPU_TORCH = "torch==2.13.0"
+#: Wheels that need a GPU (or are CUDA builds); never installed here.
+GPU_ONLY = {"unsloth", "unsloth-zoo", "xformers", "triton", "torchvision", "torchaudio", "flash-attn"}
+
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def req_name(requirement: str) -> str:
+    match = _NAME.match(requirement)
+    assert match, requirement
+    return _norm(match.group(1))
+
+
+@dataclass(frozen=True)
+class ImageEnv:
+    """A built venv standing for one image."""
+
+    image: str
+    python: Path
+    installed: tuple[str, ...]
+    left_out: tuple[str, ...]
+
+
+def plan(packages: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
+    """(what to install, what is left out and why) for an image's declared packages."""
+    from packaging.requirements import Requirement
+
+    install: list[str] = []
+    left_out: list[str] = []
+    for requirement in packages:
+        requirement = str(Requirement(requirement))  # one spelling per requirement (the cache key)
+        name = req_name(requirement)
+        if name in GPU_ONLY:
+            left_out.append(f"{requirement} (GPU-only)")
+        elif name == "torch":
+            install.append(CPU_TORCH)
+            if requirement.replace(" ", "") != CPU_TORCH:
+                left_out.append(f"{requirement} (CUDA build; {CPU_TORCH} CPU stands in)")
+        else:
+            install.append(requirement)
+    install.append(f"modal=={version('modal')}")  # Modal adds its client to every image
+    return install, left_out
+
+
+def _constraints(install: list[str]) -> str:
+    """constraints/ci.txt without the packages the image pins itself (its pins win)."""
+    pinned = {req_name(r) for r in install if "==" in r}
+    lines = []
+    for line in CONSTRAINTS.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#") and req_name(line) not in pinned:
+            lines.append(line.strip())
+    return "\n".join(lines) + "\n"
+
+
+def _interpreter(python_version: str) -> str:
+    """The interpreter of the image's Python; the simulation refuses to stand another in."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == python_version:
+        return sys.executable
+    found = shutil.which(f"python{python_version}")
+    if found is None:
+        raise RuntimeError(f"the image runs Python {python_version}; no python{python_version} on PATH")
+    return found
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CONTAINER_SIM_CACHE") or REPO / ".nox" / "_container_sim")
+
+
+def build_env(image: str, python_version: str, packages: tuple[str, ...] | list[str]) -> ImageEnv:
+    """The venv of one image (cached by content); pip's output stays in `<venv>/pip.log`."""
+    install, left_out = plan(packages)
+    constraints = _constraints(install)
+    key = hashlib.sha256(json.dumps([python_version, sorted(install), constraints]).encode()).hexdigest()[:16]
+    folder = cache_root() / f"py{python_version}-{key}"
+    python = folder / "bin" / "python"
+    if not python.is_file():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        building = folder.with_name(f"{folder.name}.building-{os.getpid()}")
+        shutil.rmtree(building, ignore_errors=True)
+        subprocess.run([_interpreter(python_version), "-m", "venv", str(building)], check=True)
+        (building / "constraints.txt").write_text(constraints)
+        (building / "requirements.json").write_text(json.dumps({"install": install, "left_out": left_out}, indent=1))
+        with open(building / "pip.log", "w") as log:
+            done = subprocess.run(
+                [str(building / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
+                 "-c", str(building / "constraints.txt"), *install],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        if done.returncode != 0:
+            tail = (building / "pip.log").read_text()[-3000:]
+            raise RuntimeError(f"pip could not build the {image} image's environment:\n{tail}")
+        try:
+            building.rename(folder)
+        except OSError:  # another run finished the same venv first
+            shutil.rmtree(building, ignore_errors=True)
+    return ImageEnv(image, python, tuple(install), tuple(left_out))

@@ -1,0 +1,217 @@
+"""The Modal app run in simulated containers as strict as Modal's (`tests/modal/container_sim/`).
+
+Each image of the app becomes a venv with exactly its declared packages (CPU torch
+standing in for CUDA torch; GPU-only wheels left out) and a `/root` holding only the
+files its `add_local_python_source` mounts upload, with no trainkit distribution
+installed; functions and classes are the bytes Modal would ship, loaded with modal's own
+deserializer in the image's Python; only the SDK objects that would reach Modal's
+servers are fakes (`fake_modal.py`). In there: the web function's ASGI app serves the
+dashboard, starts a `tiny` run from `POST /v1/jobs` that trains in the train image,
+answers `/v1/generate` from the inference class (its `@modal.enter`, then `generate`),
+runs an eval; `ping` runs in the light image.
+
+The `container_sim` marker keeps it out of the per-Python `tests` sessions: it runs in
+its own default nox session, `modal_container`, on the images' Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.container_sim
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("trainkit_api")
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "sim-token-7c1e"
+STEPS = 20
+
+
+def _dataset(root: Path) -> Path:
+    """48 demo conversations and 4 eval ones (the eval splits stay small: CI time)."""
+    folder = root / "simdemo"
+    folder.mkdir(parents=True)
+    demo = REPO / "datasets" / "demo"
+    (folder / "train.jsonl").write_text("\n".join((demo / "train.jsonl").read_text().splitlines()[:48]) + "\n")
+    (folder / "eval.jsonl").write_text("\n".join((demo / "eval.jsonl").read_text().splitlines()[:4]) + "\n")
+    (folder / "dataset.toml").write_text(
+        'name = "simdemo"\ndescription = "Uppercasing."\nformat = "chat"\ntrain = ["train.jsonl"]\neval = ["eval.jsonl"]\n'
+    )
+    return root
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Deployed:
+    def __init__(self, sim: Any, provider: Any, url: str, root: Path, web_log: Path) -> None:
+        self.sim, self.provider, self.url, self.root, self.web_log = sim, provider, url, root, web_log
+
+    def client(self, timeout: float = 120.0) -> Any:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=timeout)
+
+    def logs(self) -> str:
+        """The web container's output and every call's, for a failing assertion's message."""
+        parts = [f"--- web container\n{self.web_log.read_text()[-4000:]}"]
+        for log in sorted((self.root / "calls").glob("*.log")):
+            record = json.loads(log.with_suffix(".json").read_text())
+            parts.append(f"--- {record['name']} ({log.stem}): {record['state']}\n{log.read_text()[-4000:]}")
+        return "\n".join(parts)
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+    import fake_modal
+    from container_sim.deploy import deploy_sim
+
+    from trainkit_core.datasets.sync import sync_dataset
+    from trainkit_core.plugins import build_plugin_manager, register
+    from trainkit_core.provider import get_provider
+    from trainkit_core.settings import Settings
+    from trainkit_modal.plugin import ModalPlugin
+
+    root = tmp_path_factory.mktemp("sim") / "fake-modal"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FAKE_MODAL_ROOT", str(root))
+    for key in [k for k in os.environ if k.startswith("TRAINKIT_")]:
+        mp.delenv(key)
+    mp.setenv("TRAINKIT_PROVIDER", "modal")
+    mp.setenv("TRAINKIT_API_TOKEN", TOKEN)
+    mp.setenv("TRAINKIT_DATASETS_DIR", str(_dataset(tmp_path_factory.mktemp("datasets"))))
+    web = None
+    try:
+        settings = Settings.from_env()
+        sim = deploy_sim(settings, root)
+        pm = build_plugin_manager(load_entry_points=False)
+        register(pm, ModalPlugin(lambda: fake_modal), name="modal", module="trainkit_modal.plugin")
+        provider = get_provider("modal", settings, pm=pm)
+        sync_dataset(provider, "simdemo")
+
+        port = _free_port()
+        web_log = root / "web.log"
+        web = sim.start_web(port, web_log)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert web.poll() is None, f"the web container exited:\n{web_log.read_text()[-6000:]}"
+            assert time.monotonic() < deadline, f"the web container never answered:\n{web_log.read_text()[-6000:]}"
+            time.sleep(0.5)
+        yield Deployed(sim, provider, url, root, web_log)
+    finally:
+        if web is not None:
+            web.terminate()
+            try:
+                web.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                web.kill()
+        mp.undo()
+
+
+def test_images_hold_no_trainkit_distribution(deployed: Deployed) -> None:
+    """As in a Modal container: the sources are there, the distributions (and their metadata) are not."""
+    for image, env in deployed.sim.envs.items():
+        probe = (
+            "import importlib.metadata as m, importlib.util as u\n"
+            "missing = []\n"
+            "for d in ('trainkit-core', 'trainkit-modal', 'trainkit-api', 'trainkit-cli'):\n"
+            "    try: m.distribution(d)\n"
+            "    except m.PackageNotFoundError: missing.append(d)\n"
+            "print(len(missing), u.find_spec('trainkit_core') is None)\n"
+        )
+        clean = {"PATH": os.environ["PATH"]}  # the venv alone, as the image: no PYTHONPATH, no /root
+        done = subprocess.run(
+            [str(env.python), "-c", probe], capture_output=True, text=True, cwd="/", env=clean, timeout=120
+        )
+        assert done.stdout.split() == ["4", "True"], (image, done.stdout, done.stderr)
+
+
+def test_sources_laid_out_as_the_mounts_upload_them(deployed: Deployed) -> None:
+    web = deployed.sim.files["web"]
+    assert "root/trainkit_core/__init__.py" in web and "root/trainkit_modal/container.py" in web
+    assert "root/trainkit_api/static/index.html" in web and "root/trainkit_api/static/app.js" in web
+    assert not [f for f in web if f.endswith(".pyc") or "__pycache__" in f]
+    for image in ("train", "infer"):
+        files = deployed.sim.files[image]
+        assert "root/trainkit_core/training/job.py" in files
+        assert not [f for f in files if f.startswith("root/trainkit_api/")]
+
+
+def test_ping_runs_in_the_light_image(deployed: Deployed) -> None:
+    result = deployed.provider.spawn("ping", echo="sim").wait(timeout=300)
+    assert result["ok"] and result["provider"] == "modal" and result["echo"] == "sim", deployed.logs()
+    assert all(v["exists"] for v in result["volumes"].values())
+
+
+def test_the_web_container_serves_the_dashboard(deployed: Deployed) -> None:
+    with deployed.client() as client:
+        page = client.get("/")
+        script = client.get("/static/app.js")
+    assert page.status_code == 200 and "<html" in page.text.lower(), (page.status_code, page.text[:500])
+    assert script.status_code == 200 and len(script.content) > 100, (script.status_code, script.text[:300])
+
+
+@pytest.fixture(scope="module")
+def trained(deployed: Deployed) -> dict[str, Any]:
+    """`POST /v1/jobs`: a tiny run, started by the web container, trained in the train image."""
+    with deployed.client() as client:
+        created = client.post("/v1/jobs", json={"dataset": "simdemo", "model_size": "tiny", "steps": STEPS})
+        assert created.status_code == 201, f"{created.status_code} {created.text}\n{deployed.logs()}"
+        run_id = created.json()["id"]
+        deadline = time.monotonic() + 900
+        while True:
+            record = client.get(f"/v1/jobs/{run_id}").json()
+            if record["status"] in ("succeeded", "failed", "stopped", "cancelled"):
+                break
+            assert time.monotonic() < deadline, f"run still {record['status']}\n{deployed.logs()}"
+            time.sleep(2)
+    return record  # type: ignore[no-any-return]
+
+
+def test_a_job_started_from_the_web_endpoint_succeeds(trained: dict[str, Any], deployed: Deployed) -> None:
+    assert trained["status"] == "succeeded", f"{trained}\n{deployed.logs()}"
+    assert trained["step"] == STEPS
+    assert deployed.provider.volume("models").exists(f"trained/{trained['id']}/adapter_model.safetensors")
+
+
+def test_generate_from_the_inference_class(trained: dict[str, Any], deployed: Deployed) -> None:
+    request = {"model_path": f"trained/{trained['id']}", "prompt": "quiet river", "max_new_tokens": 8}
+    with deployed.client(timeout=300) as client:
+        answer = client.post("/v1/generate", json=request)
+    assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{deployed.logs()}"
+    result = answer.json()
+    assert isinstance(result["text"], str) and result["usage"]["completion_tokens"] >= 1
+
+
+def test_an_eval_runs(trained: dict[str, Any], deployed: Deployed) -> None:
+    body = {"model_path": f"trained/{trained['id']}", "max_examples": 2, "max_new_tokens": 8, "compare_base": False}
+    with deployed.client() as client:
+        started = client.post("/v1/evals/run", json=body)
+        assert started.status_code == 202, f"{started.status_code} {started.text}\n{deployed.logs()}"
+        report_id = started.json()["report_id"]
+        deadline = time.monotonic() + 600
+        while True:
+            report = client.get(f"/v1/evals/{report_id}")
+            if report.status_code == 200 and report.json()["status"] in ("done", "failed"):
+                break
+            assert time.monotonic() < deadline, f"eval still running\n{deployed.logs()}"
+            time.sleep(2)
+    assert report.json()["status"] == "done", f"{report.text}\n{deployed.logs()}"
