@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainkit_core import strict_json
 from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.hookspecs import Volume
 from trainkit_core.ids import check_name, new_stamped_id
@@ -74,9 +75,9 @@ def parse_jsonl(data: bytes, *, file: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{file}:{number}: invalid JSON: {exc.msg}") from None
+            record = strict_json.loads(line)
+        except strict_json.StrictJSONError as exc:
+            raise UsageError(f"{file}:{number}: invalid JSON: {exc}") from None
         examples.append(normalize_example(record, where=f"{file}:{number}"))
     if not examples:
         raise UsageError(f"{file}: no examples")
