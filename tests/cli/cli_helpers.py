@@ -16,10 +16,10 @@ from click.testing import CliRunner
 from trainkit_cli.main import main
 
 
-def run_main(*args: str, input: str | None = None) -> tuple[int, str]:
-    """(exit status, stdout and stderr together) of ``trainkit ARGS``."""
+def run_main(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """(exit status, stdout and stderr together) of ``trainkit ARGS``, with `env` added to the environment."""
     code: int = 0
-    with CliRunner().isolation(input=input) as (_, _, output):
+    with CliRunner().isolation(input=input, env=env) as (_, _, output):
         try:
             main(list(args))
         except SystemExit as exc:
@@ -27,5 +27,7 @@ def run_main(*args: str, input: str | None = None) -> tuple[int, str]:
         except BaseException:  # exactly what must not happen: shown as the user would see it
             sys.stderr.write(traceback.format_exc())
             code = -1
+        sys.stdout.flush()
+        sys.stderr.flush()
         text = output.getvalue().decode("utf-8", "replace")
     return code, text
