@@ -14,8 +14,6 @@ The 413 has the API's error shape (``{"error": {"type": "request_too_large", ...
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -57,7 +55,7 @@ class BodyLimit:
         await self.app(scope, counted, send)
 
 
-def _content_length(scope: dict[str, Any]) -> int | None:
+def _content_length(scope: Scope) -> int | None:
     for name, value in scope.get("headers", []):
         if name == b"content-length":
             text = value.decode("latin-1").strip()
