@@ -18,7 +18,7 @@ from api_helpers import TOKEN, Server, serve
 from trainkit_api.app import route_table
 from trainkit_core.metadata import MAX_BYTES, MAX_DEPTH
 from trainkit_core.presets import PRESETS
-from trainkit_core.settings import ApiSettings, ProviderSettings, Settings
+from trainkit_core.settings import ApiSettings, DatasetSettings, ProviderSettings, Settings
 
 #: A job on a dataset that exists nowhere: a request that gets past validation ends in a 404.
 JOB = {"dataset": "no-such-dataset-hostile", "model_size": "tiny", "steps": 1}
@@ -182,6 +182,35 @@ def test_a_body_under_the_limit_is_read(small_server: Server) -> None:
     with small_server.client() as client:
         response = client.post("/v1/jobs", json={**JOB, "metadata": {"pad": "x" * 1000}})
     assert response.status_code not in (413, 422), response.text
+
+
+# ---------------------------------------------------------------- strict datasets
+
+
+@pytest.mark.ml  # the train job's pip extra is checked before the dataset
+def test_strict_dataset_refuses_unknown_keys_before_any_run(tmp_path_factory: pytest.TempPathFactory) -> None:
+    home = tmp_path_factory.mktemp("api-strict")
+    datasets = home / "datasets"
+    folder = datasets / "extra"
+    folder.mkdir(parents=True)
+    (folder / "dataset.toml").write_text('name = "extra"\ntrain = ["train.jsonl"]\n')
+    good = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
+    (folder / "train.jsonl").write_text(json.dumps(good) + "\n" + json.dumps({**good, "weight": 1}) + "\n")
+    settings = Settings(
+        provider=ProviderSettings(home=home),
+        datasets=DatasetSettings(datasets_dir=datasets),
+        api=ApiSettings(api_token=TOKEN),
+    )
+    served = serve(settings)
+    strict = next(served)
+    try:
+        with strict.client() as client:
+            response = client.post("/v1/jobs", json={"dataset": "extra", "steps": 1, "strict_dataset": True})
+        assert response.status_code == 400, response.text
+        assert "train.jsonl:2: warning [unknown-key] unknown key 'weight'" in error_of(response)["message"]
+        assert runs(strict) == 0
+    finally:
+        served.close()
 
 
 # ------------------------------------------------------------------------ model names

@@ -99,3 +99,27 @@ def test_a_token_no_client_could_send_is_refused(monkeypatch: pytest.MonkeyPatch
 def test_an_empty_token_is_still_no_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINKIT_API_TOKEN", "")
     assert Settings.from_env().api.api_token is None
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("demo", "demo"),
+        ("trained/run-20260101-000000-abcdef", "trained/run-20260101-000000-abcdef"),
+        ("a b", "NAME"),
+        ("x; rm -rf ~", "NAME"),
+        ("$(id)", "NAME"),
+        ("`id`", "NAME"),
+        ("-rf", "NAME"),
+        ("../etc", "NAME"),
+        ("", "NAME"),
+        ("é", "NAME"),
+        (None, "NAME"),
+        ("a" * 200, "NAME"),
+    ],
+)
+def test_hints_put_only_plain_words_into_commands(value: object, shown: str) -> None:
+    """No hint turns raw input into a command line (issue 14): anything but a plain word is a placeholder."""
+    from trainkit_core.errors import hint_word
+
+    assert hint_word(value, "NAME") == shown
