@@ -147,9 +147,9 @@ def small_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def test_default_body_limit_fits_an_eval_upload() -> None:
-    """The default takes 50,000 eval examples of a few hundred bytes each."""
-    example = {"messages": [{"role": "user", "content": "q" * 200}, {"role": "assistant", "content": "a" * 100}]}
-    upload = len(json.dumps({"examples": [example] * 50_000}))
+    """The default takes the most examples the route accepts (100,000), of a few hundred bytes each."""
+    example = {"messages": [{"role": "user", "content": "q" * 300}, {"role": "assistant", "content": "a" * 150}]}
+    upload = len(json.dumps({"examples": [example] * 100_000}))
     assert ApiSettings().api_max_body_bytes > upload
 
 

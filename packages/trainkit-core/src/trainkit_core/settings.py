@@ -119,7 +119,7 @@ class ApiSettings(BaseSettings):
         default=None, description="Bearer token the web API requires on every route but `/health`."
     )
     api_max_body_bytes: int = Field(
-        default=32 * 1024 * 1024,
+        default=64 * 1024 * 1024,
         ge=1024,
         description="Largest request body the web API reads, in bytes (413 above); room for an eval set upload.",
     )
