@@ -61,6 +61,13 @@ def test_malformed_after_is_a_422_naming_the_parameter(server: Server, value: st
     assert error_of(response)["param"] == "after"
 
 
+def test_a_newline_after_a_sequence_number_is_refused(server: Server) -> None:
+    run = server.new_run(status="succeeded")
+    with server.client() as client:
+        response = client.get(f"/v1/jobs/{run.id}/events", params={"after": "1\n"})
+    assert response.status_code == 422 and error_of(response)["param"] == "after"
+
+
 def test_well_formed_sequence_numbers_still_resume(server: Server) -> None:
     run = server.new_run(status="succeeded")
     for i in range(3):

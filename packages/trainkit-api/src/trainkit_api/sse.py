@@ -54,7 +54,7 @@ def parse_seq(value: object) -> int:
     """A sequence number from text or an int; `ValueError` for anything but 0-9 digits."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and _SEQ.match(value.strip(" \t")):
+    if isinstance(value, str) and _SEQ.fullmatch(value.strip(" \t")):
         return int(value.strip(" \t"))
     raise ValueError("a sequence number is written with the digits 0-9 only (at most 16)")
 

@@ -130,6 +130,8 @@ def find_local(datasets_dir: Path, name: str) -> LocalDataset:
     if is_path(name):
         folder = Path(os.path.abspath(Path(name).expanduser()))  # ".." folded, links kept
         check_name(folder.name)
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{name!r} is a file; a dataset is a folder holding dataset.toml and JSONL files")
         if not (folder / SPEC_FILE).is_file():
             raise NotFoundError(
                 f"no {SPEC_FILE} in {name!r}", hint="a dataset is a folder holding dataset.toml and JSONL files"

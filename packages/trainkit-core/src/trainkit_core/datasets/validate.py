@@ -266,7 +266,7 @@ def length_check_for(
     (never downloaded), else estimated at `CHARS_PER_TOKEN` characters per token.
     """
     preset = None
-    if model_size:
+    if model_size is not None:  # an empty --model-size is an unknown size, not "none given"
         from trainkit_core.presets import get_preset
 
         preset = get_preset(model_size)

@@ -20,7 +20,7 @@ from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.hookspecs import Volume
 from trainkit_core.ids import check_name, new_stamped_id
 
-REPORT_ID_PATTERN = re.compile(r"^ev-\d{8}-\d{6}-[0-9a-f]{6}$")
+REPORT_ID_PATTERN = re.compile(r"^ev-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 ROLES = ("system", "user", "assistant")
 
 
@@ -37,7 +37,7 @@ def new_report_id(now: float | None = None) -> str:
 
 
 def check_report_id(value: str) -> str:
-    if not isinstance(value, str) or not REPORT_ID_PATTERN.match(value):
+    if not isinstance(value, str) or not REPORT_ID_PATTERN.fullmatch(value):
         raise UsageError(f"{value!r} is not an eval report id (expected ev-YYYYMMDD-HHMMSS-xxxxxx)")
     return value
 

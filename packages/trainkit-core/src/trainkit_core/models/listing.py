@@ -57,7 +57,7 @@ def list_trained_models(volume: Volume) -> list[TrainedModel]:
     found = []
     for entry in volume.listdir("trained"):
         run_id = entry.path.rsplit("/", 1)[-1]
-        if not entry.is_dir or not RUN_ID_PATTERN.match(run_id):
+        if not entry.is_dir or not RUN_ID_PATTERN.fullmatch(run_id):
             continue
         try:
             ref = check_model_path(f"trained/{run_id}", volume)
