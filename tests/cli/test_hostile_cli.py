@@ -210,14 +210,14 @@ def test_serve_refuses_a_blank_token(monkeypatch: pytest.MonkeyPatch, token: str
 
 def bad_name() -> st.SearchStrategy[str]:
     """Text that is not a dataset or set name (and, as a NAME, not a path to one)."""
-    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=80)
+    text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=80)
     plain = text.filter(lambda s: not NAME_PATTERN.match(s) and "/" not in s and not s.startswith(("~", ".")))
     paths = st.sampled_from(["x/Up.Case", "./a b", "../A", "~/-x", "/etc/passwd", "/"])
     return st.one_of(plain, paths, st.sampled_from(["Up.Case", "a" * 65, "é", "-x", "_x", "a.b", " a", "a\n"]))
 
 
 def bad_text() -> st.SearchStrategy[str]:
-    return st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60)
+    return st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=60)
 
 
 BAD_RUN_IDS = bad_text().filter(lambda s: not s.startswith("run-") or len(s) != 26)
