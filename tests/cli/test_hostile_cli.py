@@ -93,6 +93,18 @@ def test_a_home_that_is_a_file_is_exit_2_naming_it(
         assert code == 2 and "TRAINKIT_HOME" in output and "names a file" in output
 
 
+@pytest.mark.parametrize("command", [["datasets"], ["sync", "demo"], ["validate", "demo", "--local"]])
+def test_a_datasets_dir_that_is_a_file_is_exit_2_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    file = tmp_path / "datasets-file"
+    file.write_text("x")
+    monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(file))
+    code, output = run_main(*command)
+    ok(code, output)
+    assert code == 2 and "TRAINKIT_DATASETS_DIR" in output
+
+
 @pytest.mark.parametrize(
     ("variable", "kind", "command"),
     [

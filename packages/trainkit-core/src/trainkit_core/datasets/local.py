@@ -28,6 +28,7 @@ from trainkit_core.datasets.layout import FileInfo, Manifest, dataset_hash
 from trainkit_core.datasets.problems import Problem
 from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, check_name, parse_spec
 from trainkit_core.errors import NotFoundError, UsageError
+from trainkit_core.local.paths import check_folder_setting
 
 
 @dataclass
@@ -109,7 +110,7 @@ def is_path(name: str) -> bool:
 
 def list_local(datasets_dir: Path) -> list[LocalDataset]:
     """Every folder of `datasets_dir` that holds a ``dataset.toml``, sorted by name."""
-    datasets_dir = Path(datasets_dir)
+    datasets_dir = check_folder_setting(Path(datasets_dir), "TRAINKIT_DATASETS_DIR")
     if not datasets_dir.is_dir():
         return []
     found = []
@@ -138,7 +139,7 @@ def find_local(datasets_dir: Path, name: str) -> LocalDataset:
             )
         return open_local(folder)
     check_name(name)
-    folder = Path(datasets_dir) / name
+    folder = check_folder_setting(Path(datasets_dir), "TRAINKIT_DATASETS_DIR") / name
     if (folder / SPEC_FILE).is_file():
         return open_local(folder)
     known = ", ".join(d.name for d in list_local(datasets_dir)) or "none"
