@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from api_helpers import sse_events
 
 from trainkit_api.sse import format_event, parse_last_event_id
@@ -172,7 +173,10 @@ def test_sse_wire_format() -> None:
     assert format_event({"a": 1}, event="progress", id=3) == 'id: 3\nevent: progress\ndata: {"a":1}\n\n'
     assert format_event("[DONE]") == "data: [DONE]\n\n"
     assert parse_last_event_id(" 12 ") == 12
-    assert parse_last_event_id("x1") is None and parse_last_event_id(None) is None
+    assert parse_last_event_id(None) is None and parse_last_event_id(" ") is None
+    for bad in ("x1", "\u00b2", "1_0", "+1", "-1", "1.0", "\u0661"):
+        with pytest.raises(ValueError):
+            parse_last_event_id(bad)
 
 
 def test_events_come_from_the_history_once_the_live_log_is_gone(server) -> None:

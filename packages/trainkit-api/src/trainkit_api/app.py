@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from trainkit_api import __version__
 from trainkit_api.auth import require_token
 from trainkit_api.errors import install_error_handlers
+from trainkit_api.limits import BodyLimit
 from trainkit_api.routes import ROUTER_BUILDERS
 from trainkit_api.state import ApiState
 from trainkit_core.provider import Provider, get_provider
@@ -71,8 +72,12 @@ def create_app(settings: Settings | None = None, *, provider: Provider | None = 
         openapi_url=None,  # served below, behind the token
         docs_url=None,
         redoc_url=None,
+        # No 307 to the path with(out) a trailing slash: it came before auth, with a
+        # Location built from the client's Host header. A JSON 404 instead.
+        redirect_slashes=False,
     )
     app.state.trainkit = ApiState(settings=settings, provider=provider)
+    app.add_middleware(BodyLimit, limit=settings.api.api_max_body_bytes)
     install_error_handlers(app)
     for path in ROUTER_BUILDERS:
         app.include_router(build_router(path))

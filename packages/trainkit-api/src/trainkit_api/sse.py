@@ -10,6 +10,7 @@ in a worker thread so a slow store never blocks the server's event loop.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
@@ -42,12 +43,27 @@ def format_event(data: Any, *, event: str | None = None, id: int | str | None = 
     return "\n".join(lines) + "\n\n"
 
 
+#: A sequence number as it may be written: ASCII digits only, at most 16 of them.
+#: (`str.isdigit()` also accepts superscripts and other scripts' digits, which `int()`
+#: then refuses: the check must be exactly this.)
+SEQ_PATTERN = r"^[0-9]{1,16}$"
+_SEQ = re.compile(SEQ_PATTERN)
+
+
+def parse_seq(value: object) -> int:
+    """A sequence number from text or an int; `ValueError` for anything but 0-9 digits."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _SEQ.fullmatch(value.strip(" \t")):
+        return int(value.strip(" \t"))
+    raise ValueError("a sequence number is written with the digits 0-9 only (at most 16)")
+
+
 def parse_last_event_id(value: str | None) -> int | None:
-    """The sequence number a reconnecting client saw last; None when absent or not a number."""
-    if value is None:
+    """The sequence number a reconnecting client saw last; None when absent; `ValueError` when malformed."""
+    if value is None or not value.strip(" \t"):
         return None
-    value = value.strip()
-    return int(value) if value.isdigit() and len(value) <= 18 else None
+    return parse_seq(value)
 
 
 async def run_event_stream(

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trainkit_api.state import ApiState
+from trainkit_core.errors import UsageError
 from trainkit_core.ids import NAME_PATTERN
+from trainkit_core.metadata import MAX_BYTES, MAX_DEPTH, check_metadata
 from trainkit_core.runs import TrainingRun
 from trainkit_core.training.config import TrainConfig
 
@@ -21,7 +23,24 @@ class JobCreate(TrainConfig):
     """A training run to start: a `TrainConfig`, plus `metadata` stored on the run."""
 
     dataset: str = Field(pattern=NAME_PATTERN.pattern, description="Name of the dataset (synced to the data volume).")
-    metadata: dict[str, Any] = Field(default_factory=dict, description="Stored on the run; `group_id` groups a sweep.")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            f"Stored on the run; `group_id` groups a sweep. A JSON object of at most {MAX_BYTES} bytes, "
+            f"nested at most {MAX_DEPTH} levels, without NaN or infinities."
+        ),
+    )
+    strict_dataset: bool = Field(
+        False, description="Refuse a dataset with warnings too (unknown keys, duplicates, lengths), like `--strict`."
+    )
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return check_metadata(value)
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
 
 
 class JobResume(BaseModel):
@@ -33,8 +52,8 @@ class JobResume(BaseModel):
 def start_job(state: ApiState, body: JobCreate) -> TrainingRun:
     from trainkit_core.training.submit import start_run
 
-    config = TrainConfig.model_validate(body.model_dump(exclude={"metadata"}))
-    return start_run(state.provider, config, metadata=body.metadata)
+    config = TrainConfig.model_validate(body.model_dump(exclude={"metadata", "strict_dataset"}))
+    return start_run(state.provider, config, metadata=body.metadata, strict_dataset=body.strict_dataset)
 
 
 def resume_job(state: ApiState, run_id: str, body: JobResume | None) -> TrainingRun:

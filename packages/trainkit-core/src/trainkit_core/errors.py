@@ -8,6 +8,8 @@ they never contain a secret.
 
 from __future__ import annotations
 
+import re
+
 
 class TrainkitError(Exception):
     """Base class. `hint` is the next thing the user should do, when there is one."""
@@ -72,3 +74,17 @@ class JobTimeout(TrainkitError):
 
     http_status = 504
     exit_code = 6
+
+
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
+
+
+def hint_word(value: object, placeholder: str) -> str:
+    """`value` for a command line in a hint, when it is a plain word; else `placeholder`.
+
+    Hints suggest commands to copy into a shell. A value that came from the user (a
+    name, a path, a setting) goes into one only when it is made of letters, digits and
+    ``._/:-``; anything else (spaces, quotes, ``;``, ``$(...)``) is replaced by a
+    placeholder such as ``NAME``, so no hint ever turns raw input into a command.
+    """
+    return value if isinstance(value, str) and _WORD.match(value) and ".." not in value else placeholder

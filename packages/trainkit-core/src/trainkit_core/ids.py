@@ -8,7 +8,9 @@ import time
 
 from trainkit_core.errors import UsageError
 
-RUN_ID_PATTERN = re.compile(r"^run-\d{8}-\d{6}-[0-9a-f]{6}$")
+#: ASCII digits only (`\d` would take any script's digits), and checked with `fullmatch`
+#: (`$` alone also matches before a final newline, so "a\n" would pass).
+RUN_ID_PATTERN = re.compile(r"^run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -23,14 +25,14 @@ def new_run_id(now: float | None = None) -> str:
 
 
 def check_run_id(value: str) -> str:
-    if not isinstance(value, str) or not RUN_ID_PATTERN.match(value):
+    if not isinstance(value, str) or not RUN_ID_PATTERN.fullmatch(value):
         raise UsageError(f"{value!r} is not a run id (expected run-YYYYMMDD-HHMMSS-xxxxxx)")
     return value
 
 
 def check_name(value: str, *, what: str = "name") -> str:
     """Dataset and eval-set names: lower-case letters, digits, '-' and '_', up to 64."""
-    if not isinstance(value, str) or not NAME_PATTERN.match(value):
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
         raise UsageError(
             f"{what} {value!r} is invalid: use lower-case letters, digits, '-' and '_' (at most 64, starting with a letter or digit)"
         )

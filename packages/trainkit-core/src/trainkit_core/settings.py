@@ -125,11 +125,30 @@ class ApiSettings(BaseSettings):
     api_token: SecretStr | None = Field(
         default=None, description="Bearer token the web API requires on every route but `/health`."
     )
+    api_max_body_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body the web API reads, in bytes (413 above); room for an eval set upload.",
+    )
 
     @field_validator("api_token", mode="before")
     @classmethod
     def _empty_is_none(cls, value: object) -> object:
         return None if value == "" else value
+
+    @field_validator("api_token")
+    @classmethod
+    def _matchable(cls, value: SecretStr | None) -> SecretStr | None:
+        # HTTP strips the whitespace around a header value, so a token that is blank or
+        # has it could never be matched: `serve` would listen openly, yet refuse all.
+        # (The message never includes the token.)
+        if value is not None:
+            token = value.get_secret_value()
+            if not token.strip():
+                raise ValueError("is only whitespace; no client could send it: set a real token or leave it unset")
+            if token != token.strip():
+                raise ValueError("starts or ends with whitespace, which HTTP strips: no client could match it")
+        return value
 
 
 class Settings(BaseModel):
@@ -163,7 +182,8 @@ class Settings(BaseModel):
     def to_env(self) -> dict[str, str]:
         """These settings as `TRAINKIT_*` variables, for a child process to rebuild them.
 
-        Secrets are included in clear (a child needs them); never log the result.
+        Secrets are included in clear; never log the result. A job or worker process
+        gets `child_environ`, which leaves out what it must not hold (the API token).
         """
         env: dict[str, str] = {}
         for concern in (self.provider, self.compute, self.volumes, self.datasets, self.api):
@@ -175,6 +195,19 @@ class Settings(BaseModel):
                     value = value.get_secret_value()
                 env[f"TRAINKIT_{name.upper()}"] = str(value)
         return env
+
+
+#: Variables a job or worker process never gets: only the web API uses the token, and
+#: a job's code (or anything it imports) has no business holding it.
+CHILD_EXCLUDED = frozenset({"TRAINKIT_API_TOKEN"})
+
+
+def child_environ(settings: Settings | None = None) -> dict[str, str]:
+    """The environment for a job or worker process: ours plus `settings`, less `CHILD_EXCLUDED`."""
+    env = {**os.environ, **(settings.to_env() if settings is not None else {})}
+    for name in CHILD_EXCLUDED:
+        env.pop(name, None)
+    return env
 
 
 def settings_table() -> list[tuple[str, str, str]]:

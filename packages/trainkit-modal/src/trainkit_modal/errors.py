@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from trainkit_core.errors import NotFoundError, ProviderError, TrainkitError, UsageError
+from trainkit_core.errors import NotFoundError, ProviderError, TrainkitError, UsageError, hint_word
 
 TOKEN_HINT = "run `modal token new`, or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET"
 DEPLOY_HINT = "deploy the app first: `trainkit app deploy` (with TRAINKIT_PROVIDER=modal or --provider modal)"
@@ -39,7 +39,7 @@ def hf_secret_missing(model: str) -> UsageError:
 def secret_not_found(name: str) -> NotFoundError:
     return NotFoundError(
         f"the Modal secret {name!r} (TRAINKIT_HF_SECRET) does not exist, or has no HF_TOKEN key",
-        hint=f"create it: `modal secret create {name} HF_TOKEN=hf_...`, or leave TRAINKIT_HF_SECRET empty",
+        hint=f"create it: `modal secret create {hint_word(name, 'NAME')} HF_TOKEN=hf_...`, or leave TRAINKIT_HF_SECRET empty",
     )
 
 

@@ -20,7 +20,7 @@ from trainkit_api.errors import ERROR_RESPONSES
 from trainkit_api.state import ApiState, get_state
 from trainkit_core.ids import NAME_PATTERN
 
-REPORT_ID = r"^ev-\d{8}-\d{6}-[0-9a-f]{6}$"
+REPORT_ID = r"^ev-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$"
 
 SetName = Annotated[str, Path(pattern=NAME_PATTERN.pattern, description="Eval set name.")]
 ReportId = Annotated[str, Path(pattern=REPORT_ID, description="An eval report id, `ev-YYYYMMDD-HHMMSS-xxxxxx`.")]

@@ -7,17 +7,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import StreamingResponse
+from pydantic import BeforeValidator
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
 from trainkit_api.routes.jobs import RunId
 from trainkit_api.schemas import EventPage, event_dicts
-from trainkit_api.sse import HEADERS, RECONCILE_S, parse_last_event_id, run_event_stream
+from trainkit_api.sse import HEADERS, RECONCILE_S, parse_last_event_id, parse_seq, run_event_stream
 from trainkit_api.state import ApiState, event_log, get_state
 from trainkit_core.reconcile import reconcile_run
 from trainkit_core.runs import TrainingRun
 
-After = Annotated[int, Query(ge=0, le=10**15, description="Only events with a sequence number above this.")]
+#: Sequence numbers are parsed strictly (ASCII digits only), in the query and the header.
+Seq = Annotated[int, BeforeValidator(parse_seq)]
+After = Annotated[Seq, Query(ge=0, le=10**15, description="Only events with a sequence number above this.")]
 
 STREAM_DOC: dict[int | str, dict[str, Any]] = {
     200: {
@@ -49,7 +52,7 @@ def build_router() -> APIRouter:
         run_id: RunId,
         state: ApiState = Depends(get_state),
         after: After = 0,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+        limit: Annotated[Seq, Query(ge=1, le=10_000)] = 1000,
     ) -> EventPage:
         """Events after `after`, oldest first; ask again with the last `seq` for more."""
         run = state.run(run_id)
@@ -62,7 +65,11 @@ def build_router() -> APIRouter:
         state: ApiState = Depends(get_state),
         after: After = 0,
         last_event_id: Annotated[
-            str | None, Header(description="Sent by a reconnecting client: resume after this sequence number.")
+            str | None,
+            Header(
+                pattern=r"^[ \t]*([0-9]{1,16})?[ \t]*$",
+                description="Sent by a reconnecting client: resume after this sequence number.",
+            ),
         ] = None,
     ) -> StreamingResponse:
         """Follow a run live as server-sent events; the stream ends when the run ends."""

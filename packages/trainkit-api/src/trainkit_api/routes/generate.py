@@ -124,9 +124,18 @@ def _text(content: str | list[dict[str, Any]], where: str) -> str:
 
 def generate_request(body: ChatCompletionRequest) -> dict[str, Any]:
     """The trainkit generation request for an OpenAI chat-completion request."""
+    from trainkit_core.presets import PRESETS
+
     model, base = body.model, False
     if model.endswith(":base"):
         model, base = model.removesuffix(":base"), True
+    if not model.startswith("trained/") and model not in PRESETS:
+        shown = model if len(model) <= 60 else model[:60] + "…"
+        raise UsageError(
+            f"model {shown!r} is neither a trained model (trained/<run id>) nor a model size; "
+            f"known sizes: {', '.join(PRESETS)}",
+            hint="GET /v1/models lists the trained models",
+        )
     target = {"model_path": model} if model.startswith("trained/") else {"model_size": model}
     messages = []
     for i, message in enumerate(body.messages):

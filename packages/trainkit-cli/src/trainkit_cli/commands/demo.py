@@ -53,12 +53,13 @@ def register(cli: click.Group) -> None:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         out = console()
         started = time.monotonic()
+        # The dataset first: a bad name is the user's to fix, whatever is installed.
+        local = find_local(Path(state.settings.datasets.datasets_dir), dataset)
         provider = state.provider
         provider.deployment().deploy()
         provider.deployment().check(["train", "infer", "eval"])
 
         out.rule(f"1. dataset {dataset}")
-        local = find_local(Path(state.settings.datasets.datasets_dir), dataset)
         length = length_check_for("tiny")
         report = validate_local(local.path, length=length)
         if not report.ok():

@@ -8,7 +8,6 @@ The legacy form `--model-size 4b` uses that preset's newest trained model.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,17 @@ from trainkit_cli.state import CliState, console, json_option, pass_state, print
 
 
 def _messages(path: str) -> list[dict[str, Any]]:
+    """The messages of a JSON file, read as strict JSON (so deep nesting is an error, not a crash)."""
+    from trainkit_core import strict_json
     from trainkit_core.errors import UsageError
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = strict_json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 (byte {exc.start})") from None
+    except strict_json.StrictJSONError as exc:
         raise UsageError(f"{path} is not valid JSON: {exc}") from None
     if isinstance(data, dict) and "messages" in data:
         data = data["messages"]

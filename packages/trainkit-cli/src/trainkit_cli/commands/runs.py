@@ -166,7 +166,12 @@ def register(cli: click.Group) -> None:
         """Training runs: list, show, follow, wait, stop, resume, cancel."""
 
     @runs.command("list")
-    @click.option("--status", default=None, help="Only runs with this status.")
+    @click.option(
+        "--status",
+        default=None,
+        type=click.Choice(["pending", "running", "succeeded", "failed", "stopped", "preempted"]),
+        help="Only runs with this status.",
+    )
     @click.option("--group", "group_id", default=None, help="Only runs of this sweep group.")
     @click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="At most this many runs.")
     @json_option

@@ -3,22 +3,31 @@
 One parser serves the validator and the job-side reader, so what validation accepts
 is exactly what training reads. Each accepted example is normalised to
 ``{"messages": [{"role", "content"}, ...]}``: a prompt/completion pair becomes a user
-turn and an assistant turn; extra keys are dropped. A system message stays in the
+turn and an assistant turn. Keys the format does not define (in an example or in a
+message) are reported as `unknown-key` warnings at their line and dropped (an error
+under ``--strict``). Each line must be strict JSON (`trainkit_core.strict_json`: no
+NaN, no duplicate keys, no lone surrogates) and at most `MAX_LINE_BYTES` long.
+A system message stays in the
 list (first only); the Gemma turn format folds it into the first user turn later
 (`trainkit_core.chat_format`), as ``system + "\\n\\n" + user``.
 """
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from trainkit_core.datasets.problems import Problem
+from trainkit_core.strict_json import StrictJSONError, loads
 
 ROLES = ("system", "user", "assistant")
 BOM = b"\xef\xbb\xbf"
+#: The longest line accepted (bytes): far above any example a model can train on.
+MAX_LINE_BYTES = 4 * 1024 * 1024
+#: The keys each format defines; any other key is reported (`unknown-key`).
+EXAMPLE_KEYS = {"chat": ("messages",), "prompt_completion": ("prompt", "completion")}
+MESSAGE_KEYS = ("role", "content")
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,17 @@ def parse_jsonl(data: bytes, file: str, fmt: str) -> tuple[list[Example], list[P
         data = data[len(BOM) :]
     for number, raw in enumerate(data.split(b"\n"), start=1):
         raw = raw.removesuffix(b"\r")
+        if len(raw) > MAX_LINE_BYTES:
+            problems.append(
+                Problem(
+                    file,
+                    number,
+                    "error",
+                    "line-too-large",
+                    f"line of {len(raw)} bytes is over the limit of {MAX_LINE_BYTES} bytes",
+                )
+            )
+            continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -74,11 +94,9 @@ def parse_jsonl(data: bytes, file: str, fmt: str) -> tuple[list[Example], list[P
         if not text.strip():
             continue
         try:
-            record = json.loads(text)
-        except json.JSONDecodeError as exc:
-            problems.append(
-                Problem(file, number, "error", "invalid-json", f"invalid JSON: {exc.msg} (column {exc.colno})")
-            )
+            record = loads(text)
+        except StrictJSONError as exc:
+            problems.append(Problem(file, number, "error", "invalid-json", f"invalid JSON: {exc}"))
             continue
         if not isinstance(record, dict):
             problems.append(
@@ -87,9 +105,38 @@ def parse_jsonl(data: bytes, file: str, fmt: str) -> tuple[list[Example], list[P
             continue
         messages, line_problems = (_chat if fmt == "chat" else _prompt_completion)(record, file, number)
         problems.extend(line_problems)
+        problems.extend(_unknown_keys(record, fmt, file, number))
         if messages is not None and not line_problems:
             examples.append(Example(file, number, messages))
     return examples, problems
+
+
+def _unknown_keys(record: dict[str, Any], fmt: str, file: str, line: int) -> list[Problem]:
+    """A warning for each key the format does not define, in the example and in its messages.
+
+    OpenAI's fine-tuning validator rejects unrecognised keys; trainkit drops them, but
+    says so: a misspelt key (``"contnet"``) would otherwise vanish without a word.
+    """
+    expected = EXAMPLE_KEYS.get(fmt, ())
+    found = []
+    for key in record:
+        if key not in expected:
+            found.append((key, f"the {fmt} format has {', '.join(expected)}"))
+    messages = record.get("messages") if fmt == "chat" else None
+    if isinstance(messages, list):
+        for index, message in enumerate(messages):
+            if isinstance(message, dict):
+                for key in message:
+                    if key not in MESSAGE_KEYS:
+                        found.append((f"messages[{index}].{key}", "a message has role and content"))
+    return [
+        Problem(file, line, "warning", "unknown-key", f"unknown key {_quoted(key)} ({why}); it is ignored")
+        for key, why in found
+    ]
+
+
+def _quoted(key: str) -> str:
+    return repr(key if len(key) <= 60 else key[:60] + "…")
 
 
 def _kind(value: Any) -> str:

@@ -3,19 +3,32 @@
 `list_local` finds them; `build_manifest` hashes one (``dataset.toml`` and every file
 it lists), which is what `trainkit datasets` shows and what sync compares with the
 volume's current version.
+
+A dataset's files must lie inside its folder: a file (``dataset.toml`` included) that
+is a symbolic link leading out of the folder is refused (`dataset_file`), so a sync
+never uploads, say, ``~/.ssh/id_rsa`` because a link pointed there. Links inside the
+folder, and a dataset folder that is itself a link, are fine.
+
+NAME, where a command takes one (`find_local`), is a dataset name (the naming rule of
+`trainkit_core.ids`) looked up in the datasets folder, or a path to a dataset folder:
+anything holding a path separator, or starting with '.', '~' is a path. The folder
+of a path must itself be named by the rule, since that name is the dataset's name
+on the volume.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainkit_core.datasets.layout import FileInfo, Manifest, dataset_hash
 from trainkit_core.datasets.problems import Problem
-from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, parse_spec
+from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, check_name, parse_spec
 from trainkit_core.errors import NotFoundError, UsageError
+from trainkit_core.local.paths import check_folder_setting
 
 
 @dataclass
@@ -61,11 +74,28 @@ class DatasetFileError(UsageError):
         self.file = file
 
 
+def dataset_file(folder: Path, rel: str) -> Path | None:
+    """The file `rel` of the dataset in `folder`; None when it is missing.
+
+    `DatasetFileError` when it resolves (through a symbolic link) to a place outside
+    the folder.
+    """
+    path = Path(folder) / rel
+    if not path.is_file():
+        return None
+    if not path.resolve().is_relative_to(Path(folder).resolve()):
+        raise DatasetFileError(
+            f"{rel}: a symbolic link leading out of the dataset folder; copy the file into the folder instead",
+            file=rel,
+        )
+    return path
+
+
 def open_local(folder: Path) -> LocalDataset:
     """The dataset in `folder` (its spec parsed, problems kept); `NotFoundError` without ``dataset.toml``."""
     folder = Path(folder)
-    spec_file = folder / SPEC_FILE
-    if not spec_file.is_file():
+    spec_file = dataset_file(folder, SPEC_FILE)
+    if spec_file is None:
         raise NotFoundError(
             f"no {SPEC_FILE} in {str(folder)!r}", hint="a dataset is a folder holding dataset.toml and JSONL files"
         )
@@ -73,20 +103,43 @@ def open_local(folder: Path) -> LocalDataset:
     return LocalDataset(folder.name, folder, spec, problems)
 
 
+def is_path(name: str) -> bool:
+    """Whether a NAME argument is a path to a dataset folder rather than a dataset name."""
+    return "/" in name or "\\" in name or name.startswith((".", "~"))
+
+
 def list_local(datasets_dir: Path) -> list[LocalDataset]:
     """Every folder of `datasets_dir` that holds a ``dataset.toml``, sorted by name."""
-    datasets_dir = Path(datasets_dir)
+    datasets_dir = check_folder_setting(Path(datasets_dir), "TRAINKIT_DATASETS_DIR")
     if not datasets_dir.is_dir():
         return []
-    return [open_local(child) for child in sorted(datasets_dir.iterdir()) if (child / SPEC_FILE).is_file()]
+    found = []
+    for child in sorted(datasets_dir.iterdir()):
+        if not (child / SPEC_FILE).is_file():
+            continue
+        try:
+            found.append(open_local(child))
+        except DatasetFileError as exc:
+            found.append(
+                LocalDataset(child.name, child, None, [Problem(exc.file, None, "error", "file-outside", str(exc))])
+            )
+    return found
 
 
 def find_local(datasets_dir: Path, name: str) -> LocalDataset:
-    """The dataset `name` (a folder of `datasets_dir`, or a path to a dataset folder)."""
-    candidate = Path(name)
-    if (candidate / SPEC_FILE).is_file() and (len(candidate.parts) > 1 or not (Path(datasets_dir) / name).exists()):
-        return open_local(candidate)
-    folder = Path(datasets_dir) / name
+    """The dataset `name` (a folder of `datasets_dir`), or the one at a path (see the module docstring)."""
+    if is_path(name):
+        folder = Path(os.path.abspath(Path(name).expanduser()))  # ".." folded, links kept
+        check_name(folder.name)
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{name!r} is a file; a dataset is a folder holding dataset.toml and JSONL files")
+        if not (folder / SPEC_FILE).is_file():
+            raise NotFoundError(
+                f"no {SPEC_FILE} in {name!r}", hint="a dataset is a folder holding dataset.toml and JSONL files"
+            )
+        return open_local(folder)
+    check_name(name)
+    folder = check_folder_setting(Path(datasets_dir), "TRAINKIT_DATASETS_DIR") / name
     if (folder / SPEC_FILE).is_file():
         return open_local(folder)
     known = ", ".join(d.name for d in list_local(datasets_dir)) or "none"
@@ -119,8 +172,8 @@ def build_manifest(folder: Path, spec: DatasetSpec | None = None) -> Manifest:
         spec = dataset.spec
     files: dict[str, FileInfo] = {}
     for rel in [SPEC_FILE, *spec.files]:
-        path = folder / rel
-        if not path.is_file():
+        path = dataset_file(folder, rel)
+        if path is None:
             raise DatasetFileError(f"{rel}: listed in {SPEC_FILE} but missing from {str(folder)!r}", file=rel)
         info = hash_file(path)
         files[rel] = FileInfo(info.sha256, info.size, 0 if rel == SPEC_FILE else info.examples)

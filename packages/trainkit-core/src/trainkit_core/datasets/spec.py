@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from trainkit_core.datasets.problems import Problem
 from trainkit_core.errors import UsageError
+from trainkit_core.ids import NAME_PATTERN as _NAME_RE
+from trainkit_core.ids import check_name as _check_name
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +39,9 @@ else:  # pragma: no cover - Python 3.10
 
 SPEC_FILE = "dataset.toml"
 FORMATS = ("chat", "prompt_completion")
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+#: One naming rule for datasets everywhere (`dataset.toml`, the CLI, the API, the
+#: volume): `trainkit_core.ids.NAME_PATTERN`, lower-case letters, digits, '-' and '_'.
+NAME_PATTERN = _NAME_RE.pattern
 
 
 class DatasetSpec(BaseModel):
@@ -45,13 +49,21 @@ class DatasetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str
     description: str = ""
     format: Literal["chat", "prompt_completion"] = "chat"
     train: list[str] = Field(min_length=1)
     eval: list[str] = Field(default_factory=list)
     eval_fraction: float | None = Field(None, gt=0.0, lt=1.0)
     eval_seed: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        try:
+            return check_name(value)
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
 
     @field_validator("train", "eval")
     @classmethod
@@ -153,11 +165,7 @@ def _key_line(text: str, key: str) -> int | None:
 
 def check_name(name: str) -> str:
     """`name` when it is a valid dataset name; `UsageError` otherwise (it becomes a volume path)."""
-    if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
-        raise UsageError(
-            f"invalid dataset name {name!r}: use letters, digits, '.', '_' and '-', starting with a letter or digit"
-        )
-    return name
+    return _check_name(name, what="dataset name")
 
 
 def load_spec(data: bytes, *, folder_name: str | None = None, file: str = SPEC_FILE) -> DatasetSpec:

@@ -28,9 +28,10 @@ from typing import Any
 
 from trainkit_core.datasets.examples import Example, parse_jsonl, split_eval
 from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path, parse_current
+from trainkit_core.datasets.local import DatasetFileError, dataset_file
 from trainkit_core.datasets.problems import Problem, Report
 from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, check_name, parse_spec
-from trainkit_core.errors import NotFoundError, UsageError
+from trainkit_core.errors import NotFoundError, UsageError, hint_word
 from trainkit_core.hookspecs import Volume
 
 #: Used when no model preset says otherwise.
@@ -88,7 +89,11 @@ def check(
     """Check a dataset whose files `read(relative path)` returns (None when missing)."""
     report = Report(name=name, source=source)
     result = Checked(report)
-    spec_bytes = read(SPEC_FILE)
+    try:
+        spec_bytes = read(SPEC_FILE)
+    except DatasetFileError as exc:
+        report.problems.append(Problem(SPEC_FILE, None, "error", "file-outside", exc.message.split(": ", 1)[-1]))
+        return result
     if spec_bytes is None:
         report.problems.append(Problem(SPEC_FILE, None, "error", "spec-missing", f"no {SPEC_FILE}"))
         return result
@@ -99,7 +104,11 @@ def check(
     result.spec = spec
     parsed: dict[str, list[Example]] = {}
     for file in spec.files:
-        data = read(file)
+        try:
+            data = read(file)
+        except DatasetFileError as exc:
+            report.problems.append(Problem(file, None, "error", "file-outside", exc.message.split(": ", 1)[-1]))
+            continue
         if data is None:
             report.problems.append(Problem(file, None, "error", "file-missing", f"listed in {SPEC_FILE} but missing"))
             continue
@@ -198,8 +207,8 @@ def check_local(folder: Path, *, length: LengthCheck | None = None) -> Checked:
         raise NotFoundError(f"no {SPEC_FILE} in {str(folder)!r}")
 
     def read(rel: str) -> bytes | None:
-        path = folder / rel
-        return path.read_bytes() if path.is_file() else None
+        path = dataset_file(folder, rel)  # DatasetFileError for a link out of the folder
+        return path.read_bytes() if path is not None else None
 
     return check(folder.name, read, source="local", folder_name=folder.name, length=length)
 
@@ -241,7 +250,7 @@ class DatasetInvalidError(UsageError):
         what = "errors or warnings (strict)" if strict else "errors"
         super().__init__(
             f"dataset {report.name!r} has {what}:\n{report.error_text()}",
-            hint=f"fix the files named above, then check with `trainkit validate {report.name} --local`",
+            hint=f"fix the files named above, then check with `trainkit validate {hint_word(report.name, 'NAME')} --local`",
         )
         self.report = report
 
@@ -257,7 +266,7 @@ def length_check_for(
     (never downloaded), else estimated at `CHARS_PER_TOKEN` characters per token.
     """
     preset = None
-    if model_size:
+    if model_size is not None:  # an empty --model-size is an unknown size, not "none given"
         from trainkit_core.presets import get_preset
 
         preset = get_preset(model_size)

@@ -15,11 +15,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainkit_core import strict_json
 from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.hookspecs import Volume
 from trainkit_core.ids import check_name, new_stamped_id
 
-REPORT_ID_PATTERN = re.compile(r"^ev-\d{8}-\d{6}-[0-9a-f]{6}$")
+REPORT_ID_PATTERN = re.compile(r"^ev-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 ROLES = ("system", "user", "assistant")
 
 
@@ -36,7 +37,7 @@ def new_report_id(now: float | None = None) -> str:
 
 
 def check_report_id(value: str) -> str:
-    if not isinstance(value, str) or not REPORT_ID_PATTERN.match(value):
+    if not isinstance(value, str) or not REPORT_ID_PATTERN.fullmatch(value):
         raise UsageError(f"{value!r} is not an eval report id (expected ev-YYYYMMDD-HHMMSS-xxxxxx)")
     return value
 
@@ -74,9 +75,9 @@ def parse_jsonl(data: bytes, *, file: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{file}:{number}: invalid JSON: {exc.msg}") from None
+            record = strict_json.loads(line)
+        except strict_json.StrictJSONError as exc:
+            raise UsageError(f"{file}:{number}: invalid JSON: {exc}") from None
         examples.append(normalize_example(record, where=f"{file}:{number}"))
     if not examples:
         raise UsageError(f"{file}: no examples")

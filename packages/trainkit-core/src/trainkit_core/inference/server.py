@@ -46,6 +46,18 @@ def error_body(exc: BaseException) -> tuple[int, dict[str, Any]]:
     return 500, {"error": f"{type(exc).__name__}: {exc}", "type": "JobError", "hint": None}
 
 
+def token_ok(given: str | None, expected: str) -> bool:
+    """Constant-time check of the worker token, compared as bytes.
+
+    `secrets.compare_digest` raises `TypeError` on two `str` holding non-ASCII text,
+    and a header may hold any byte (http.server decodes them as Latin-1): such a
+    header is a wrong token (401), never a traceback.
+    """
+    if given is None:
+        return False
+    return secrets.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode("utf-8"))
+
+
 class WarmWorker:
     """The worker's state: the model cache, the token and the idle clock."""
 
@@ -109,7 +121,7 @@ def _handler(worker: WarmWorker) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_GET(self) -> None:
-            if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), worker.token):
+            if not token_ok(self.headers.get(TOKEN_HEADER), worker.token):
                 self._send(401, {"error": "missing or wrong worker token", "type": "UsageError"})
             elif self.path == "/health":
                 self._send(200, worker.health())
@@ -117,7 +129,7 @@ def _handler(worker: WarmWorker) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": f"no route {self.path}", "type": "NotFoundError"})
 
         def do_POST(self) -> None:
-            if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), worker.token):
+            if not token_ok(self.headers.get(TOKEN_HEADER), worker.token):
                 self._send(401, {"error": "missing or wrong worker token", "type": "UsageError"})
                 return
             if self.path not in ("/generate", "/stream"):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import subprocess
 import sys
 import time
@@ -93,8 +92,10 @@ class LocalInferenceServer:
 
     def _start(self) -> dict[str, Any]:
         log_path = worker_dir(self.home) / "worker.log"
+        from trainkit_core.settings import child_environ
+
         env = {
-            **os.environ,
+            **child_environ(),  # without TRAINKIT_API_TOKEN
             "TRAINKIT_HOME": str(self.home.resolve()),
             "TRAINKIT_INFER_IDLE_TIMEOUT_S": str(self.idle_timeout_s),
         }

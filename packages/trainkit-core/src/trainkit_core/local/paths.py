@@ -38,3 +38,27 @@ def inside(root: Path, relative: str) -> Path:
     if real_target != real_root and not real_target.startswith(real_root + os.sep):
         raise UsageError(f"path {relative!r} resolves outside the volume (through a symbolic link)")
     return target
+
+
+def check_folder_setting(path: Path, variable: str) -> Path:
+    """`path` when it is, or can become, a folder; `UsageError` naming `variable` when a file is in the way.
+
+    A setting such as ``TRAINKIT_HOME=/etc/hosts`` would otherwise fail deep inside
+    with `FileExistsError` or `NotADirectoryError`. The first part of `path` that
+    exists must be a folder.
+    """
+    path = Path(path)
+    for candidate in (path, *path.parents):
+        try:
+            if not candidate.exists():
+                continue
+            if candidate.is_dir():
+                return path
+        except OSError as exc:
+            raise UsageError(f"{variable}: cannot use {str(path)!r} as a folder ({exc.strerror})") from None
+        where = "" if candidate == path else f" ({str(candidate)!r} is a file)"
+        raise UsageError(
+            f"{variable} names a file, not a folder: {str(path)!r}{where}",
+            hint=f"point {variable} at a folder (or leave it unset)",
+        )
+    return path

@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from trainkit_core.errors import MissingExtraError, NotFoundError
+from trainkit_core.errors import MissingExtraError, NotFoundError, UsageError
 from trainkit_core.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
 from trainkit_core.jobs import JOB_EXTRAS, JOBS, JobContext
 from trainkit_core.local.kv import LocalKV, db_path
+from trainkit_core.local.paths import check_folder_setting
 from trainkit_core.local.runner import LocalRunner
-from trainkit_core.local.volume import LocalVolume
+from trainkit_core.local.volume import LocalVolume, volume_root
 from trainkit_core.settings import VOLUME_KINDS, Settings
 
 NAME = "local"
@@ -23,13 +24,28 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
 
 
 def home_of(settings: Settings) -> Path:
-    return Path(settings.provider.home).expanduser()
+    """The local provider's home; `UsageError` naming TRAINKIT_HOME when a file is in the way."""
+    return check_folder_setting(Path(settings.provider.home).expanduser(), "TRAINKIT_HOME")
+
+
+def local_volume(settings: Settings, name: str) -> LocalVolume:
+    """The volume `name` under the home; `UsageError` naming the setting when a file is in the way."""
+    home = home_of(settings)
+    variable = "TRAINKIT_HOME"
+    for kind in VOLUME_KINDS:
+        if settings.volumes.name_for(kind) == name:
+            variable = "TRAINKIT_VOL_" + kind.upper().replace("-", "_")
+    check_folder_setting(volume_root(home, name), variable)
+    try:
+        return LocalVolume(home, name)
+    except OSError as exc:
+        raise UsageError(f"{variable}: cannot create the volume folder of {name!r} ({exc.strerror})") from None
 
 
 def job_context(settings: Settings, call_id: str) -> JobContext:
     """The context a local job gets: volumes are plain directories, writes visible at once."""
     home = home_of(settings)
-    paths = {kind: LocalVolume(home, settings.volumes.name_for(kind)).root for kind in VOLUME_KINDS}
+    paths = {kind: local_volume(settings, settings.volumes.name_for(kind)).root for kind in VOLUME_KINDS}
     return JobContext(
         settings=settings,
         provider=NAME,
@@ -95,7 +111,7 @@ def provider_manifest() -> ProviderManifest:
 
 @hookimpl
 def volume(provider: str, settings: Settings, name: str) -> LocalVolume | None:
-    return LocalVolume(home_of(settings), name) if provider == NAME else None
+    return local_volume(settings, name) if provider == NAME else None
 
 
 @hookimpl

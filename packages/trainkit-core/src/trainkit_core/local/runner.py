@@ -25,6 +25,7 @@ from trainkit_core.errors import JobError, JobTimeout, NotFoundError, UsageError
 from trainkit_core.hookspecs import CallStatus
 from trainkit_core.local.kv import LocalKV
 from trainkit_core.provider import call_kwargs
+from trainkit_core.settings import child_environ
 
 if TYPE_CHECKING:
     from trainkit_core.settings import Settings
@@ -224,7 +225,7 @@ class LocalRunner:
                 "cwd": os.getcwd(),
             },
         )
-        env = {**os.environ, **(self.settings.to_env() if self.settings else {})}
+        env = child_environ(self.settings)  # without TRAINKIT_API_TOKEN
         env["TRAINKIT_HOME"] = str(self.home.resolve())
         launcher = subprocess.run(
             [sys.executable, "-m", "trainkit_core.local.supervisor", call_id],

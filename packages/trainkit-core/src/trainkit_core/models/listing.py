@@ -57,7 +57,7 @@ def list_trained_models(volume: Volume) -> list[TrainedModel]:
     found = []
     for entry in volume.listdir("trained"):
         run_id = entry.path.rsplit("/", 1)[-1]
-        if not entry.is_dir or not RUN_ID_PATTERN.match(run_id):
+        if not entry.is_dir or not RUN_ID_PATTERN.fullmatch(run_id):
             continue
         try:
             ref = check_model_path(f"trained/{run_id}", volume)
@@ -83,14 +83,25 @@ def list_trained_models(volume: Volume) -> list[TrainedModel]:
     return sorted(found, key=lambda m: m.run_id, reverse=True)
 
 
+def _shown(value: object) -> str:
+    """A user's value in a message: quoted, cut to 60 characters."""
+    text = value if isinstance(value, str) else str(value)
+    return repr(text if len(text) <= 60 else text[:60] + "…")
+
+
 def default_model_for_preset(volume: Volume, preset: str) -> ModelPath:
     """The legacy `--model-size` form: the newest trained model of that preset.
 
     The seed's `infer --model-size 4b` used one fixed adapter per size; here a
     preset's default adapter is the most recently trained model of that preset.
     """
-    if not isinstance(preset, str) or not preset:
-        raise UsageError("model size must be a preset name such as tiny or 4b")
+    from trainkit_core.presets import PRESETS
+
+    if not isinstance(preset, str) or preset not in PRESETS:
+        raise UsageError(
+            f"unknown model size {_shown(preset)}; known sizes: {', '.join(PRESETS)}",
+            hint="or name a trained model: trainkit models lists them",
+        )
     for model in list_trained_models(volume):
         if model.preset == preset:
             return ModelPath(model.model_path, model.run_id)

@@ -21,7 +21,9 @@ from trainkit_core.hookspecs import Volume
 from trainkit_core.ids import RUN_ID_PATTERN
 
 #: The only shapes a model path may have.
-MODEL_PATH_PATTERN = re.compile(r"^trained/(?P<run_id>run-\d{8}-\d{6}-[0-9a-f]{6})(?:/checkpoints/(?P<step>\d{8}))?$")
+MODEL_PATH_PATTERN = re.compile(
+    r"^trained/(?P<run_id>run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})(?:/checkpoints/(?P<step>[0-9]{8}))?$"
+)
 MAX_MODEL_PATH = 200
 
 #: What a model directory must hold. The adapter weights come in one of two files.
@@ -83,11 +85,11 @@ def parse_model_path(value: object) -> ModelPath:
     if "." in parts or "" in parts[:-1]:
         raise UsageError(f"model path {shown} has empty or '.' segments; {_EXPECTED}")
     text = value[:-1] if value.endswith("/") else value
-    match = MODEL_PATH_PATTERN.match(text)
+    match = MODEL_PATH_PATTERN.fullmatch(text)
     if match is None:
         if parts[0] != "trained":
             raise UsageError(f"model path {shown} is not under trained/; {_EXPECTED}")
-        if len(parts) > 1 and not RUN_ID_PATTERN.match(parts[1]):
+        if len(parts) > 1 and not RUN_ID_PATTERN.fullmatch(parts[1]):
             raise UsageError(f"model path {shown}: {parts[1]!r} is not a run id (run-YYYYMMDD-HHMMSS-xxxxxx)")
         raise UsageError(f"model path {shown} is malformed; {_EXPECTED}")
     step = match.group("step")

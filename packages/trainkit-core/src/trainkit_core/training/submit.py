@@ -25,7 +25,9 @@ from trainkit_core.training.config import TrainConfig
 log = logging.getLogger(__name__)
 
 
-def _prepare_dataset(provider: Any, config: TrainConfig, *, progress: Any = None) -> tuple[str, dict[str, Any]]:
+def _prepare_dataset(
+    provider: Any, config: TrainConfig, *, progress: Any = None, strict: bool = False
+) -> tuple[str, dict[str, Any]]:
     """(dataset hash, sync summary): sync the local copy if it changed, else use the volume's."""
     from pathlib import Path
 
@@ -46,10 +48,10 @@ def _prepare_dataset(provider: Any, config: TrainConfig, *, progress: Any = None
                 hint="trainkit datasets lists the local datasets",
             ) from None
         report = validate_synced(volume, config.dataset, length=length)
-        if not report.ok():
-            raise DatasetInvalidError(report) from None
+        if not report.ok(strict=strict):
+            raise DatasetInvalidError(report, strict=strict) from None
         return digest, {"synced": False, "source": "volume"}
-    result = sync_dataset(provider, config.dataset, provider.settings, length=length, progress=progress)
+    result = sync_dataset(provider, config.dataset, provider.settings, length=length, progress=progress, strict=strict)
     summary = {
         "synced": not result.unchanged,
         "version": result.version,
@@ -65,13 +67,21 @@ def start_run(
     *,
     metadata: dict[str, Any] | None = None,
     sync_progress: Any = None,
+    strict_dataset: bool = False,
 ) -> TrainingRun:
-    """Validate, sync the dataset if changed, create the record, spawn the `train` job."""
+    """Validate, sync the dataset if changed, create the record, spawn the `train` job.
+
+    `strict_dataset` refuses a dataset with warnings too (unknown keys, duplicates,
+    lengths), as ``trainkit sync --strict`` does.
+    """
+    from trainkit_core.metadata import check_metadata
+
     if not isinstance(config, TrainConfig):
         config = TrainConfig.parse(config)
+    metadata = check_metadata(dict(metadata or {}))
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
     provider.deployment().check(["train"])
-    dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress)
+    dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress, strict=strict_dataset)
 
     store = RunStore.for_provider(provider)
     now = time.time()
