@@ -171,6 +171,35 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy", "--cache-dir", f"{session.virtualenv.location}/.mypy_cache")
 
 
+#: The packages a release uploads, in dependency order.
+RELEASED = ("core", "cli", "api", "modal")
+#: Where `build` leaves the sdists and wheels: what an upload to the index would take.
+DIST = HERE / "dist"
+
+
+@nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
+def build(session: nox.Session) -> None:
+    """The release check: each package as sdist and wheel, `twine check`, and each installed alone.
+
+    `python -m build` makes the sdist and then the wheel from that sdist (so the sdist
+    is proven to build). tests/release reads the metadata an index would show, and
+    installs each package alone into a fresh environment from `dist/` (standing in
+    for the index; its other dependencies from the registry) and runs it.
+    """
+    session.install("build[uv]>=1.2", "twine>=6", "packaging", *nox.project.dependency_groups(ROOT, "test", "parallel"))
+    shutil.rmtree(DIST, ignore_errors=True)
+    for name in RELEASED:
+        session.run("python", "-m", "build", "--installer", "uv", "--outdir", str(DIST), f"./{SOURCES[name]}")
+    session.run("twine", "check", "--strict", *sorted(str(p) for p in DIST.iterdir()))
+    # tests/conftest.py imports trainkit_core; the tests install their own environments.
+    [core_wheel] = DIST.glob("trainkit_core-*.whl")
+    session.install(str(core_wheel))
+    session.run(
+        "pytest", "tests/release", "-p", "no:cacheprovider", "-n", "2", *session.posargs,
+        env={"TRAINKIT_DIST": str(DIST)},
+    )  # fmt: skip
+
+
 @nox.session(python=ML_PYTHON, default=False)
 def demo(session: nox.Session) -> None:
     """The README's main job: validate, sync, train tiny, eval base vs tuned, generate."""
