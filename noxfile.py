@@ -3,14 +3,15 @@
 `nox` (no arguments) runs the default sessions: lint, typecheck, the torch-free tests
 of each package on every supported Python, the training stack's tests on 3.11 (the
 Python of the CPU torch wheel on these machines), the Modal app in simulated
-containers, and plugin discovery. Sessions that
-install torch use pip (not uv): only pip finds the CPU torch wheel on these machines'
-disks; the others use uv when it is installed (run.py installs nox with it).
+containers, plugin discovery, and the release check (`build`). Sessions that install
+torch use pip (not uv): only pip finds the CPU torch wheel on these machines' disks;
+the others use uv when it is installed (run.py installs nox with it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -20,7 +21,7 @@ import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery"]
+nox.options.sessions = ["lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build"]
 
 ROOT = nox.project.load_toml("pyproject.toml")
 PYTHONS = nox.project.python_versions(nox.project.load_toml("packages/trainkit-cli/pyproject.toml"))
@@ -186,6 +187,151 @@ def typecheck(session: nox.Session) -> None:
     # A cache of its own: a .mypy_cache left by the development venv (editable installs)
     # made this session report modules as missing that the wheels do have.
     session.run("mypy", "--cache-dir", f"{session.virtualenv.location}/.mypy_cache")
+
+
+#: The packages a release uploads, in dependency order.
+RELEASED = ("core", "cli", "api", "modal")
+#: Where `build` leaves the sdists and wheels: what an upload to the index would take.
+DIST = HERE / "dist"
+
+
+@nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
+def build(session: nox.Session) -> None:
+    """The release check: each package as sdist and wheel, `twine check`, and each installed alone.
+
+    `python -m build` makes the sdist and then the wheel from that sdist (so the sdist
+    is proven to build). tests/release reads the metadata an index would show, and
+    installs each package alone into a fresh environment from `dist/` (standing in
+    for the index; its other dependencies from the registry) and runs it.
+    """
+    session.install("build[uv]>=1.2", "twine>=6", "packaging", *nox.project.dependency_groups(ROOT, "test", "parallel"))
+    shutil.rmtree(DIST, ignore_errors=True)
+    for name in RELEASED:
+        session.run("python", "-m", "build", "--installer", "uv", "--outdir", str(DIST), f"./{SOURCES[name]}")
+    session.run("twine", "check", "--strict", *sorted(str(p) for p in DIST.iterdir()))
+    # tests/conftest.py imports trainkit_core; the tests install their own environments.
+    [core_wheel] = DIST.glob("trainkit_core-*.whl")
+    session.install(str(core_wheel))
+    session.run(
+        "pytest", "tests/release", "-p", "no:cacheprovider", "-n", "2", *session.posargs,
+        env={"TRAINKIT_DIST": str(DIST)},
+    )  # fmt: skip
+
+
+#: The oldest supported Python, where `minimums` installs the lowest versions.
+MIN_PYTHON = PYTHONS[0]
+#: What `minimums` installs and checks at their lowest versions, per stack: the packages
+#: with their extras (`gpu` is left out: Unsloth needs CUDA, see the `unsloth` session).
+MINIMUM_STACKS = {
+    "light": {"core": "", "cli": "plot", "api": "", "modal": ""},
+    "train": {"core": "train", "cli": ""},
+}
+
+
+def _lower_bounds(stack: dict[str, str], python: str) -> dict[str, str]:
+    """Each third-party requirement of `stack` -> the lowest version its declared range allows (its `>=`)."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    bounds = {}
+    for name, extra in stack.items():
+        declared = nox.project.load_toml(f"{SOURCES[name]}/pyproject.toml")["project"]
+        required = [(text, "") for text in declared["dependencies"]]
+        required += [(text, extra) for text in declared.get("optional-dependencies", {}).get(extra, [])]
+        for text, in_extra in required:
+            req = Requirement(text)
+            wanted = req.marker is None or req.marker.evaluate({"python_version": python, "extra": in_extra})
+            if req.name.startswith("trainkit-") or not wanted:
+                continue
+            [low] = [spec.version for spec in req.specifier if spec.operator == ">="]
+            bounds[canonicalize_name(req.name)] = low
+    return bounds
+
+
+def _check_lowest(session: nox.Session, bounds: dict[str, str]) -> None:
+    """Fail unless every requirement is installed at its declared lower bound: the ranges say only what is tested."""
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    code = "import json, importlib.metadata as m; print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
+    out = session.run("python", "-c", code, silent=True)
+    installed = {canonicalize_name(k): v for k, v in json.loads(str(out).strip().splitlines()[-1]).items()}
+    for name in sorted(bounds):
+        session.log(f"{name}: declared >={bounds[name]}, installed {installed.get(name)}")
+    off = [
+        f"{n} {installed.get(n)} (declared >={b})"
+        for n, b in sorted(bounds.items())
+        # `.public`: the CPU torch is 2.13.0+cpu.
+        if Version(Version(installed.get(n, "0")).public) != Version(b)
+    ]
+    if off:
+        session.error(
+            f"not at the declared lower bound (raise the bound to what resolves and passes): {', '.join(off)}"
+        )
+
+
+@nox.session(venv_backend="uv", default=False)
+@nox.parametrize(("python", "stack"), [(MIN_PYTHON, "light"), (ML_PYTHON, "train")], ids=["light", "train"])
+def minimums(session: nox.Session, stack: str) -> None:
+    """The lowest versions every declared range allows (uv's `--resolution lowest-direct`), tested.
+
+    light: the four packages and their extras but `train` and `gpu` on the oldest
+    supported Python, running the torch-free tests. train: trainkit-core[train] with
+    the lowest transformers, peft, trl, accelerate, datasets, tokenizers and
+    safetensors beside the CPU torch (3.11, pip: uv would fetch a CUDA torch), running
+    the tests that train, infer and evaluate the tiny model. Both fail unless each
+    requirement is installed at exactly its declared lower bound. Test tools are not
+    held low (the packages do not declare them), only kept from moving those that are.
+    """
+    chosen = MINIMUM_STACKS[stack]
+    tmp = Path(session.create_tmp())
+    lowest = _lowest_pins(session, chosen, tmp, ["torch==2.13.0"] if stack == "train" else [])
+    wheels = _wheels(session)
+    targets = [wheels[n] + (f"[{e}]" if e else "") for n, e in chosen.items()]
+    if stack == "light":
+        groups = nox.project.dependency_groups(ROOT, "test", "parallel", "api-test")
+        # A test tool fitted to the lowest fastapi: its starlette's TestClient passes
+        # `app=` to httpx.Client, which httpx 0.28 removed (trainkit-api never uses httpx).
+        session.install("-c", lowest, *targets, *groups, "httpx<0.28")
+        _check_lowest(session, _lower_bounds(chosen, str(session.python)))
+        session.env["TRAINKIT_REQUIRE_PLOT"] = "1"
+        folders = [f"tests/{n}" for n in LIGHT_INSTALLS] + ["tests/contract"]
+        light = ("-m", LIGHT_MARKERS, "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider")
+        session.run("pytest", *folders, *light, *session.posargs)
+        return
+    # pip, not uv, installs: only pip takes the CPU torch wheel lying on disk.
+    pip = [sys.executable, "-m", "pip", "--python", f"{session.virtualenv.location}/bin/python", "install", "-q"]
+    tools = nox.project.dependency_groups(ROOT, "test")
+    session.run(*pip, "-c", lowest, "torch==2.13.0", *targets, *tools, external=True)
+    # trainkit-core[train]'s bounds only: the CLI (which the demo test drives) has its
+    # own checked in `light`; here huggingface-hub, which transformers 5 needs, lifts click.
+    _check_lowest(session, _lower_bounds({"core": "train"}, str(session.python)))
+    markers = "ml and not browser and not unsloth and not modal_live"
+    session.run(
+        "pytest", "tests/core", "tests/e2e/test_demo.py", "-m", markers, "-p", "no:cacheprovider", *session.posargs
+    )
+
+
+def _lowest_pins(session: nox.Session, chosen: dict[str, str], tmp: Path, extra: list[str]) -> str:
+    """A constraints file: uv's lowest-direct resolution of the chosen packages, for this session's Python.
+
+    Resolved from the source folders, not the wheels: uv holds the requirements of a
+    local project at their lowest, not those of a wheel file. For the train stack it
+    reads PyPI's torch metadata (CUDA packages included), but a constraint installs
+    nothing: pip then takes the CPU torch from disk.
+    """
+    (tmp / "minimums.in").write_text(
+        "\n".join([*(f"{HERE / SOURCES[n]}{f'[{e}]' if e else ''}" for n, e in chosen.items()), *extra]) + "\n"
+    )
+    resolved = tmp / "lowest.txt"
+    session.run(
+        nox.virtualenv.find_uv()[1], "pip", "compile", "--resolution", "lowest-direct", "--no-header", "--no-annotate",
+        "--python", f"{session.virtualenv.location}/bin/python", "-o", str(resolved), str(tmp / "minimums.in"),
+        external=True,
+    )  # fmt: skip
+    pins = [line for line in resolved.read_text().splitlines() if line and not line.startswith((".", "/", "trainkit"))]
+    resolved.write_text("\n".join(pins) + "\n")
+    return str(resolved)
 
 
 @nox.session(python=ML_PYTHON, default=False)
