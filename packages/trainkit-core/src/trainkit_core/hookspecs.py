@@ -33,6 +33,9 @@ PROJECT = "trainkit"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+#: The kinds of volume every provider serves, each under its configured name.
+VOLUME_KINDS = ("data", "models", "eval", "hf-cache")
+
 
 # --------------------------------------------------------------------------- manifest
 
