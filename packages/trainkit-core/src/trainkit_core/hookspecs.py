@@ -206,6 +206,10 @@ class KVStore(Protocol):
 
     def items(self, prefix: str = "") -> list[tuple[str, Any]]: ...
 
+    # Optional, not part of the protocol check: ``put_many(items: Mapping[str, Any])``
+    # writes several keys in one call (one transaction, one request). trainkit uses it
+    # through `trainkit_core.kv_values.put_many`, which falls back to one `put` per key.
+
 
 CALL_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
 

@@ -8,6 +8,7 @@ checks it).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from trainkit_core.errors import UsageError
@@ -24,3 +25,21 @@ def dump_value(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"value is not JSON-serialisable: {exc}") from None
+
+
+def put_many(kv: Any, items: Mapping[str, Any]) -> None:
+    """Write several keys in as few store calls as the store allows.
+
+    `put_many` is optional in the `KVStore` protocol: the local store writes the keys
+    in one transaction, the Modal one in one ``Dict.update`` call; a store without it
+    gets one `put` per key. Not atomic across keys unless the store says so (SQLite is;
+    readers must not rely on it).
+    """
+    if not items:
+        return
+    many = getattr(kv, "put_many", None)
+    if many is not None:
+        many(items)
+        return
+    for key, value in items.items():
+        kv.put(key, value)

@@ -6,7 +6,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,12 @@ class LocalKV:
         data = self._dump(value)
         with self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", (self.namespace, key, data))
+
+    def put_many(self, items: Mapping[str, Any]) -> None:
+        """Write several keys in one transaction (readers see all of them or none)."""
+        rows = [(self.namespace, self._check_key(key), self._dump(value)) for key, value in items.items()]
+        with self._transaction() as conn:
+            conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", rows)
 
     def put_if_absent(self, key: str, value: Any) -> bool:
         self._check_key(key)
