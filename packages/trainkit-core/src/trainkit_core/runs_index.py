@@ -67,8 +67,18 @@ class VersionedDoc:
     hint that may lag: readers look further until a version is missing). A writer
     reads version ``n``, computes the new value, and writes version ``n + 1`` with
     `put_if_absent`; losing means someone else wrote ``n + 1`` first, so it reads
-    again. The previous version is deleted once the next one is written.
+    again.
+
+    A replaced version is overwritten with a small tombstone, not deleted: were its
+    key free again, a writer that read an older version could take it (the ABA
+    problem) and lose every update in between. Tombstones older than `STALE_S` are
+    deleted `KEEP` versions later, when no writer can still be aiming at them (a
+    writer gives up on a read older than half of `STALE_S`).
     """
+
+    #: Versions kept as tombstones before one is collected.
+    KEEP = 64
+    STALE_S = 600.0
 
     def __init__(self, kv: KVStore, name: str) -> None:
         self.kv = kv
@@ -78,6 +88,10 @@ class VersionedDoc:
     def _key(self, version: int) -> str:
         return f"{self.name}@{version:010d}"
 
+    @staticmethod
+    def _gone(value: Any) -> bool:
+        return isinstance(value, dict) and "__gone__" in value
+
     def read(self) -> tuple[int, Any]:
         """(version, value) of the latest version; (0, None) when there is none."""
         version = int(self.kv.get(self._head, 0) or 0)
@@ -85,23 +99,33 @@ class VersionedDoc:
         while True:
             newer = self.kv.get(self._key(version + 1))
             if newer is None:
-                return version, value
+                return version, None if self._gone(value) else value
             version, value = version + 1, newer
 
     def update(self, change: Callable[[Any], Any]) -> tuple[int, Any]:
         """Apply `change(old value or None)` -> new value (or `UNCHANGED`); returns (version, value)."""
         for attempt in range(MAX_ATTEMPTS):
+            read_at = time.monotonic()
             version, value = self.read()
             new = change(value)
             if new is _UNCHANGED:
                 return version, value
-            if self.kv.put_if_absent(self._key(version + 1), new):
-                self.kv.put(self._head, version + 1)
-                if version:
-                    self.kv.delete(self._key(version))
+            if time.monotonic() - read_at < self.STALE_S / 2 and self.kv.put_if_absent(self._key(version + 1), new):
+                self._after_write(version + 1)
                 return version + 1, new
             time.sleep(random.uniform(0, 0.002 * (attempt + 1)))  # another writer won: read again
         raise ConflictError(f"index document {self.name!r} is changed by too many writers at once; try again")
+
+    def _after_write(self, version: int) -> None:
+        now = time.time()
+        self.kv.put(self._head, version)
+        if version > 1:
+            self.kv.put(self._key(version - 1), {"__gone__": now})
+        old = version - 1 - self.KEEP
+        if old > 0:
+            stone = self.kv.get(self._key(old))
+            if self._gone(stone) and stone["__gone__"] < now - self.STALE_S:
+                self.kv.delete(self._key(old))
 
 
 UNCHANGED = _UNCHANGED
