@@ -136,7 +136,7 @@ def test_an_entry_just_written_waits_for_its_record(store: RunStore) -> None:
 def test_a_lost_index_is_rebuilt_from_the_records(store: RunStore, trainkit_home: Path) -> None:
     made = make_runs(store, 12)
     index_kv = LocalKV(trainkit_home, INDEX_NAMESPACE)
-    for key in index_kv.keys():
+    for key in index_kv.keys(""):
         index_kv.delete(key)
     assert ids(store.list()) == sorted(made, reverse=True)
     assert ids(store.list(group_id="g0")) == sorted([i for n, i in enumerate(made) if n % 4 == 0], reverse=True)
