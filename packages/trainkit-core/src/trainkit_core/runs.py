@@ -64,6 +64,7 @@ class RunStore:
         self.models = models
         self.provider = provider  # a trainkit_core.Provider on the client side, else None
         self._index: RunIndex | None = None
+        self._logs: dict[str, EventLog] = {}
 
     @classmethod
     def for_provider(cls, provider: Any) -> RunStore:
@@ -80,7 +81,12 @@ class RunStore:
         return self._kv(RUNS_NAMESPACE)
 
     def events(self, run_id: str) -> EventLog:
-        return EventLog(self._kv(EVENTS_NAMESPACE), run_id)
+        """The run's event log; one object per run and store, so a batcher attached to it
+        (`trainkit_core.event_batch`) sees every append of this process, in order."""
+        log = self._logs.get(run_id)
+        if log is None:
+            log = self._logs.setdefault(run_id, EventLog(self._kv(EVENTS_NAMESPACE), run_id))
+        return log
 
     def stop_flag(self, run_id: str) -> StopFlag:
         return StopFlag(self._kv(CONTROL_NAMESPACE), run_id)
