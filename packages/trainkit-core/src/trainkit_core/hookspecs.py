@@ -207,8 +207,10 @@ class KVStore(Protocol):
     def items(self, prefix: str = "") -> list[tuple[str, Any]]: ...
 
     # Optional, not part of the protocol check: ``put_many(items: Mapping[str, Any])``
-    # writes several keys in one call (one transaction, one request). trainkit uses it
-    # through `trainkit_core.kv_values.put_many`, which falls back to one `put` per key.
+    # writes several keys in one call (one transaction, one request), and
+    # ``get_many(keys: list[str]) -> dict[str, Any]`` reads several (missing keys left
+    # out). trainkit uses them through `trainkit_core.kv_values.put_many` / `get_many`,
+    # which fall back to one `put` / `get` per key.
 
 
 CALL_STATES = ("pending", "running", "succeeded", "failed", "cancelled")

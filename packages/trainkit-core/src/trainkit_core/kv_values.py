@@ -8,7 +8,7 @@ checks it).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainkit_core.errors import UsageError
@@ -43,3 +43,21 @@ def put_many(kv: Any, items: Mapping[str, Any]) -> None:
         return
     for key, value in items.items():
         kv.put(key, value)
+
+
+def get_many(kv: Any, keys: Iterable[str]) -> dict[str, Any]:
+    """The values of several keys (missing ones left out), in as few store calls as it allows.
+
+    `get_many` is optional in the `KVStore` protocol too: the local store answers with
+    one query; a store without it gets one `get` per key.
+    """
+    keys = list(keys)
+    many = getattr(kv, "get_many", None)
+    if many is not None:
+        return many(keys)  # type: ignore[no-any-return]
+    found = {}
+    for key in keys:
+        value = kv.get(key)
+        if value is not None:
+            found[key] = value
+    return found

@@ -10,6 +10,7 @@ days). No heavy imports here.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import mimetypes
@@ -25,6 +26,7 @@ from trainkit_core.errors import ConflictError, JobTimeout, NotFoundError, Train
 from trainkit_core.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
 from trainkit_core.hookspecs import KVStore, Volume
 from trainkit_core.ids import check_name, check_run_id
+from trainkit_core.kv_values import get_many
 
 if TYPE_CHECKING:
     from trainkit_core.runs_index import RunIndex
@@ -60,7 +62,8 @@ class RunStore:
     """
 
     def __init__(self, kv: Callable[[str], KVStore], models: Volume, provider: Any = None) -> None:
-        self._kv = kv
+        self._kv_factory = kv
+        self._kvs: dict[str, KVStore] = {}
         self.models = models
         self.provider = provider  # a trainkit_core.Provider on the client side, else None
         self._index: RunIndex | None = None
@@ -75,6 +78,13 @@ class RunStore:
         from trainkit_core.local.volume import LocalVolume
 
         return cls(ctx.kv, LocalVolume.at(ctx.path("models")))
+
+    def _kv(self, namespace: str) -> KVStore:
+        """One store object per namespace for the store's life (a local one holds a connection)."""
+        kv = self._kvs.get(namespace)
+        if kv is None:
+            kv = self._kvs.setdefault(namespace, self._kv_factory(namespace))
+        return kv
 
     @property
     def records(self) -> KVStore:
@@ -124,25 +134,28 @@ class RunStore:
         """
         wanted = None if status is None else {status, *UNFINISHED}
         found: list[TrainingRun] = []
-        for run_id, entry in self.index.candidates(statuses=wanted, group=group_id, after=after):
-            data = self.records.get(run_id)
-            if not self.index.check(run_id, entry, data, group=group_id):
-                continue
-            if group_id is not None and str((data.get("metadata") or {}).get("group_id") or "") != group_id:
-                continue
-            unfinished = data.get("status") in UNFINISHED
-            if status is not None and data.get("status") != status and not (unfinished and reconcile):
-                continue
-            if len(found) == limit:
-                return found, True
-            run = TrainingRun.from_stored_data(data, store=self)
-            if unfinished and reconcile:
-                from trainkit_core.reconcile import reconcile_run
-
-                reconcile_run(run)  # a run whose job died must not be listed as running
-                if status is not None and run.status != status:
+        candidates = self.index.candidates(statuses=wanted, group=group_id, after=after)
+        while chunk := list(itertools.islice(candidates, max(16, min(limit + 1 - len(found), 500)))):
+            records = get_many(self.records, [run_id for run_id, _ in chunk])  # one query on SQLite
+            for run_id, entry in chunk:
+                data = records.get(run_id)
+                if not self.index.check(run_id, entry, data, group=group_id):
                     continue
-            found.append(run)
+                if group_id is not None and str((data.get("metadata") or {}).get("group_id") or "") != group_id:
+                    continue
+                unfinished = data.get("status") in UNFINISHED
+                if status is not None and data.get("status") != status and not (unfinished and reconcile):
+                    continue
+                if len(found) == limit:
+                    return found, True
+                run = TrainingRun.from_stored_data(data, store=self)
+                if unfinished and reconcile:
+                    from trainkit_core.reconcile import reconcile_run
+
+                    reconcile_run(run)  # a run whose job died must not be listed as running
+                    if status is not None and run.status != status:
+                        continue
+                found.append(run)
         return found, False
 
     def list(self, *, status: str | None = None, group_id: str | None = None) -> list[TrainingRun]:

@@ -83,6 +83,23 @@ class LocalKV:
             )
         return default if row is None else json.loads(row[0])
 
+    def get_many(self, keys: list[str]) -> dict[str, Any]:
+        """The values of several keys in one query (missing keys are left out)."""
+        found: dict[str, Any] = {}
+        for start in range(0, len(keys), 500):  # SQLite's limit on bound parameters
+            chunk = [self._check_key(key) for key in keys[start : start + 500]]
+            marks = ",".join("?" * len(chunk))
+            with self._lock:
+                rows = (
+                    self._connection()
+                    .execute(
+                        f"SELECT key, value FROM kv WHERE namespace=? AND key IN ({marks})", (self.namespace, *chunk)
+                    )
+                    .fetchall()
+                )
+            found.update((key, json.loads(value)) for key, value in rows)
+        return found
+
     def put(self, key: str, value: Any) -> None:
         self._check_key(key)
         data = self._dump(value)
