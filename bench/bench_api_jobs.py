@@ -3,7 +3,8 @@
 For each store size: starts `trainkit serve` (uvicorn, local provider) on 127.0.0.1 in
 a fresh home, writes the run records straight into the store (as an older trainkit
 left them: the first listing builds the runs index, before the timing starts), then
-times sequential requests from one client. `/health` touches nothing, so its latency
+times sequential requests from one client, taking turns between the stores so that
+both see the same load on the machine. `/health` touches nothing, so its latency
 is the floor of this machine (HTTP, uvicorn, FastAPI); each jobs route is printed as
 p50/p99, as a ratio to that floor, and as the ratio of the largest store to the
 smallest, measured in the same run.
@@ -14,6 +15,7 @@ smallest, measured in the same run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import socket
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -74,18 +77,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def timed(client: httpx.Client, path: str, requests: int) -> list[float]:
-    for _ in range(5):  # warm up
-        client.get(path).raise_for_status()
-    times = []
-    for _ in range(requests):
-        started = time.perf_counter()
-        client.get(path).raise_for_status()
-        times.append((time.perf_counter() - started) * 1000)
-    return times
-
-
-def measure(count: int, requests: int) -> dict[str, list[float]]:
+@contextlib.contextmanager
+def serving(count: int) -> Iterator[tuple[httpx.Client, dict[str, str]]]:
+    """A server on a fresh store of `count` runs: its client and the paths to time."""
     with tempfile.TemporaryDirectory(prefix="trainkit-bench-") as tmp:
         home = Path(tmp)
         fill_store(home, count)
@@ -120,11 +114,12 @@ def measure(count: int, requests: int) -> dict[str, list[float]]:
                     "/v1/jobs": "/v1/jobs",
                     "/v1/jobs?limit=1000": "/v1/jobs?limit=1000",
                     "/v1/jobs?status=failed": "/v1/jobs?status=failed",
+                    "/v1/jobs?status=running": "/v1/jobs?status=running",
                     "/v1/jobs?group_id=sweep-3&limit=20": "/v1/jobs?group_id=sweep-3&limit=20",
                     "/v1/jobs?after=<page 2>": f"/v1/jobs?after={listed['next_after']}",
                     "/v1/jobs/{id}": f"/v1/jobs/{listed['data'][0]['id']}",
                 }
-                return {name: timed(client, path, requests) for name, path in paths.items()}
+                yield client, paths
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -136,17 +131,29 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
     sizes = [int(n) for n in args.runs.split(",")]
-    results = {count: measure(count, args.requests) for count in sizes}
+    with contextlib.ExitStack() as stack:
+        servers = {count: stack.enter_context(serving(count)) for count in sizes}
+        routes = list(servers[sizes[0]][1])
+        results: dict[int, dict[str, list[float]]] = {count: {route: [] for route in routes} for count in sizes}
+        for route in routes:
+            for client, paths in servers.values():
+                for _ in range(5):  # warm up
+                    client.get(paths[route]).raise_for_status()
+            for _ in range(args.requests):  # the stores take turns: the same load on both
+                for count, (client, paths) in servers.items():
+                    started = time.perf_counter()
+                    client.get(paths[route]).raise_for_status()
+                    results[count][route].append((time.perf_counter() - started) * 1000)
     small, big = sizes[0], sizes[-1]
-    for count, routes in results.items():
-        floor = statistics.median(routes["/health"])
+    for count, timings in results.items():
+        floor = statistics.median(timings["/health"])
         print(f"\n{count} runs in the store, {args.requests} sequential requests per route (ms)")
         print(f"{'route':38} {'p50':>8} {'p99':>8} {'p50 / health':>14}")
-        for name, times in routes.items():
+        for name, times in timings.items():
             p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
             print(f"{name:38} {p50:8.2f} {p99:8.2f} {p50 / floor:13.1f}x")
     if big != small:
-        print(f"\nratio {big} runs / {small} runs (same run of this script)")
+        print(f"\nratio {big} runs / {small} runs (requests alternating between the two stores)")
         print(f"{'route':38} {'p50':>8} {'p99':>8}")
         for name in results[small]:
             a, b = results[small][name], results[big][name]
