@@ -139,7 +139,7 @@ class RunStore:
             records = get_many(self.records, [run_id for run_id, _ in chunk])  # one query on SQLite
             for run_id, entry in chunk:
                 data = records.get(run_id)
-                if not self.index.check(run_id, entry, data, group=group_id):
+                if not self.index.check(run_id, entry, data, group=group_id) or not isinstance(data, dict):
                     continue
                 if group_id is not None and str((data.get("metadata") or {}).get("group_id") or "") != group_id:
                     continue

@@ -235,6 +235,12 @@ class RunIndex:
         prefix = f"run-{bucket[:8]}-{bucket[8:]}"
         return {key: _entry_of(data, 0.0) for key, data in self.records.items(prefix) if isinstance(data, dict)}
 
+    def _rebuild_bucket(self, bucket: str) -> Callable[[Any], Any]:
+        def change(old: Any) -> Any:
+            return UNCHANGED if old is not None else self._bucket_from_records(bucket)
+
+        return change
+
     def rebuild(self) -> int:
         """Rebuild the whole index from the records; returns how many runs it holds.
 
@@ -310,9 +316,7 @@ class RunIndex:
                 continue
             doc = self._bucket(bucket).read()[1]
             if doc is None:  # lost: rebuilt from the records of its hour
-                rebuilt = self._bucket(bucket).update(
-                    lambda old, bucket=bucket: UNCHANGED if old is not None else self._bucket_from_records(bucket)
-                )
+                rebuilt = self._bucket(bucket).update(self._rebuild_bucket(bucket))
                 self._publish(bucket, *rebuilt)
                 doc = rebuilt[1] or {}
             for run_id, entry in sorted(doc.items(), reverse=True):
