@@ -135,7 +135,7 @@ class RunStore:
         wanted = None if status is None else {status, *UNFINISHED}
         found: list[TrainingRun] = []
         candidates = self.index.candidates(statuses=wanted, group=group_id, after=after)
-        while chunk := list(itertools.islice(candidates, max(16, min(limit + 1 - len(found), 500)))):
+        while chunk := list(itertools.islice(candidates, max(1, min(limit + 1 - len(found), 500)))):
             records = get_many(self.records, [run_id for run_id, _ in chunk])  # one query on SQLite
             for run_id, entry in chunk:
                 data = records.get(run_id)
