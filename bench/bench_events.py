@@ -12,7 +12,7 @@
    store must not touch) and the whole job (which still makes its few dozen
    store calls at phase changes: record, index, events, history), and their ratios.
 
-    .venv/bin/python bench/bench_events.py [--events 20000] [--steps 150] [--delay-ms 50]
+    .venv/bin/python bench/bench_events.py [--events 20000] [--steps 150] [--delay-ms 50] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -108,17 +108,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--delay-ms", type=float, default=50.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-appends", action="store_true", help="only the training part")
     args = parser.parse_args()
     os.environ.setdefault("TRAINKIT_DATASETS_DIR", str(REPO / "datasets"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     with tempfile.TemporaryDirectory(prefix="trainkit-bench-events-") as tmp:
         home = Path(tmp)
-        print(f"appends on the local store, {args.events} events each")
-        rates = appends(home / "appends", args.events)
-        base = rates["before: one event, four calls"]
-        for name, rate in rates.items():
-            print(f"  {name:36} {rate:10,.0f} events/s  {rate / base:6.1f}x before")
+        if not args.no_appends:
+            print(f"appends on the local store, {args.events} events each")
+            rates = appends(home / "appends", args.events)
+            base = rates["before: one event, four calls"]
+            for name, rate in rates.items():
+                print(f"  {name:36} {rate:10,.0f} events/s  {rate / base:6.1f}x before")
 
         os.environ["HF_HOME"] = str(home / "hf")
         train_once(home / "warm-up", args.steps, 0.0)  # imports, first-run costs
