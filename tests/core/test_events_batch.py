@@ -40,6 +40,9 @@ def test_a_block_costs_two_store_calls(trainkit_home: Path) -> None:
     slow.calls.clear()
     log.write([{"type": "progress", "time": 0.0, "step": s} for s in range(100)])
     assert sum(slow.calls.values()) == 2
+    slow.calls.clear()
+    assert len(EventLog(slow, "run-x").read()) == 101
+    assert sum(slow.calls.values()) == 3  # `last`, the events in one `get_many`, a look past `last`
 
 
 def test_two_writers_never_share_a_number(trainkit_home: Path) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainkit_core.hookspecs import KVStore
-from trainkit_core.kv_values import put_many
+from trainkit_core.kv_values import get_many, put_many
 
 EVENTS_NAMESPACE = "events"
 CONTROL_NAMESPACE = "control"
@@ -37,6 +37,9 @@ def _key(run_id: str, seq: int) -> str:
 #: A batch whose first event is older than this and still misses later ones was cut
 #: short by a crashed writer; readers skip the hole instead of waiting for it.
 HOLE_GRACE_S = 30.0
+
+#: Events read in one `get_many` call (one query on the local store).
+READ_CHUNK = 500
 
 
 class EventLog:
@@ -105,9 +108,18 @@ class EventLog:
         events: list[dict[str, Any]] = []
         seq = max(0, int(after))
         block_end, block_time = 0, 0.0  # the block being read: its last number, its first event's time
+        fetched: dict[str, Any] = {}
+        fetched_to = seq  # events up to `last` are read ahead in chunks (one query on SQLite)
         while limit is None or len(events) < limit:
             seq += 1
-            event = self.kv.get(_key(self.run_id, seq))
+            if seq <= last:
+                if seq > fetched_to:
+                    wanted = READ_CHUNK if limit is None else min(READ_CHUNK, limit - len(events))
+                    fetched_to = min(last, seq + wanted - 1)
+                    fetched = get_many(self.kv, [_key(self.run_id, s) for s in range(seq, fetched_to + 1)])
+                event = fetched.get(_key(self.run_id, seq))
+            else:
+                event = self.kv.get(_key(self.run_id, seq))
             if event is None:
                 if seq <= block_end and time.time() - block_time < HOLE_GRACE_S:
                     break  # the rest of this block is being written: read it next time

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainkit_core.hookspecs import KVStore
+from trainkit_core.kv_values import get_many
 
 
 class SlowKV:
@@ -48,6 +49,10 @@ class SlowKV:
         else:
             for key, value in items.items():
                 self.inner.put(key, value)
+
+    def get_many(self, keys: list[str]) -> dict[str, Any]:
+        self._wait()
+        return get_many(self.inner, keys)
 
     def put_if_absent(self, key: str, value: Any) -> bool:
         self._wait()
