@@ -1,17 +1,21 @@
-"""Latency of `GET /v1/jobs` with 1,000 runs in the store, against `GET /health`.
+"""Latency of `GET /v1/jobs` with 1,000 and 20,000 runs in the store, against `GET /health`.
 
-Starts `trainkit serve` (uvicorn, local provider) on 127.0.0.1 in a fresh home, writes
-1,000 run records straight into the store, then times sequential requests from one
-client. `/health` touches nothing, so its latency is the floor of this machine
-(HTTP, uvicorn, FastAPI); each jobs route is printed as p50/p99 and as a ratio to
-that floor, measured in the same run.
+For each store size: starts `trainkit serve` (uvicorn, local provider) on 127.0.0.1 in
+a fresh home, writes the run records straight into the store (as an older trainkit
+left them: the first listing builds the runs index, before the timing starts), then
+times sequential requests from one client, taking turns between the stores so that
+both see the same load on the machine. `/health` touches nothing, so its latency
+is the floor of this machine (HTTP, uvicorn, FastAPI); each jobs route is printed as
+p50/p99, as a ratio to that floor, and as the ratio of the largest store to the
+smallest, measured in the same run.
 
-    .venv/bin/python bench/bench_api_jobs.py [--runs 1000] [--requests 200]
+    .venv/bin/python bench/bench_api_jobs.py [--runs 1000,20000] [--requests 200]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import socket
@@ -20,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -34,15 +39,14 @@ def free_port() -> int:
 
 
 def fill_store(home: Path, count: int) -> None:
-    """`count` finished runs (a few still running), in 10 sweep groups, with some events each."""
-    from trainkit_core import Settings, get_provider
-    from trainkit_core.runs import RunStore, TrainingRun
-    from trainkit_core.settings import ProviderSettings
+    """`count` finished runs (a few still running), in 10 sweep groups, a minute apart."""
+    from trainkit_core.local.kv import LocalKV
+    from trainkit_core.runs import TrainingRun
 
-    provider = get_provider("local", Settings(provider=ProviderSettings(home=home)))
-    store = RunStore.for_provider(provider)
+    records = LocalKV(home, "runs")
     rng = random.Random(0)
     start = time.time() - count * 60
+    batch = {}
     for i in range(count):
         created = start + i * 60
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(created))
@@ -53,14 +57,19 @@ def fill_store(home: Path, count: int) -> None:
             status=status,
             phase="done" if status != "running" else "training",
             created_at=created,
+            updated_at=created,
             config={"dataset": "demo", "model_size": "tiny", "steps": 300, "learning_rate": 0.01, "lora_r": 8},
             dataset_id="demo",
             metadata={"group_id": f"sweep-{i % 10}"},
             metrics={"first_loss": 7.2, "final_loss": 0.4 + rng.random(), "steps": 300},
             step=300,
             total_steps=300,
-        ).attach(store)
-        run.save()
+        )
+        batch[run.id] = run.model_dump(mode="json")
+        if len(batch) == 1000:
+            records.put_many(batch)
+            batch = {}
+    records.put_many(batch)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -68,26 +77,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def timed(client: httpx.Client, path: str, requests: int) -> list[float]:
-    for _ in range(5):  # warm up
-        client.get(path).raise_for_status()
-    times = []
-    for _ in range(requests):
-        started = time.perf_counter()
-        client.get(path).raise_for_status()
-        times.append((time.perf_counter() - started) * 1000)
-    return times
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--requests", type=int, default=200)
-    args = parser.parse_args()
-
+@contextlib.contextmanager
+def serving(count: int) -> Iterator[tuple[httpx.Client, dict[str, str]]]:
+    """A server on a fresh store of `count` runs: its client and the paths to time."""
     with tempfile.TemporaryDirectory(prefix="trainkit-bench-") as tmp:
         home = Path(tmp)
-        fill_store(home, args.runs)
+        fill_store(home, count)
         port = free_port()
         env = {**os.environ, "TRAINKIT_HOME": str(home), "TRAINKIT_API_TOKEN": TOKEN}
         server = subprocess.Popen(
@@ -108,28 +103,63 @@ def main() -> None:
                         raise SystemExit("the server did not start") from None
                     time.sleep(0.1)
             headers = {"Authorization": f"Bearer {TOKEN}"}
-            with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
-                listed = client.get("/v1/jobs").json()
+            with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
+                started = time.perf_counter()
+                listed = client.get("/v1/jobs").json()  # builds the index from the records
+                built = time.perf_counter() - started
                 assert len(listed["data"]) == 100 and listed["has_more"], "the store was not filled"
-                paths = [
-                    "/health",
-                    "/v1/jobs",
-                    "/v1/jobs?limit=1000",
-                    "/v1/jobs?status=failed",
-                    "/v1/jobs?group_id=sweep-3&limit=20",
-                    f"/v1/jobs/{listed['data'][0]['id']}",
-                ]
-                results = {path: timed(client, path, args.requests) for path in paths}
+                print(f"{count} runs: first listing (builds the index from every record) {built:.2f} s")
+                paths = {
+                    "/health": "/health",
+                    "/v1/jobs": "/v1/jobs",
+                    "/v1/jobs?limit=1000": "/v1/jobs?limit=1000",
+                    "/v1/jobs?status=failed": "/v1/jobs?status=failed",
+                    "/v1/jobs?status=running": "/v1/jobs?status=running",
+                    "/v1/jobs?group_id=sweep-3&limit=20": "/v1/jobs?group_id=sweep-3&limit=20",
+                    "/v1/jobs?after=<page 2>": f"/v1/jobs?after={listed['next_after']}",
+                    "/v1/jobs/{id}": f"/v1/jobs/{listed['data'][0]['id']}",
+                }
+                yield client, paths
         finally:
             server.terminate()
             server.wait(timeout=30)
 
-    floor = statistics.median(results["/health"])
-    print(f"{args.runs} runs in the store, {args.requests} sequential requests per route (ms)")
-    print(f"{'route':42} {'p50':>8} {'p99':>8} {'p50 / health':>14}")
-    for path, times in results.items():
-        p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
-        print(f"{path:42} {p50:8.2f} {p99:8.2f} {p50 / floor:13.1f}x")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default="1000,20000", help="store sizes, comma-separated (smallest first)")
+    parser.add_argument("--requests", type=int, default=200)
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.runs.split(",")]
+    with contextlib.ExitStack() as stack:
+        servers = {count: stack.enter_context(serving(count)) for count in sizes}
+        routes = list(servers[sizes[0]][1])
+        results: dict[int, dict[str, list[float]]] = {count: {route: [] for route in routes} for count in sizes}
+        for route in routes:
+            for client, paths in servers.values():
+                for _ in range(5):  # warm up
+                    client.get(paths[route]).raise_for_status()
+            for _ in range(args.requests):  # the stores take turns: the same load on both
+                for count, (client, paths) in servers.items():
+                    started = time.perf_counter()
+                    client.get(paths[route]).raise_for_status()
+                    results[count][route].append((time.perf_counter() - started) * 1000)
+    small, big = sizes[0], sizes[-1]
+    for count, timings in results.items():
+        floor = statistics.median(timings["/health"])
+        print(f"\n{count} runs in the store, {args.requests} sequential requests per route (ms)")
+        print(f"{'route':38} {'p50':>8} {'p99':>8} {'p50 / health':>14}")
+        for name, times in timings.items():
+            p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
+            print(f"{name:38} {p50:8.2f} {p99:8.2f} {p50 / floor:13.1f}x")
+    if big != small:
+        print(f"\nratio {big} runs / {small} runs (requests alternating between the two stores)")
+        print(f"{'route':38} {'p50':>8} {'p99':>8}")
+        for name in results[small]:
+            a, b = results[small][name], results[big][name]
+            print(
+                f"{name:38} {percentile(b, 0.5) / percentile(a, 0.5):7.2f}x {percentile(b, 0.99) / percentile(a, 0.99):7.2f}x"
+            )
 
 
 if __name__ == "__main__":

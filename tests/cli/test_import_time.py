@@ -38,3 +38,42 @@ def test_listing_providers_imports_no_heavy_module(cli_env: dict[str, str]) -> N
     modules = imported_modules("providers", "--json", env=cli_env)
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
     assert not heavy, f"trainkit providers imported {heavy}"
+
+
+#: Modules a command needs only once it runs: reading settings (pydantic-settings),
+#: the provider facade and plugin loading. Help text needs none of them.
+COMMAND_ONLY = {"pydantic_settings", "trainkit_core.settings", "trainkit_core.provider", "trainkit_core.plugins"}
+
+
+def test_help_imports_no_settings_or_providers(cli_env: dict[str, str]) -> None:
+    for args in (["--help"], ["runs", "list", "--help"], ["train", "--help"]):
+        modules = imported_modules(*args, env=cli_env)
+        early = sorted(m for m in modules if m in COMMAND_ONLY or m.split(".")[0] == "pydantic_settings")
+        assert not early, f"trainkit {' '.join(args)} imported {early}"
+
+
+def test_listing_providers_reads_no_settings(cli_env: dict[str, str]) -> None:
+    # Listing what is installed loads the plugins, but needs no setting.
+    modules = imported_modules("providers", "--json", env=cli_env)
+    assert "trainkit_core.plugins" in modules, "the plugins were not loaded"
+    read = sorted(m for m in modules if m == "trainkit_core.settings" or m.split(".")[0] == "pydantic_settings")
+    assert not read, f"trainkit providers imported {read}"
+
+
+def test_import_trainkit_core_is_lazy() -> None:
+    code = (
+        "import sys, trainkit_core\n"
+        "assert 'trainkit_core.settings' not in sys.modules, 'settings imported'\n"
+        "assert 'pluggy' not in sys.modules, 'pluggy imported'\n"
+        "from trainkit_core import Settings, UsageError, get_provider\n"
+        "assert Settings.__module__ == 'trainkit_core.settings'\n"
+        "assert 'Settings' in dir(trainkit_core)\n"
+        "try:\n"
+        "    trainkit_core.nothing\n"
+        "except AttributeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise SystemExit('no AttributeError')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

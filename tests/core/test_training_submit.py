@@ -101,7 +101,11 @@ def test_reporter_throttles_events_keeps_first_and_last_and_sees_the_stop_flag(p
     assert progress[-1]["loss"] == 1.0 and progress[-1]["tokens_per_s"] > 0 and progress[-1]["memory_mb"] > 0
     assert not reporter.should_stop()
     run.close("enough")
-    assert reporter.should_stop()
+    deadline = time.monotonic() + 30  # read by a background thread: seen within a poll
+    while not reporter.should_stop():
+        assert time.monotonic() < deadline, "the stop request was never seen"
+        time.sleep(0.01)
+    reporter.close()
     assert run.events.read()[-1]["message"].startswith("stop requested")
 
 

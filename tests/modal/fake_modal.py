@@ -4,7 +4,9 @@ State lives under a root folder (`FakeModal(root)`, or ``FAKE_MODAL_ROOT`` in a
 worker), so several processes share it the way several clients share Modal:
 
 - `Dict`: a SQLite table; values pickled like Modal's; `put(..., skip_if_exists=True)`
-  is an atomic conditional insert;
+  is an atomic conditional insert; `update` writes several keys in one call; every
+  call that would be a request to Modal is counted in `Dict.calls` (per Dict name and
+  method), so tests can hold a code path to a number of round trips;
 - `Volume`: a folder per volume; `batch_upload` applies its files when the batch
   ends (each by rename), so readers see the old file or the new one;
 - `App` / `Image` / `Secret` / `Retries` / `enter` / `method` / `asgi_app`: record
@@ -22,6 +24,7 @@ trainkit-modal fails here too.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import inspect
 import io
@@ -38,7 +41,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
 
 def _root() -> Path:
@@ -119,8 +122,16 @@ _NO_DEFAULT = object()
 
 
 class Dict:
+    #: (Dict name, method) -> how many requests this process made; tests reset it.
+    calls: ClassVar[collections.Counter[tuple[str, str]]] = collections.Counter()
+
     def __init__(self, name: str) -> None:
         self.name = name
+
+    @classmethod
+    def count_calls(cls, prefix: str = "") -> int:
+        """Requests made so far to the Dicts whose names start with `prefix`."""
+        return sum(n for (name, _), n in cls.calls.items() if name.startswith(prefix))
 
     @staticmethod
     def from_name(
@@ -133,6 +144,8 @@ class Dict:
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
+        caller = sys._getframe(2).f_code.co_name  # the public method: one request to Modal
+        Dict.calls[(self.name, caller)] += 1
         with _db() as conn:
             if conn.execute("SELECT 1 FROM names WHERE name=?", (self.name,)).fetchone() is None:
                 raise exception.NotFoundError(f"Dict '{self.name}' not found")
@@ -148,6 +161,17 @@ class Dict:
         with self._conn() as conn:
             cur = conn.execute(f"{verb} INTO d VALUES (?, ?, ?)", (self.name, pickle.dumps(key), pickle.dumps(value)))
             return cur.rowcount == 1
+
+    def update(self, other: Any = None, /, **kwargs: Any) -> None:
+        contents = dict(other or {})
+        contents.update(kwargs)
+        with self._conn() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT OR REPLACE INTO d VALUES (?, ?, ?)",
+                [(self.name, pickle.dumps(k), pickle.dumps(v)) for k, v in contents.items()],
+            )
+            conn.execute("COMMIT")
 
     def pop(self, key: Any, default: Any = _NO_DEFAULT) -> Any:
         with self._conn() as conn:

@@ -1,26 +1,50 @@
 """trainkit-core: hook specs, plugin manager, settings and job code of trainkit.
 
-Importing this package is cheap: nothing here imports torch, transformers or a
-provider SDK.
+Importing this package is cheap: it imports nothing at all until an attribute is
+asked for (PEP 562 ``__getattr__``), so ``import trainkit_core.errors`` — what the
+CLI does before any command runs — does not pay for pydantic-settings, pluggy or
+the settings module. Nothing here ever imports torch, transformers or a provider SDK.
 """
 
 from __future__ import annotations
 
-from trainkit_core.errors import (
-    ConflictError,
-    JobError,
-    JobTimeout,
-    MissingExtraError,
-    NotFoundError,
-    PluginLoadError,
-    ProviderError,
-    TrainkitError,
-    UsageError,
-)
-from trainkit_core.provider import Provider, ProviderInfo, get_provider, list_providers
-from trainkit_core.settings import Settings
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainkit_core.errors import (
+        ConflictError,
+        JobError,
+        JobTimeout,
+        MissingExtraError,
+        NotFoundError,
+        PluginLoadError,
+        ProviderError,
+        TrainkitError,
+        UsageError,
+    )
+    from trainkit_core.provider import Provider, ProviderInfo, get_provider, list_providers
+    from trainkit_core.settings import Settings
 
 __version__ = "0.1.0"
+
+#: Public name -> the module that defines it, imported on first use.
+_LAZY = {
+    "ConflictError": "trainkit_core.errors",
+    "JobError": "trainkit_core.errors",
+    "JobTimeout": "trainkit_core.errors",
+    "MissingExtraError": "trainkit_core.errors",
+    "NotFoundError": "trainkit_core.errors",
+    "PluginLoadError": "trainkit_core.errors",
+    "ProviderError": "trainkit_core.errors",
+    "TrainkitError": "trainkit_core.errors",
+    "UsageError": "trainkit_core.errors",
+    "Provider": "trainkit_core.provider",
+    "ProviderInfo": "trainkit_core.provider",
+    "get_provider": "trainkit_core.provider",
+    "list_providers": "trainkit_core.provider",
+    "Settings": "trainkit_core.settings",
+}
 
 __all__ = [
     "ConflictError",
@@ -38,3 +62,16 @@ __all__ = [
     "get_provider",
     "list_providers",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trainkit_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access is a plain attribute lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

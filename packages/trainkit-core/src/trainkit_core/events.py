@@ -6,17 +6,21 @@ server-sent-event stream from `Last-Event-ID`. No heavy imports: the training
 callback and the API both use this module.
 
 Layout in the ``events`` namespace: ``<run id>/<seq, 10 digits>`` holds one event,
-``<run id>/last`` the highest number written. Both writes are idempotent, so a
-reader never needs to scan keys (a Modal Dict cannot list by prefix cheaply).
+``<run id>/last`` the highest number written (a hint: readers look past it). A reader
+never needs to scan keys (a Modal Dict cannot list by prefix cheaply). Events written
+together share two store calls (see `EventLog`); the training callback batches its
+events in the background (`trainkit_core.event_batch`).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from trainkit_core.hookspecs import KVStore
+from trainkit_core.kv_values import get_many, put_many
 
 EVENTS_NAMESPACE = "events"
 CONTROL_NAMESPACE = "control"
@@ -30,41 +34,102 @@ def _key(run_id: str, seq: int) -> str:
     return f"{run_id}/{seq:010d}"
 
 
+#: A batch whose first event is older than this and still misses later ones was cut
+#: short by a crashed writer; readers skip the hole instead of waiting for it.
+HOLE_GRACE_S = 30.0
+
+#: Events read in one `get_many` call (one query on the local store).
+READ_CHUNK = 500
+
+
 class EventLog:
-    """Append and read the events of one run."""
+    """Append and read the events of one run.
+
+    Several events written together form a *block*: its first event is written with
+    `put_if_absent` (which claims the sequence number) and carries ``_span``, the
+    number of events in the block; the others, and ``last``, follow in one
+    `put_many` call (one SQLite transaction, one ``Dict.update``). Two calls for any
+    number of events. A writer that loses the claim reads the block in the way and
+    tries after it, so two writers never share a number. Readers strip ``_span``.
+    """
 
     def __init__(self, kv: KVStore, run_id: str) -> None:
         self.kv = kv
         self.run_id = run_id
         self._last: int | None = None
+        self._lock = threading.Lock()
+        self.batcher: Any = None  # an `EventBatcher` while one is attached (`trainkit_core.event_batch`)
 
     def last_seq(self) -> int:
-        return int(self.kv.get(f"{self.run_id}/last", 0))
+        """The highest number written (``last`` is a hint written after the events: look past it)."""
+        seq = int(self.kv.get(f"{self.run_id}/last", 0))
+        while True:
+            event = self.kv.get(_key(self.run_id, seq + 1))
+            if event is None:
+                return seq
+            seq += max(1, int(event.get("_span", 1)))
 
     def append(self, type: str, **data: Any) -> int:
-        """Write one event; returns its sequence number."""
+        """Write one event; returns its sequence number (0 while a batcher holds it)."""
         if type not in EVENT_TYPES:
             raise ValueError(f"unknown event type {type!r}")
-        seq = (self._last if self._last is not None else self.last_seq()) + 1
-        event = {"seq": seq, "time": time.time(), "type": type, **data}
-        while not self.kv.put_if_absent(_key(self.run_id, seq), event):
-            seq += 1  # another writer took this number
-            event["seq"] = seq
-        self._last = seq
-        if seq > self.last_seq():
-            self.kv.put(f"{self.run_id}/last", seq)
-        return seq
+        batcher = self.batcher
+        if batcher is not None:
+            batcher.add({"time": time.time(), "type": type, **data})
+            return 0
+        return self.write([{"time": time.time(), "type": type, **data}])[0]
+
+    def write(self, events: list[dict[str, Any]]) -> list[int]:
+        """Write events (each with its ``type`` and ``time``) as one block; their sequence numbers."""
+        if not events:
+            return []
+        for event in events:
+            if event.get("type") not in EVENT_TYPES:
+                raise ValueError(f"unknown event type {event.get('type')!r}")
+        with self._lock:
+            span = len(events)
+            seq = (self._last if self._last is not None else self.last_seq()) + 1
+            while True:
+                first = {**events[0], "seq": seq, **({"_span": span} if span > 1 else {})}
+                if self.kv.put_if_absent(_key(self.run_id, seq), first):
+                    break
+                taken = self.kv.get(_key(self.run_id, seq))  # another writer's block: skip past it
+                seq += max(1, int((taken or {}).get("_span", 1)))
+            rest = {_key(self.run_id, seq + i): {**event, "seq": seq + i} for i, event in enumerate(events) if i}
+            self._last = seq + span - 1
+            put_many(self.kv, {**rest, f"{self.run_id}/last": self._last})
+            return list(range(seq, seq + span))
 
     def read(self, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
-        """Events with a sequence number above `after`, in order."""
-        last = self.last_seq()
+        """Events with a sequence number above `after`, in order (this process's held ones written first)."""
+        if self.batcher is not None:
+            self.batcher.flush()
+        last = int(self.kv.get(f"{self.run_id}/last", 0))
         events: list[dict[str, Any]] = []
         seq = max(0, int(after))
-        while seq < last and (limit is None or len(events) < limit):
+        block_end, block_time = 0, 0.0  # the block being read: its last number, its first event's time
+        fetched: dict[str, Any] = {}
+        fetched_to = seq  # events up to `last` are read ahead in chunks (one query on SQLite)
+        while limit is None or len(events) < limit:
             seq += 1
-            event = self.kv.get(_key(self.run_id, seq))
-            if event is not None:
-                events.append(event)
+            if seq <= last:
+                if seq > fetched_to:
+                    wanted = READ_CHUNK if limit is None else min(READ_CHUNK, limit - len(events))
+                    fetched_to = min(last, seq + wanted - 1)
+                    fetched = get_many(self.kv, [_key(self.run_id, s) for s in range(seq, fetched_to + 1)])
+                event = fetched.get(_key(self.run_id, seq))
+            else:
+                event = self.kv.get(_key(self.run_id, seq))
+            if event is None:
+                if seq <= block_end and time.time() - block_time < HOLE_GRACE_S:
+                    break  # the rest of this block is being written: read it next time
+                if seq <= max(last, block_end):
+                    continue  # a hole (a writer died mid-block, or an older log's gap)
+                break
+            span = int(event.pop("_span", 1))
+            if span > 1:
+                block_end, block_time = seq + span - 1, float(event.get("time") or 0.0)
+            events.append(event)
         return events
 
     def delete(self) -> None:

@@ -33,6 +33,9 @@ PROJECT = "trainkit"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+#: The kinds of volume every provider serves, each under its configured name.
+VOLUME_KINDS = ("data", "models", "eval", "hf-cache")
+
 
 # --------------------------------------------------------------------------- manifest
 
@@ -202,6 +205,12 @@ class KVStore(Protocol):
         ...
 
     def items(self, prefix: str = "") -> list[tuple[str, Any]]: ...
+
+    # Optional, not part of the protocol check: ``put_many(items: Mapping[str, Any])``
+    # writes several keys in one call (one transaction, one request), and
+    # ``get_many(keys: list[str]) -> dict[str, Any]`` reads several (missing keys left
+    # out). trainkit uses them through `trainkit_core.kv_values.put_many` / `get_many`,
+    # which fall back to one `put` / `get` per key.
 
 
 CALL_STATES = ("pending", "running", "succeeded", "failed", "cancelled")

@@ -8,6 +8,7 @@ checks it).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainkit_core.errors import UsageError
@@ -19,8 +20,49 @@ def check_key(key: object) -> str:
     return key
 
 
+#: One encoder for every value: `json.dumps` with options builds a new one per call,
+#: a cost that shows when thousands of events are written a second.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def dump_value(value: Any) -> str:
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise UsageError(f"value is not JSON-serialisable: {exc}") from None
+
+
+def put_many(kv: Any, items: Mapping[str, Any]) -> None:
+    """Write several keys in as few store calls as the store allows.
+
+    `put_many` is optional in the `KVStore` protocol: the local store writes the keys
+    in one transaction, the Modal one in one ``Dict.update`` call; a store without it
+    gets one `put` per key. Not atomic across keys unless the store says so (SQLite is;
+    readers must not rely on it).
+    """
+    if not items:
+        return
+    many = getattr(kv, "put_many", None)
+    if many is not None:
+        many(items)
+        return
+    for key, value in items.items():
+        kv.put(key, value)
+
+
+def get_many(kv: Any, keys: Iterable[str]) -> dict[str, Any]:
+    """The values of several keys (missing ones left out), in as few store calls as it allows.
+
+    `get_many` is optional in the `KVStore` protocol too: the local store answers with
+    one query; a store without it gets one `get` per key.
+    """
+    keys = list(keys)
+    many = getattr(kv, "get_many", None)
+    if many is not None:
+        return many(keys)  # type: ignore[no-any-return]
+    found = {}
+    for key in keys:
+        value = kv.get(key)
+        if value is not None:
+            found[key] = value
+    return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -20,7 +20,9 @@ from trainkit_core.hookspecs import (
     Volume,
 )
 from trainkit_core.plugins import PluginInfo, get_plugin_manager, plugin_info
-from trainkit_core.settings import Settings
+
+if TYPE_CHECKING:
+    from trainkit_core.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,10 @@ def get_provider(
 
     Raises `NotFoundError` listing the installed providers when there is none of that name.
     """
-    settings = settings or Settings.from_env()
+    if settings is None:
+        from trainkit_core.settings import Settings
+
+        settings = Settings.from_env()
     name = name or settings.provider.provider
     pm = pm or get_plugin_manager()
     manifests = _manifests(pm)

@@ -10,19 +10,28 @@ days). No heavy imports here.
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import mimetypes
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from trainkit_core.errors import ConflictError, JobTimeout, NotFoundError, UsageError
+from trainkit_core.errors import ConflictError, JobTimeout, NotFoundError, TrainkitError, UsageError
 from trainkit_core.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
 from trainkit_core.hookspecs import KVStore, Volume
 from trainkit_core.ids import check_name, check_run_id
+from trainkit_core.kv_values import get_many
+
+if TYPE_CHECKING:
+    from trainkit_core.runs_index import RunIndex
+
+log = logging.getLogger(__name__)
 
 RUNS_NAMESPACE = "runs"
 
@@ -31,6 +40,7 @@ APP_FIELDS = ("provider_app_id", "provider_app_url", "deployment_id")
 
 RunStatus = Literal["pending", "running", "succeeded", "failed", "stopped", "preempted"]
 TERMINAL_STATUSES = ("succeeded", "failed", "stopped")
+UNFINISHED = ("pending", "running")
 
 #: A run's phases, in the only order they may advance.
 PHASES = ("provisioning", "loading_model", "loading_dataset", "training", "saving", "evaluating", "done")
@@ -55,9 +65,12 @@ class RunStore:
     """
 
     def __init__(self, kv: Callable[[str], KVStore], models: Volume, provider: Any = None) -> None:
-        self._kv = kv
+        self._kv_factory = kv
+        self._kvs: dict[str, KVStore] = {}
         self.models = models
         self.provider = provider  # a trainkit_core.Provider on the client side, else None
+        self._index: RunIndex | None = None
+        self._logs: dict[str, EventLog] = {}
 
     @classmethod
     def for_provider(cls, provider: Any) -> RunStore:
@@ -69,26 +82,88 @@ class RunStore:
 
         return cls(ctx.kv, LocalVolume.at(ctx.path("models")))
 
+    def _kv(self, namespace: str) -> KVStore:
+        """One store object per namespace for the store's life (a local one holds a connection)."""
+        kv = self._kvs.get(namespace)
+        if kv is None:
+            kv = self._kvs.setdefault(namespace, self._kv_factory(namespace))
+        return kv
+
     @property
     def records(self) -> KVStore:
         return self._kv(RUNS_NAMESPACE)
 
     def events(self, run_id: str) -> EventLog:
-        return EventLog(self._kv(EVENTS_NAMESPACE), run_id)
+        """The run's event log; one object per run and store, so a batcher attached to it
+        (`trainkit_core.event_batch`) sees every append of this process, in order."""
+        log = self._logs.get(run_id)
+        if log is None:
+            log = self._logs.setdefault(run_id, EventLog(self._kv(EVENTS_NAMESPACE), run_id))
+        return log
 
     def stop_flag(self, run_id: str) -> StopFlag:
         return StopFlag(self._kv(CONTROL_NAMESPACE), run_id)
 
+    @property
+    def index(self) -> RunIndex:
+        """The index of runs (created time, status, group): `trainkit_core.runs_index`."""
+        if self._index is None:
+            from trainkit_core.runs_index import INDEX_NAMESPACE, RunIndex
+
+            self._index = RunIndex(self._kv(INDEX_NAMESPACE), lambda: self.records)
+        return self._index
+
     def get(self, run_id: str) -> TrainingRun:
         return TrainingRun.from_id(run_id, store=self)
 
+    def page(
+        self,
+        *,
+        status: str | None = None,
+        group_id: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        reconcile: bool = True,
+    ) -> tuple[list[TrainingRun], bool]:
+        """One page of runs, newest first (run ids sort by creation time), and whether more follow.
+
+        Reads the index, then the records of the page only: the cost does not grow with
+        the number of runs. Every record read is checked against its index entry (and
+        the entry repaired). With `reconcile`, unfinished runs are reconciled first, so a
+        run whose job died is listed (and filtered) as `failed`; that is why a status
+        filter also looks at unfinished runs. `has_more` can be true for a last page
+        that then comes back empty, when the only run left was reconciled out of the
+        status filter.
+        """
+        wanted = None if status is None else {status, *UNFINISHED}
+        found: list[TrainingRun] = []
+        candidates = self.index.candidates(statuses=wanted, group=group_id, after=after)
+        while chunk := list(itertools.islice(candidates, max(1, min(limit + 1 - len(found), 500)))):
+            records = get_many(self.records, [run_id for run_id, _ in chunk])  # one query on SQLite
+            for run_id, entry in chunk:
+                data = records.get(run_id)
+                if not self.index.check(run_id, entry, data, group=group_id) or not isinstance(data, dict):
+                    continue
+                if group_id is not None and str((data.get("metadata") or {}).get("group_id") or "") != group_id:
+                    continue
+                unfinished = data.get("status") in UNFINISHED
+                if status is not None and data.get("status") != status and not (unfinished and reconcile):
+                    continue
+                if len(found) == limit:
+                    return found, True
+                run = TrainingRun.from_stored_data(data, store=self)
+                if unfinished and reconcile:
+                    from trainkit_core.reconcile import reconcile_run
+
+                    reconcile_run(run)  # a run whose job died must not be listed as running
+                    if status is not None and run.status != status:
+                        continue
+                found.append(run)
+        return found, False
+
     def list(self, *, status: str | None = None, group_id: str | None = None) -> list[TrainingRun]:
-        """Runs newest first (run ids sort by creation time)."""
-        runs = [TrainingRun.from_stored_data(data, store=self) for _, data in self.records.items("run-")]
-        runs = [
-            r for r in runs if (status is None or r.status == status) and (group_id is None or r.group_id == group_id)
-        ]
-        return sorted(runs, key=lambda r: r.id, reverse=True)
+        """Every run (of a status, of a group), newest first; not reconciled. See `page`."""
+        return self.page(status=status, group_id=group_id, limit=sys.maxsize, reconcile=False)[0]
 
 
 class Checkpoint(BaseModel):
@@ -148,6 +223,9 @@ class TrainingRun(BaseModel):
     dashboard_components: list[dict[str, Any]] = Field(default_factory=list)
 
     _store: RunStore | None = PrivateAttr(default=None)
+    #: (status, group) as the index last saw them from this object: `save` writes the
+    #: index only when they change, so progress saves cost no index write.
+    _indexed: tuple[str, str | None] | None = PrivateAttr(default=None)
 
     # ------------------------------------------------------------------ loading
 
@@ -159,6 +237,7 @@ class TrainingRun(BaseModel):
             raise UsageError("a stored run must be a JSON object")
         run = cls.model_validate(data)
         run._store = store
+        run._indexed = (run.status, run.group_id)
         return run
 
     @classmethod
@@ -187,13 +266,28 @@ class TrainingRun(BaseModel):
         fresh = TrainingRun.from_id(self.id, store=self.store)
         for name in type(self).model_fields:
             setattr(self, name, getattr(fresh, name))
+        self._indexed = fresh._indexed
         return self
 
     # ------------------------------------------------------------------ writing
 
     def save(self) -> None:
+        """Write the record; first the index, when the status or group changed.
+
+        Index first: a crash between the two writes leaves an index entry that
+        disagrees with its record, which the next listing repairs, never a record the
+        index does not know.
+        """
         self.updated_at = time.time()
-        self.store.records.put(self.id, self.model_dump(mode="json"))
+        data = self.model_dump(mode="json")
+        indexed = (self.status, self.group_id)
+        if indexed != self._indexed:
+            try:
+                self.store.index.note(data)
+                self._indexed = indexed
+            except TrainkitError as exc:  # the index is a cache of the records: never lose a record to it
+                log.warning("run %s: the runs index was not updated (%s); a listing repairs it", self.id, exc)
+        self.store.records.put(self.id, data)
 
     def write_history(self) -> None:
         """Copy the record and its events to the models volume (durable history)."""

@@ -15,7 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-VOLUME_KINDS = ("data", "models", "eval", "hf-cache")
+from trainkit_core.hookspecs import VOLUME_KINDS
+
 VolumeKind = Literal["data", "models", "eval", "hf-cache"]
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"

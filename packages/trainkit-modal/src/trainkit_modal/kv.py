@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from trainkit_core.errors import UsageError
@@ -64,6 +65,14 @@ class ModalKV:
         data = self._dump(value)
         with translate(self._sdk, f"Dict {self.name}"):
             self._dict.put(key, data)
+
+    def put_many(self, items: Mapping[str, Any]) -> None:
+        """Write several keys in one call (``Dict.update``: one request to Modal)."""
+        data = {self._check_key(key): self._dump(value) for key, value in items.items()}
+        if not data:
+            return
+        with translate(self._sdk, f"Dict {self.name}"):
+            self._dict.update(data)
 
     def put_if_absent(self, key: str, value: Any) -> bool:
         self._check_key(key)

@@ -10,10 +10,12 @@ modal when they are called, through the plugin's SDK factory; tests register a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit_core.hookspecs import Capabilities, ProviderManifest, hookimpl
-from trainkit_core.settings import Settings
+
+if TYPE_CHECKING:
+    from trainkit_core.settings import Settings
 
 NAME = "modal"
 

@@ -18,7 +18,6 @@ from trainkit_api.schemas import Checkpoint, CheckpointList, JobList
 from trainkit_api.state import ApiState, get_state
 from trainkit_api.training import JobCreate, JobResume, resume_job, start_job
 from trainkit_core.ids import RUN_ID_PATTERN
-from trainkit_core.reconcile import reconcile_run
 from trainkit_core.runs import RunStore, TrainingRun
 
 RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN.pattern, description="A run id, `run-YYYYMMDD-HHMMSS-xxxxxx`.")]
@@ -28,42 +27,16 @@ Status = Annotated[
 ]
 
 
-UNFINISHED = ("pending", "running")
-
-
 def list_page(
     store: RunStore, *, status: str | None, group_id: str | None, limit: int, after: str | None
 ) -> tuple[list[TrainingRun], bool]:
-    """One page of runs, newest first, and whether more follow.
+    """One page of runs, newest first, and whether more follow (`RunStore.page`).
 
-    Filters on the stored JSON and builds `TrainingRun` objects for the page only: with
-    1,000 runs in the store, validating every record would cost most of the request
-    (see bench/bench_api_jobs.py). Unfinished runs on the page are reconciled first, so
-    a run whose job died is listed (and filtered) as `failed`. `has_more` can be true
-    for a last page that then comes back empty, when the only run left was reconciled
-    out of the status filter.
+    Reads the runs index and the page's records only, so the cost does not grow with
+    the number of runs (see bench/bench_api_jobs.py). Unfinished runs on the page are
+    reconciled first, so a run whose job died is listed (and filtered) as `failed`.
     """
-    rows = sorted(store.records.items("run-"), key=lambda row: row[0], reverse=True)
-    page: list[TrainingRun] = []
-    for key, data in rows:
-        if after is not None and key >= after:
-            continue
-        if not isinstance(data, dict):
-            continue
-        if group_id is not None and str((data.get("metadata") or {}).get("group_id") or "") != group_id:
-            continue
-        unfinished = data.get("status") in UNFINISHED
-        if status is not None and data.get("status") != status and not unfinished:
-            continue
-        if len(page) == limit:
-            return page, True
-        run = TrainingRun.from_stored_data(data, store=store)
-        if unfinished:
-            reconcile_run(run)  # a run whose job died must not be listed as running
-            if status is not None and run.status != status:
-                continue
-        page.append(run)
-    return page, False
+    return store.page(status=status, group_id=group_id, limit=limit, after=after)
 
 
 def build_router() -> APIRouter:

@@ -174,17 +174,17 @@ def register(cli: click.Group) -> None:
     )
     @click.option("--group", "group_id", default=None, help="Only runs of this sweep group.")
     @click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="At most this many runs.")
+    @click.option("--reindex", is_flag=True, help="Rebuild the runs index from every record first (reads them all).")
     @json_option
     @pass_state
-    def list_runs(state: CliState, status: str | None, group_id: str | None, limit: int, as_json: bool) -> None:
-        """List runs, newest first."""
-        from trainkit_core.reconcile import reconcile_run
-
-        found = _store(state).list(group_id=group_id)
-        for run in found:
-            if not run.done():
-                reconcile_run(run)
-        found = [r for r in found if status is None or r.status == status][:limit]
+    def list_runs(
+        state: CliState, status: str | None, group_id: str | None, limit: int, reindex: bool, as_json: bool
+    ) -> None:
+        """List runs, newest first (reads the runs index and the listed records only)."""
+        store = _store(state)
+        if reindex:
+            store.index.rebuild()
+        found, _ = store.page(status=status, group_id=group_id, limit=limit)
         if as_json:
             print_json([_run_row(r) for r in found])
             return

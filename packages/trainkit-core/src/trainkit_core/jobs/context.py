@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainkit_core.errors import UsageError
-from trainkit_core.hookspecs import KVStore
-from trainkit_core.settings import VOLUME_KINDS, Settings
+from trainkit_core.hookspecs import VOLUME_KINDS, KVStore
+
+if TYPE_CHECKING:
+    from trainkit_core.settings import Settings
 
 
 def _no_op(kind: str) -> None:

@@ -6,7 +6,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -83,11 +83,34 @@ class LocalKV:
             )
         return default if row is None else json.loads(row[0])
 
+    def get_many(self, keys: list[str]) -> dict[str, Any]:
+        """The values of several keys in one query (missing keys are left out)."""
+        found: dict[str, Any] = {}
+        for start in range(0, len(keys), 500):  # SQLite's limit on bound parameters
+            chunk = [self._check_key(key) for key in keys[start : start + 500]]
+            marks = ",".join("?" * len(chunk))
+            with self._lock:
+                rows = (
+                    self._connection()
+                    .execute(
+                        f"SELECT key, value FROM kv WHERE namespace=? AND key IN ({marks})", (self.namespace, *chunk)
+                    )
+                    .fetchall()
+                )
+            found.update((key, json.loads(value)) for key, value in rows)
+        return found
+
     def put(self, key: str, value: Any) -> None:
         self._check_key(key)
         data = self._dump(value)
         with self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", (self.namespace, key, data))
+
+    def put_many(self, items: Mapping[str, Any]) -> None:
+        """Write several keys in one transaction (readers see all of them or none)."""
+        rows = [(self.namespace, self._check_key(key), self._dump(value)) for key, value in items.items()]
+        with self._transaction() as conn:
+            conn.executemany("INSERT OR REPLACE INTO kv VALUES (?, ?, ?)", rows)
 
     def put_if_absent(self, key: str, value: Any) -> bool:
         self._check_key(key)

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainkit_core.errors import MissingExtraError, NotFoundError, UsageError
-from trainkit_core.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
+from trainkit_core.hookspecs import VOLUME_KINDS, Capabilities, DeploymentStatus, ProviderManifest, hookimpl
 from trainkit_core.jobs import JOB_EXTRAS, JOBS, JobContext
 from trainkit_core.local.kv import LocalKV, db_path
 from trainkit_core.local.paths import check_folder_setting
 from trainkit_core.local.runner import LocalRunner
 from trainkit_core.local.volume import LocalVolume, volume_root
-from trainkit_core.settings import VOLUME_KINDS, Settings
+
+if TYPE_CHECKING:
+    from trainkit_core.settings import Settings
 
 NAME = "local"
 

@@ -316,8 +316,10 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             run.events.append("warning", message="no complete checkpoint to resume from; training from the start")
 
     _phase(run, "training")
-    result = trainer.train(resume_from_checkpoint=checkpoint)
-    reporter.flush()
+    try:
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+    finally:
+        reporter.close()  # held-back events written, background threads ended: on any end
     run.step = trainer.state.global_step
     run.metrics.update(
         {

@@ -9,8 +9,13 @@
   does not flood the store (a Modal Dict write takes milliseconds). No loss is lost:
   each event also carries `losses`, the [step, loss] pairs since the previous one.
 - The run record's step/total_steps/metrics are saved every `save_interval_s`.
-- The stop flag is read every step; when set, training stops after this step and a
-  checkpoint is saved, so a stopped run can be resumed.
+- The stop flag is looked at every step; when set, training stops after this step and
+  a checkpoint is saved, so a stopped run can be resumed.
+- None of the three waits for the store during a step: between `train_begin` and
+  `close`, events are queued for a background writer (`EventBatcher`), the record is
+  saved by a background thread and the stop flag read by another
+  (`trainkit_core.training.background`). `close` (on the end of training, and in the
+  job's ``finally``) writes everything left.
 - After the trainer writes a checkpoint to its scratch folder, it is copied to
   ``trained/<id>/checkpoints/<step>/`` with the tokenizer and `trained_model.json`,
   the `done` marker last, and the models volume is committed.
@@ -23,12 +28,15 @@ import math
 import resource
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainkit_core.event_batch import EventBatcher
 from trainkit_core.runs import TrainingRun
+from trainkit_core.training.background import RecordSaver, StopWatcher
 from trainkit_core.training.layout import DONE_FILE, checkpoint_path
 
 log = logging.getLogger(__name__)
@@ -63,6 +71,8 @@ class Reporter:
         commit: Callable[[], None],
         event_interval_s: float = 0.25,
         save_interval_s: float = 5.0,
+        stop_poll_s: float = 0.2,
+        flush_interval_s: float = 0.25,
     ) -> None:
         self.run = run
         self.models_root = Path(models_root)
@@ -70,7 +80,6 @@ class Reporter:
         self.commit = commit
         self.event_interval_s = event_interval_s
         self.save_interval_s = save_interval_s
-        self.stop_flag = run.store.stop_flag(run.id)
         self.stop_requested = False
         self.first_loss: float | None = _number(run.metrics.get("first_loss"))  # kept across a resume
         self.last_loss: float | None = None
@@ -81,6 +90,39 @@ class Reporter:
         self._last_save = time.monotonic()
         self._pending: dict[str, Any] | None = None
         self._window: list[list[float]] = []
+        self._lock = threading.RLock()  # the run object, between the step and the background saver
+        self.stop_watcher = StopWatcher(run.store.stop_flag(run.id), poll_s=stop_poll_s)
+        self._batcher = EventBatcher(run.events, interval_s=flush_interval_s)
+        self._saver = RecordSaver(self._save_snapshot, interval_s=save_interval_s)
+        self._started = False
+
+    # ----------------------------------------------------------------- background
+
+    def start(self) -> None:
+        """Move the store work off the step's path (idempotent)."""
+        if not self._started:
+            self._started = True
+            self._batcher.start()
+            self._saver.start()
+            self.stop_watcher.start()
+
+    def close(self) -> None:
+        """Write what is held back and stop the background threads (idempotent; call it on any end)."""
+        with self._lock:
+            if self._pending is not None:
+                self._emit(self._pending)
+        if self._started:
+            self._started = False
+            self.stop_watcher.close()
+            self._saver.close()
+            self._batcher.close()
+            self._save_snapshot()  # the record as the last step left it
+
+    def _save_snapshot(self) -> None:
+        with self._lock:
+            self.run.updated_at = time.time()
+            data = self.run.model_dump(mode="json")
+        self.run.store.records.put(self.run.id, data)
 
     # ----------------------------------------------------------------- events
 
@@ -91,9 +133,10 @@ class Reporter:
         self.run.step = step
         self.run.total_steps = total_steps
         self.run.save()
+        self.start()
 
     def log(self, step: int, total_steps: int, logs: dict[str, Any], tokens: int = 0) -> None:
-        """One trainer log entry (every step). Emits a progress event when due."""
+        """One trainer log entry (every step). Emits a progress event when due; never waits for the store."""
         loss = _number(logs.get("loss"))
         if loss is None:
             return  # an end-of-training summary (train_runtime, ...) rather than a step
@@ -120,30 +163,39 @@ class Reporter:
             self._emit(event)
         else:
             self._pending = event
-        self.run.step = step
-        self.run.total_steps = total_steps
-        self.run.metrics.update({"first_loss": self.first_loss, "loss": loss})
+        with self._lock:
+            self.run.step = step
+            self.run.total_steps = total_steps
+            self.run.metrics.update({"first_loss": self.first_loss, "loss": loss})
         if now - self._last_save >= self.save_interval_s:
             self._last_save = now
-            self.run.save()
+            if self._started:
+                self._saver.request()
+            else:
+                self.run.save()
 
     def _emit(self, event: dict[str, Any]) -> None:
         self._last_event = time.monotonic()
         self._pending = None
         event["losses"], self._window = self._window, []
-        self.run.events.append("progress", **event)
+        self.run.events.append("progress", **event)  # queued while the batcher is attached
 
     def flush(self) -> None:
-        """Write the last progress event that was held back."""
+        """Write the last progress event that was held back, and every queued event."""
         if self._pending is not None:
             self._emit(self._pending)
+        if self._started:
+            self._batcher.flush()
 
     def should_stop(self) -> bool:
-        """Read the stop flag (every step)."""
-        if not self.stop_requested and self.stop_flag.is_set():
+        """Whether a stop was requested (every step: answered from memory while started)."""
+        if not self.stop_requested and (self.stop_watcher.is_set() if self._started else self.stop_watcher.check_now()):
             self.stop_requested = True
-            self.flush()
+            if self._pending is not None:
+                self._emit(self._pending)
             self.run.events.append("log", message=f"stop requested: stopping after step {self.run.step}")
+            if self._started:
+                self._batcher.flush_soon()  # written now, but not by the step
         return self.stop_requested
 
     # ----------------------------------------------------------------- checkpoints
@@ -155,11 +207,15 @@ class Reporter:
         if target.exists():
             shutil.rmtree(target)  # an incomplete one from a killed attempt
         shutil.copytree(scratch_dir, target)
-        self.save_checkpoint_extras(target, step)
+        with self._lock:  # the extras change and save the record (sample generations)
+            self.save_checkpoint_extras(target, step)
+        if self._started:
+            self._saver.request()  # a background save in flight may have carried an older copy
         (target / DONE_FILE).write_text(f"{time.time()}\n")
         self.commit()
         shutil.rmtree(scratch_dir, ignore_errors=True)
-        self.flush()
+        if self._pending is not None:
+            self._emit(self._pending)
         self.run.events.append("checkpoint", step=step, path=rel)
         return rel
 
@@ -190,6 +246,6 @@ def make_callback(reporter: Reporter) -> Any:
                 reporter.checkpoint_saved(scratch, state.global_step)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            reporter.flush()
+            reporter.close()
 
     return TrainkitCallback()

@@ -1,0 +1,141 @@
+"""Events that never slow a step: append throughput, and training on a store 50 ms slow.
+
+1. Appends on the local store (SQLite), 20,000 events each way: as `append` wrote
+   them before blocks (four store calls per event: the baseline of this run), one
+   `append` per event with nothing batched (one block each: two calls), blocks of 100
+   written by `EventLog.write`, and `append` with an `EventBatcher` attached (what
+   the training callback does), timed until `close()` has written the last one.
+2. The `train` job on the `tiny` model, run in this process (the local provider's job
+   context) twice on the plain store and twice on one where every key-value call
+   first sleeps 50 ms (`trainkit_core.testing.slow_kv`), alternating, after one
+   warm-up run. Printed: the trainer's own time (the training loop: what a slow
+   store must not touch) and the whole job (which still makes its few dozen
+   store calls at phase changes: record, index, events, history), and their ratios.
+
+    .venv/bin/python bench/bench_events.py [--events 20000] [--steps 150] [--delay-ms 50] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def appends(home: Path, count: int) -> dict[str, float]:
+    from trainkit_core.event_batch import EventBatcher
+    from trainkit_core.events import EventLog
+    from trainkit_core.local.kv import LocalKV
+
+    kv = LocalKV(home, "events")
+    rates = {}
+    started = time.perf_counter()
+    for n in range(count):  # what EventLog.append did before blocks: four calls per event
+        seq = int(kv.get("run-before/last", 0)) + 1
+        while not kv.put_if_absent(f"run-before/{seq:010d}", {"seq": seq, "type": "progress", "step": n}):
+            seq += 1
+        if seq > int(kv.get("run-before/last", 0)):
+            kv.put("run-before/last", seq)
+    rates["before: one event, four calls"] = count / (time.perf_counter() - started)
+
+    log = EventLog(kv, "run-one-by-one")
+    started = time.perf_counter()
+    for n in range(count):
+        log.append("progress", step=n, loss=1.0)
+    rates["append, one block per event"] = count / (time.perf_counter() - started)
+
+    log = EventLog(kv, "run-blocks")
+    started = time.perf_counter()
+    for first in range(0, count, 100):
+        log.write(
+            [{"type": "progress", "time": time.time(), "step": n, "loss": 1.0} for n in range(first, first + 100)]
+        )
+    rates["write, blocks of 100"] = count / (time.perf_counter() - started)
+
+    log = EventLog(kv, "run-batched")
+    started = time.perf_counter()
+    with EventBatcher(log):
+        for n in range(count):
+            log.append("progress", step=n, loss=1.0)
+    rates["append with a batcher (training)"] = count / (time.perf_counter() - started)
+    assert len(log.read()) == count
+    return rates
+
+
+def train_once(home: Path, steps: int, delay_s: float) -> tuple[float, float]:
+    """(job wall time, trainer time) of one `train` job in this process."""
+    from trainkit_core import Settings, get_provider
+    from trainkit_core.ids import new_run_id
+    from trainkit_core.local.plugin import job_context
+    from trainkit_core.runs import RunStore, TrainingRun
+    from trainkit_core.testing.slow_kv import slow_factory
+    from trainkit_core.training.config import TrainConfig
+    from trainkit_core.training.job import train
+    from trainkit_core.training.submit import _prepare_dataset
+
+    os.environ["TRAINKIT_HOME"] = str(home)
+    settings = Settings.from_env()
+    provider = get_provider("local", settings)
+    config = TrainConfig.parse({"dataset": "demo", "model_size": "tiny", "steps": steps}).resolve(gpu_override="")
+    dataset_hash, _ = _prepare_dataset(provider, config)
+    run = TrainingRun(
+        id=new_run_id(),
+        provider="local",
+        config=config.model_dump(mode="json"),
+        dataset_id=config.dataset,
+        dataset_hash=dataset_hash,
+        created_at=time.time(),
+    ).attach(RunStore.for_provider(provider))
+    run.save()
+    ctx = job_context(settings, f"bench-{run.id}")
+    if delay_s:
+        ctx.kv_factory = slow_factory(ctx.kv_factory, delay_s)
+    started = time.perf_counter()
+    summary = train(ctx, run.id)
+    wall = time.perf_counter() - started
+    assert summary["status"] == "succeeded", summary
+    return wall, float(summary["metrics"]["train_runtime_s"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--delay-ms", type=float, default=50.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-appends", action="store_true", help="only the training part")
+    args = parser.parse_args()
+    os.environ.setdefault("TRAINKIT_DATASETS_DIR", str(REPO / "datasets"))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    with tempfile.TemporaryDirectory(prefix="trainkit-bench-events-") as tmp:
+        home = Path(tmp)
+        if not args.no_appends:
+            print(f"appends on the local store, {args.events} events each")
+            rates = appends(home / "appends", args.events)
+            base = rates["before: one event, four calls"]
+            for name, rate in rates.items():
+                print(f"  {name:36} {rate:10,.0f} events/s  {rate / base:6.1f}x before")
+
+        os.environ["HF_HOME"] = str(home / "hf")
+        train_once(home / "warm-up", args.steps, 0.0)  # imports, first-run costs
+        results: dict[str, list[tuple[float, float]]] = {"plain": [], "slow": []}
+        for n in range(args.rounds):
+            for name, delay in (("plain", 0.0), ("slow", args.delay_ms / 1000)):
+                results[name].append(train_once(home / f"{name}-{n}", args.steps, delay))
+    wall = {k: statistics.median(w for w, _ in v) for k, v in results.items()}
+    loop = {k: statistics.median(t for _, t in v) for k, v in results.items()}
+    print(f"\ntrain job, tiny model, {args.steps} steps, median of {args.rounds} (s)")
+    print(f"  {'store':28} {'trainer':>9} {'job':>9}")
+    print(f"  {'plain local store':28} {loop['plain']:9.2f} {wall['plain']:9.2f}")
+    print(f"  {f'+{args.delay_ms:g} ms on every KV call':28} {loop['slow']:9.2f} {wall['slow']:9.2f}")
+    print(f"  {'ratio slow / plain':28} {loop['slow'] / loop['plain']:8.3f}x {wall['slow'] / wall['plain']:8.3f}x")
+
+
+if __name__ == "__main__":
+    main()
