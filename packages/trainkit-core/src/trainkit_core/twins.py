@@ -87,7 +87,11 @@ GEMMA3MM_TWIN = Twin(
         "<end_of_image>",
         "<image_soft_token>",
     ),
-    named_tokens=(("boi_token", "<start_of_image>"), ("eoi_token", "<end_of_image>"), ("image_token", "<image_soft_token>")),
+    named_tokens=(
+        ("boi_token", "<start_of_image>"),
+        ("eoi_token", "<end_of_image>"),
+        ("image_token", "<image_soft_token>"),
+    ),
 )
 
 GEMMA4_TWIN = Twin(

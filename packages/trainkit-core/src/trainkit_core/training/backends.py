@@ -24,8 +24,9 @@ from trainkit_core.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
-#: peft `target_modules` as a regex: the seven projections, outside any vision tower.
-TARGET_MODULES = rf"^(?!.*(vision|multi_modal)).*\.({'|'.join(ALL_PROJECTIONS)})$"
+#: peft `target_modules` as a regex: the seven projections, outside any vision or audio
+#: tower (Gemma 4's audio tower has q/k/v/o projections of its own: google/gemma-4-E4B-it).
+TARGET_MODULES = rf"^(?!.*(vision|multi_modal|audio)).*\.({'|'.join(ALL_PROJECTIONS)})$"
 
 
 def cuda_available() -> bool:
@@ -87,7 +88,7 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
     from unsloth import FastLanguageModel, FastModel
 
     cuda = cuda_available()
-    text_only = Path(source).is_dir()  # the tiny model: a plain causal LM
+    text_only = not model_kind(source).multimodal  # from its configuration, wherever it comes from
     loader = FastLanguageModel if text_only else FastModel
     model, _ = loader.from_pretrained(
         model_name=source,
@@ -118,6 +119,17 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
         use_gradient_checkpointing="unsloth" if cuda else False,
         **common,
     )
+
+
+def model_kind(source: str) -> Any:
+    """What `source`'s configuration says (`trainkit_core.base_models.ModelKind`): text-only or multimodal."""
+    from trainkit_core.base_models import describe_config, read_folder_config
+
+    if Path(source).is_dir():
+        return describe_config(read_folder_config(Path(source)))
+    from transformers import AutoConfig
+
+    return describe_config(AutoConfig.from_pretrained(source).to_dict())
 
 
 def load_model(backend: str, source: str, config: TrainConfig) -> Any:

@@ -108,4 +108,34 @@ def resolve_base_model(card: Any, hf_cache_dir: Path | None) -> str:
         from trainkit_core.tiny_model import ensure_tiny_base
 
         return str(ensure_tiny_base(hf_cache_dir))
+    from trainkit_core.twins import TWINS, ensure_twin_base
+
+    if base in TWINS:
+        return str(ensure_twin_base(base, hf_cache_dir))
+    from trainkit_core.base_models import local_path, read_folder_config
+
+    folder = local_path(base, _hf_home(hf_cache_dir))
+    if folder is not None:
+        read_folder_config(folder, shown=base)  # a clear error for a folder that went missing
+        return str(folder)
     return base
+
+
+def base_model_path(base_model: str) -> str:
+    """The folder of a locally built base (tiny, a twin) relative to the hf-cache volume; "" for others."""
+    from trainkit_core.twins import TWINS
+
+    if base_model == TINY_BASE_MODEL:
+        from trainkit_core.tiny_model import TINY_BASE_PATH
+
+        return TINY_BASE_PATH
+    twin = TWINS.get(base_model)
+    return twin.path if twin is not None else ""
+
+
+def _hf_home(hf_cache_dir: Path | None) -> Path:
+    import os
+
+    if hf_cache_dir is not None:
+        return Path(hf_cache_dir)
+    return Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
