@@ -58,7 +58,7 @@ def test_a_local_folder_is_checked_where_the_job_looks(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not exist"):
         check_source(provider, str(tmp_path / "nowhere"))
     empty = _model_folder(tmp_path / "a", None)
-    with pytest.raises(UsageError, match="has no config.json"):
+    with pytest.raises(UsageError, match=r"has no config\.json"):
         check_source(provider, str(empty))
     broken = _model_folder(tmp_path / "b", None)
     (broken / "config.json").write_text("{not json")
@@ -85,7 +85,7 @@ def test_a_folder_on_the_hf_cache_volume(trainkit_home: Path) -> None:
         check_source(provider, "hf-cache:models/mine")
     root = Path(volume.root)  # type: ignore[attr-defined]
     folder = _model_folder(root / "models", None)
-    with pytest.raises(UsageError, match="has no config.json"):
+    with pytest.raises(UsageError, match=r"has no config\.json"):
         check_source(provider, "hf-cache:models/my-model")
     (folder / "config.json").write_text(json.dumps(GEMMA3_TEXT))
     config = check_source(provider, "hf-cache:models/my-model")
