@@ -49,3 +49,33 @@ def test_unsloth_backend_trains_the_tiny_model(tmp_path: Path) -> None:
     assert (out / "adapter_model.safetensors").is_file()
     card = json.loads((out / "trained_model.json").read_text())
     assert card["backend"] == "unsloth" and "unsloth" in card["versions"]
+
+
+@pytest.mark.parametrize("size", ["tiny-gemma3mm", "tiny-gemma4"])
+def test_unsloth_fastmodel_trains_the_twins(tmp_path: Path, size: str) -> None:
+    """The branch every real preset takes: `FastModel` on a multimodal Gemma, LoRA off the towers."""
+    pytest.importorskip("unsloth")
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "TRAINKIT_HOME": str(home),
+        "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    args = ["train", "--dataset", "demo", "--model-size", size, "--steps", "6", "--backend", "unsloth", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "trainkit_cli", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=900
+    )
+    logs = "\n".join(p.read_text(errors="replace") for p in (home / "logs").glob("*.log"))
+    print(logs[-6000:])
+    assert done.returncode == 0, done.stderr[-3000:] + logs[-3000:]
+    record = json.loads(done.stdout)
+    assert record["status"] == "succeeded", record["error_message"]
+    assert record["framework"] == "unsloth"
+    out = home / "volumes" / "trainkit-models" / "trained" / record["id"]
+    from safetensors import safe_open
+
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as weights:
+        keys = list(weights.keys())
+    assert keys and not [k for k in keys if "vision" in k or "audio" in k or "multi_modal" in k]
