@@ -110,8 +110,14 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
         return FastLanguageModel.get_peft_model(
             model, target_modules=list(ALL_PROJECTIONS), use_gradient_checkpointing=False, **common
         )
+    # On CPU, Unsloth's fallback (unsloth_zoo/cpu/loader.py, 2026.10.9) drops the finetune_*
+    # switches and targets every q/k/v/o/gate/up/down_proj by leaf name, towers included: LoRA
+    # on Gemma 3's SigLIP q/k/v, and on Gemma 4 a ValueError for the vision tower's
+    # Gemma4ClippableLinear. Our pattern keeps it off the towers there (tests/e2e/test_train_unsloth.py).
+    cpu_targets = {} if cuda else {"target_modules": TARGET_MODULES}
     return FastModel.get_peft_model(
         model,
+        **cpu_targets,
         finetune_vision_layers=False,
         finetune_language_layers=True,
         finetune_attention_modules=True,
