@@ -1,8 +1,12 @@
-"""The unsloth backend trains the tiny model on CPU (the `unsloth` nox session only).
+"""The unsloth backend trains the tiny model and the twins on CPU (the `unsloth` nox session only).
 
 Unsloth 2026.10 falls back to CPU when there is no GPU ("no GPU found, training on
-CPU"); this proves the backend's code path (FastLanguageModel, its LoRA, trl under
-Unsloth's patches) end to end through `trainkit train --backend unsloth`.
+CPU"); this proves the backend's code paths end to end through `trainkit train
+--backend unsloth`: FastLanguageModel on the tiny model, FastModel (the real presets'
+branch) on the twins of Gemma 3 multimodal and Gemma 4. Unsloth's CPU fallback ignores
+`finetune_vision_layers`; without trainkit's own LoRA pattern the Gemma 4 twin fails
+("Target module Gemma4ClippableLinear ... is not supported") and the Gemma 3 twin's
+adapter gets SigLIP weights (docs/MODEL_SIZES.md).
 """
 
 from __future__ import annotations
