@@ -330,9 +330,12 @@ def build_processor(twin: Twin, tokenizer: Any) -> Any:
 
     Only for Gemma 3: Gemma 4's processor also needs a video processor, which needs
     torchvision (never installed beside the CPU torch here). `None` when the processor
-    cannot be built.
+    cannot be built: Gemma 4, or Pillow missing (it is not in the `train` extra; text
+    training never needs it, and the weights and tokenizer are the same either way).
     """
-    if twin.name != "gemma3mm":
+    import importlib.util
+
+    if twin.name != "gemma3mm" or importlib.util.find_spec("PIL") is None:
         return None
     from transformers import Gemma3Processor
     from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
@@ -368,6 +371,7 @@ def ensure_twin_base(base_model: str, hf_cache_dir: Path | None) -> Path:
             "twin": twin.name,
             "twin_of": list(twin.twin_of),
             "build_version": BUILD_VERSION,
+            "processor": processor is not None,
         }
         (tmp / MARKER).write_text(json.dumps(info, indent=2))
         try:
