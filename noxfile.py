@@ -343,7 +343,7 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=ML_PYTHON, default=False)
 def unsloth(session: nox.Session) -> None:
-    """The unsloth backend trains the tiny model on CPU (installs ~2.9 GB; not a default session).
+    """The unsloth backend trains the tiny model and the twins on CPU (installs ~2.9 GB; not a default session).
 
     Unsloth pins older transformers/trl/datasets than constraints/ci.txt, so only torch is
     pinned here (the CPU wheel; anything else pulls a CUDA build). It also pulls PyPI's

@@ -1,8 +1,12 @@
-"""The unsloth backend trains the tiny model on CPU (the `unsloth` nox session only).
+"""The unsloth backend trains the tiny model and the twins on CPU (the `unsloth` nox session only).
 
 Unsloth 2026.10 falls back to CPU when there is no GPU ("no GPU found, training on
-CPU"); this proves the backend's code path (FastLanguageModel, its LoRA, trl under
-Unsloth's patches) end to end through `trainkit train --backend unsloth`.
+CPU"); this proves the backend's code paths end to end through `trainkit train
+--backend unsloth`: FastLanguageModel on the tiny model, FastModel (the real presets'
+branch) on the twins of Gemma 3 multimodal and Gemma 4. Unsloth's CPU fallback ignores
+`finetune_vision_layers`; without trainkit's own LoRA pattern the Gemma 4 twin fails
+("Target module Gemma4ClippableLinear ... is not supported") and the Gemma 3 twin's
+adapter gets SigLIP weights (docs/MODEL_SIZES.md).
 """
 
 from __future__ import annotations
@@ -49,3 +53,33 @@ def test_unsloth_backend_trains_the_tiny_model(tmp_path: Path) -> None:
     assert (out / "adapter_model.safetensors").is_file()
     card = json.loads((out / "trained_model.json").read_text())
     assert card["backend"] == "unsloth" and "unsloth" in card["versions"]
+
+
+@pytest.mark.parametrize("size", ["tiny-gemma3mm", "tiny-gemma4"])
+def test_unsloth_fastmodel_trains_the_twins(tmp_path: Path, size: str) -> None:
+    """The branch every real preset takes: `FastModel` on a multimodal Gemma, LoRA off the towers."""
+    pytest.importorskip("unsloth")
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "TRAINKIT_HOME": str(home),
+        "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    args = ["train", "--dataset", "demo", "--model-size", size, "--steps", "6", "--backend", "unsloth", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "trainkit_cli", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=900
+    )
+    logs = "\n".join(p.read_text(errors="replace") for p in (home / "logs").glob("*.log"))
+    print(logs[-6000:])
+    assert done.returncode == 0, done.stderr[-3000:] + logs[-3000:]
+    record = json.loads(done.stdout)
+    assert record["status"] == "succeeded", record["error_message"]
+    assert record["framework"] == "unsloth"
+    out = home / "volumes" / "trainkit-models" / "trained" / record["id"]
+    from safetensors import safe_open
+
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as weights:
+        keys = list(weights.keys())
+    assert keys and not [k for k in keys if "vision" in k or "audio" in k or "multi_modal" in k]

@@ -60,6 +60,8 @@ class Capabilities:
     run_functions: bool = False
     #: There is an app to deploy, inspect and stop (`trainkit app deploy|status|stop`).
     app_lifecycle: bool = False
+    #: Jobs see the files of the machine that starts them (a base model may be a folder there).
+    local_files: bool = False
 
     def as_dict(self) -> dict[str, bool]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -122,14 +122,48 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
+#: Hidden presets: the tiny twins of the real presets (`trainkit_core.twins`), test
+#: fixtures that run the real presets' code path on a CPU. `--model-size` accepts them;
+#: listings and error messages show only `PRESETS`.
+TWIN_PRESETS: dict[str, Preset] = {
+    "tiny-gemma3mm": Preset(
+        name="tiny-gemma3mm",
+        base_model="trainkit/tiny-gemma3mm",
+        unsloth_model=None,
+        gpu="",
+        chat_format="gemma3",
+        max_seq_length=256,
+        lora_r=8,
+        lora_alpha=16,
+        learning_rate=1e-2,
+        batch_size=4,
+        steps=20,
+        description="Tiny twin of 4b/12b: a Gemma3ForConditionalGeneration with a SigLIP tower, built locally.",
+    ),
+    "tiny-gemma4": Preset(
+        name="tiny-gemma4",
+        base_model="trainkit/tiny-gemma4",
+        unsloth_model=None,
+        gpu="",
+        chat_format="gemma4",
+        max_seq_length=256,
+        lora_r=8,
+        lora_alpha=8,
+        learning_rate=1e-2,
+        batch_size=4,
+        steps=20,
+        description="Tiny twin of 31b: a Gemma4ForConditionalGeneration (per-layer attention, vision tower), built locally.",
+    ),
+}
+
 #: Defaults for a base model given by Hugging Face id instead of a preset.
 CUSTOM_DEFAULTS = PRESETS["4b"]
 
 
 def get_preset(name: str) -> Preset:
-    """The preset `name`; `UsageError` listing the known sizes otherwise."""
+    """The preset `name` (a twin's too); `UsageError` listing the known sizes otherwise."""
     try:
-        return PRESETS[name]
+        return PRESETS[name] if name in PRESETS else TWIN_PRESETS[name]
     except KeyError:
         raise UsageError(
             f"unknown model size {name!r}; known sizes: {', '.join(PRESETS)}",

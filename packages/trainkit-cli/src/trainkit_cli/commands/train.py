@@ -22,7 +22,11 @@ def config_options(func: Any) -> Any:
         click.option(
             "--model-size", default=None, help="Preset: tiny (CPU, built locally), 4b, 12b or 31b. Default tiny."
         ),
-        click.option("--base-model", default=None, help="Any Hugging Face id, instead of a preset."),
+        click.option(
+            "--base-model",
+            default=None,
+            help="Instead of a preset: a Hugging Face id, a model folder (local provider), or hf-cache:FOLDER.",
+        ),
         click.option("--chat-format", default=None, type=click.Choice(["gemma3", "gemma4"]), help="Override."),
         click.option("--steps", default=None, type=int, help="Optimizer steps (default: the preset's)."),
         click.option("--epochs", default=None, type=float, help="Epochs, instead of --steps."),

@@ -142,11 +142,12 @@ def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any
 
 def _base_names(card: TrainedModelCard) -> set[str]:
     """The names an adapter's recorded base may carry for this card's base model."""
-    from trainkit_core.presets import PRESETS, TINY_BASE_MODEL
+    from trainkit_core.presets import PRESETS
+    from trainkit_core.training.layout import base_model_path
 
     names = {card.base_model}
     extras = card.extras
-    if card.base_model == TINY_BASE_MODEL and extras.get("base_model_path"):
+    if extras.get("base_model_path") and extras["base_model_path"] == base_model_path(card.base_model):
         names.add(str(extras["base_model_path"]).rstrip("/"))
     if extras.get("unsloth_model"):
         names.add(str(extras["unsloth_model"]))

@@ -108,6 +108,7 @@ def provider_manifest() -> ProviderManifest:
             durable_kv=True,
             run_functions=True,
             app_lifecycle=False,
+            local_files=True,
         ),
     )
 

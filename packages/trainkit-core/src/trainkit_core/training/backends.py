@@ -24,8 +24,9 @@ from trainkit_core.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
-#: peft `target_modules` as a regex: the seven projections, outside any vision tower.
-TARGET_MODULES = rf"^(?!.*(vision|multi_modal)).*\.({'|'.join(ALL_PROJECTIONS)})$"
+#: peft `target_modules` as a regex: the seven projections, outside any vision or audio
+#: tower (Gemma 4's audio tower has q/k/v/o projections of its own: google/gemma-4-E4B-it).
+TARGET_MODULES = rf"^(?!.*(vision|multi_modal|audio)).*\.({'|'.join(ALL_PROJECTIONS)})$"
 
 
 def cuda_available() -> bool:
@@ -87,7 +88,7 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
     from unsloth import FastLanguageModel, FastModel
 
     cuda = cuda_available()
-    text_only = Path(source).is_dir()  # the tiny model: a plain causal LM
+    text_only = not model_kind(source).multimodal  # from its configuration, wherever it comes from
     loader = FastLanguageModel if text_only else FastModel
     model, _ = loader.from_pretrained(
         model_name=source,
@@ -109,8 +110,14 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
         return FastLanguageModel.get_peft_model(
             model, target_modules=list(ALL_PROJECTIONS), use_gradient_checkpointing=False, **common
         )
+    # On CPU, Unsloth's fallback (unsloth_zoo/cpu/loader.py, 2026.10.9) drops the finetune_*
+    # switches and targets every q/k/v/o/gate/up/down_proj by leaf name, towers included: LoRA
+    # on Gemma 3's SigLIP q/k/v, and on Gemma 4 a ValueError for the vision tower's
+    # Gemma4ClippableLinear. Our pattern keeps it off the towers there (tests/e2e/test_train_unsloth.py).
+    cpu_targets = {} if cuda else {"target_modules": TARGET_MODULES}
     return FastModel.get_peft_model(
         model,
+        **cpu_targets,
         finetune_vision_layers=False,
         finetune_language_layers=True,
         finetune_attention_modules=True,
@@ -118,6 +125,17 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
         use_gradient_checkpointing="unsloth" if cuda else False,
         **common,
     )
+
+
+def model_kind(source: str) -> Any:
+    """What `source`'s configuration says (`trainkit_core.base_models.ModelKind`): text-only or multimodal."""
+    from trainkit_core.base_models import describe_config, read_folder_config
+
+    if Path(source).is_dir():
+        return describe_config(read_folder_config(Path(source)))
+    from transformers import AutoConfig
+
+    return describe_config(AutoConfig.from_pretrained(source).to_dict())
 
 
 def load_model(backend: str, source: str, config: TrainConfig) -> Any:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from trainkit_core.errors import UsageError
 from trainkit_core.ids import check_name
-from trainkit_core.presets import CUSTOM_DEFAULTS, PRESETS, Preset, chat_format_for_model, get_preset
+from trainkit_core.presets import CUSTOM_DEFAULTS, PRESETS, TWIN_PRESETS, Preset, chat_format_for_model, get_preset
 
 Backend = Literal["auto", "hf", "unsloth"]
 
@@ -26,7 +26,9 @@ class TrainConfig(BaseModel):
 
     dataset: str = Field(description="Name of the dataset (synced to the data volume).")
     model_size: str | None = Field(None, description="Preset: tiny, 4b, 12b or 31b. Default tiny.")
-    base_model: str | None = Field(None, description="Any Hugging Face id, instead of a preset.")
+    base_model: str | None = Field(
+        None, description="Any Hugging Face id, an absolute model folder, or hf-cache:FOLDER, instead of a preset."
+    )
     chat_format: Literal["gemma3", "gemma4"] | None = None
     steps: int | None = Field(None, ge=1, le=1_000_000)
     epochs: float | None = Field(None, gt=0, le=1000)
@@ -58,7 +60,7 @@ class TrainConfig(BaseModel):
     @field_validator("model_size")
     @classmethod
     def _known_size(cls, value: str | None) -> str | None:
-        if value is not None and value not in PRESETS:
+        if value is not None and value not in PRESETS and value not in TWIN_PRESETS:
             raise ValueError(f"unknown model size {value!r}; known sizes: {', '.join(PRESETS)}")
         return value
 
@@ -66,10 +68,9 @@ class TrainConfig(BaseModel):
     @classmethod
     def _hf_id(cls, value: str | None) -> str | None:
         if value is not None:
-            value = value.strip()
-            parts = value.split("/")
-            if len(parts) != 2 or not all(parts) or any(c.isspace() for c in value) or ".." in value:
-                raise ValueError(f"{value!r} is not a Hugging Face model id (owner/name)")
+            from trainkit_core.base_models import check_text
+
+            value = check_text(value.strip())
         return value
 
     @model_validator(mode="after")

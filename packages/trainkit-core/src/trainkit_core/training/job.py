@@ -44,6 +44,7 @@ from trainkit_core.jobs.context import JobContext
 from trainkit_core.presets import TINY_BASE_MODEL
 from trainkit_core.runs import RunStore, TrainingRun, trained_dir
 from trainkit_core.training.config import TrainConfig
+from trainkit_core.training.layout import base_model_path as local_base_path
 from trainkit_core.training.layout import make_card, resolve_base_model, write_card
 
 log = logging.getLogger(__name__)
@@ -240,22 +241,22 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     if backend == "unsloth":
         import unsloth  # noqa: F401  (before anything imports transformers, so its patches apply)
     base_model = config.model_id
-    base_model_path = ""
+    base_model_path = local_base_path(base_model)  # tiny and the twins: their folder on the hf-cache volume
     source = resolve_base_model({"base_model": base_model}, hf_cache)
     run.source_model = base_model
     model = load_model(backend, source, config)
 
     _phase(run, "loading_dataset")
     if base_model == TINY_BASE_MODEL:
-        from trainkit_core.tiny_model import TINY_BASE_PATH, build_tokenizer
+        from trainkit_core.tiny_model import build_tokenizer
 
-        base_model_path = TINY_BASE_PATH
         texts = [render(example["messages"], fmt) for example in dataset.train]
         tokenizer = build_tokenizer(texts, fmt.name)
     else:
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(base_model)
+        # From where the model was loaded (a folder, a twin, or the id in HF_HOME), as a real model's.
+        tokenizer = AutoTokenizer.from_pretrained(source)
         tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's text tokenizer
         tokenizer.chat_template = fmt.chat_template
     if tokenizer.pad_token is None:

@@ -13,8 +13,9 @@
             done                               written last: only then is the checkpoint complete
     runs/<run id>/record.json, events.jsonl    the run's history (`TrainingRun.write_history`)
 
-`trained_model.json` holds: run_id, base_model (preset base or Hugging Face id),
-base_model_path (for the tiny preset: its folder relative to the hf-cache volume),
+`trained_model.json` holds: run_id, base_model (preset base, Hugging Face id, model
+folder or ``hf-cache:FOLDER``), base_model_path (for tiny and the twins: their folder
+relative to the hf-cache volume),
 preset, chat_format, dataset_id, dataset_hash, config (resolved), metrics, versions
 (libraries), created_at, backend, step (checkpoints only). Inference reads it and
 calls `resolve_base_model(card, hf_cache_dir)` to get what `from_pretrained` loads.
@@ -98,9 +99,10 @@ def resolve_base_model(card: Any, hf_cache_dir: Path | None) -> str:
     """What `from_pretrained` loads for a recorded base model.
 
     `card` is a `trained_model.json` as a dict or an object with `base_model` (and
-    optionally `base_model_path`). The tiny preset's base is a folder on the hf-cache
-    volume, built again identically if the cache was emptied; any other base is its
-    Hugging Face id, which `from_pretrained` finds in `HF_HOME` (the hf-cache volume).
+    optionally `base_model_path`). The tiny preset's and the twins' bases are folders on
+    the hf-cache volume, built again identically if the cache was emptied; a model
+    folder is checked to still hold a config.json; any other base is its Hugging Face
+    id, which `from_pretrained` finds in `HF_HOME` (the hf-cache volume).
     """
     get = card.get if isinstance(card, Mapping) else lambda key, default=None: getattr(card, key, default)
     base = str(get("base_model", ""))
@@ -108,4 +110,34 @@ def resolve_base_model(card: Any, hf_cache_dir: Path | None) -> str:
         from trainkit_core.tiny_model import ensure_tiny_base
 
         return str(ensure_tiny_base(hf_cache_dir))
+    from trainkit_core.twins import TWINS, ensure_twin_base
+
+    if base in TWINS:
+        return str(ensure_twin_base(base, hf_cache_dir))
+    from trainkit_core.base_models import local_path, read_folder_config
+
+    folder = local_path(base, _hf_home(hf_cache_dir))
+    if folder is not None:
+        read_folder_config(folder, shown=base)  # a clear error for a folder that went missing
+        return str(folder)
     return base
+
+
+def base_model_path(base_model: str) -> str:
+    """The folder of a locally built base (tiny, a twin) relative to the hf-cache volume; "" for others."""
+    from trainkit_core.twins import TWINS
+
+    if base_model == TINY_BASE_MODEL:
+        from trainkit_core.tiny_model import TINY_BASE_PATH
+
+        return TINY_BASE_PATH
+    twin = TWINS.get(base_model)
+    return twin.path if twin is not None else ""
+
+
+def _hf_home(hf_cache_dir: Path | None) -> Path:
+    import os
+
+    if hf_cache_dir is not None:
+        return Path(hf_cache_dir)
+    return Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")

@@ -49,8 +49,7 @@ FIXED_PROMPTS = (
 
 def _card(run: TrainingRun, out_dir: Path) -> Any:
     from trainkit_core.models.card import TrainedModelCard
-    from trainkit_core.presets import TINY_BASE_MODEL
-    from trainkit_core.tiny_model import TINY_BASE_PATH
+    from trainkit_core.training.layout import base_model_path
 
     config = run.config
     base = run.source_model or str(config.get("base_model") or "")
@@ -58,7 +57,7 @@ def _card(run: TrainingRun, out_dir: Path) -> Any:
         {
             "run_id": run.id,
             "base_model": base,
-            "base_model_path": TINY_BASE_PATH if base == TINY_BASE_MODEL else "",
+            "base_model_path": base_model_path(base),
             "preset": str(config.get("model_size") or config.get("preset") or ""),
             "chat_format": str(config.get("chat_format") or "gemma3"),
             "dataset_id": str(config.get("dataset") or ""),

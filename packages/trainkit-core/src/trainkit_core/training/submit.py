@@ -1,7 +1,8 @@
 """Starting and resuming training runs from the client side (CLI, API, Python).
 
 `start_run(provider, config)` checks everything it can before anything is written:
-the config, that the provider can run the `train` job, and the dataset (validated and
+the config, a base model folder (`trainkit_core.base_models.check_source`), that the
+provider can run the `train` job, and the dataset (validated and
 synced to the data volume only when its content changed, or already on the volume
 when there is no local copy). Only then does it create the run record (`pending`) and
 spawn the `train` job; a spawn that fails leaves the record `failed` with the reason.
@@ -79,6 +80,13 @@ def start_run(
     if not isinstance(config, TrainConfig):
         config = TrainConfig.parse(config)
     metadata = check_metadata(dict(metadata or {}))
+    if config.base_model:
+        from trainkit_core.base_models import chat_format_for_config, check_source
+
+        # A folder is checked where the job will look for it; its chat format is read from its config.json.
+        found = check_source(provider, config.base_model)
+        if found is not None and config.chat_format is None:
+            config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
     provider.deployment().check(["train"])
     dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress, strict=strict_dataset)
