@@ -25,7 +25,6 @@ from trainkit_core.errors import JobError, JobTimeout, NotFoundError, UsageError
 from trainkit_core.hookspecs import CallStatus
 from trainkit_core.local.kv import LocalKV
 from trainkit_core.provider import call_kwargs
-from trainkit_core.settings import child_environ
 
 if TYPE_CHECKING:
     from trainkit_core.settings import Settings
@@ -225,6 +224,8 @@ class LocalRunner:
                 "cwd": os.getcwd(),
             },
         )
+        from trainkit_core.settings import child_environ  # settings only once a job starts
+
         env = child_environ(self.settings)  # without TRAINKIT_API_TOKEN
         env["TRAINKIT_HOME"] = str(self.home.resolve())
         launcher = subprocess.run(
