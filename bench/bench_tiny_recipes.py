@@ -12,7 +12,7 @@ thread the CPU seconds are what the wall time would be on a quiet machine, so th
 stay meaningful on a machine shared with other work (the load average is printed
 before and after). Timings are never asserted anywhere; compare recipes of one run.
 
-    .venv/bin/python bench/bench_tiny_recipes.py [--only NAME ...] [--markdown]
+    .venv/bin/python bench/bench_tiny_recipes.py [--only NAME ...] [--jobs N]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ RECIPES: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
         {},
         {"lr_scheduler": "constant", "warmup_steps": 0},
     ),
-    "half": ("default, half the epochs", {}, {"half": True}),
+    "half": ("default, half the steps", {}, {"half": True}),
+    "1200-examples": ("default, on the first 1200 train examples only (5+ epochs)", {}, {"train_examples": 1200}),
     "default": ("the tiny preset's defaults", {}, {}),
 }
 
@@ -76,9 +78,10 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     vocab = int(shape.pop("vocab_size", tiny_model.VOCAB_SIZE))
     overrides = dict(spec["config"])
     half = bool(overrides.pop("half", False))
+    train = train[: int(overrides.pop("train_examples", len(train)))]
     config = TrainConfig(dataset="demo", model_size="tiny", save_every=1_000_000, **overrides).resolve()
     if half:
-        config = config.model_copy(update={"epochs": (config.epochs or 1.0) / 2})
+        config = config.model_copy(update={"steps": (config.steps or 2) // 2})
     with tempfile.TemporaryDirectory(prefix="bench-tiny-") as tmp:
         tokenizer = tiny_model.build_tokenizer([render(e["messages"], GEMMA3) for e in train], vocab_size=vocab)
         base = tiny_model.build_model(tokenizer, vocab_size=vocab, **shape)
@@ -130,6 +133,9 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", choices=list(RECIPES), help="Recipes to run (default: all).")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="Recipes trained at once (each on one thread; CPU seconds stay comparable)."
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.child:
@@ -146,22 +152,29 @@ def main() -> None:
         "| recipe | what | steps (epochs) | exact match | end of turn | train CPU s | train wall s | steps / CPU s | loss |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for name in opts.only or list(RECIPES):
-        what, shape, config = RECIPES[name]
+    names = opts.only or list(RECIPES)
+
+    def run(name: str) -> dict[str, Any]:
+        _, shape, config = RECIPES[name]
         spec = json.dumps({"shape": shape, "config": config})
         done = subprocess.run(
             [sys.executable, __file__, "--child", spec], env=env, cwd=REPO, capture_output=True, text=True, check=False
         )
         if done.returncode != 0 or "BENCH" not in done.stdout:
             sys.exit(f"{name} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-        r = json.loads(done.stdout.split("BENCH", 1)[1])
+        return dict(json.loads(done.stdout.split("BENCH", 1)[1]))
+
+    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        results = dict(zip(names, pool.map(run, names), strict=True))
+    for name, r in results.items():
         print(
-            f"| {name} | {what} | {r['steps']} ({r['epochs']:g}) | {r['exact_match']:.2f} (base {r['base_exact_match']:.2f}) "
-            f"| {r['end_of_turn_rate']:.2f} | {r['train_cpu_s']:.0f} | {r['train_wall_s']:.0f} | {r['steps_per_cpu_s']} "
-            f"| {r['first_loss']:.2f} → {r['final_loss']:.3f} |",
-            flush=True,
+            f"| {name} | {RECIPES[name][0]} | {r['steps']} ({r['epochs']:g}) "
+            f"| {r['exact_match']:.2f} (base {r['base_exact_match']:.2f}) | {r['end_of_turn_rate']:.2f} "
+            f"| {r['train_cpu_s']:.0f} | {r['train_wall_s']:.0f} | {r['steps_per_cpu_s']} "
+            f"| {r['first_loss']:.2f} → {r['final_loss']:.3f} |"
         )
-        print(f"<!-- {name}: wrong e.g. {r['wrong']}; trainable {r['trainable_params']}; load {load()} -->", flush=True)
+    for name, r in results.items():
+        print(f"{name}: trainable parameters {r['trainable_params']}; wrong answers, e.g. {r['wrong']}")
     print()
     print(f"load average after (1 / 5 min): {load()}")
 

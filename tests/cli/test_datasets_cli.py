@@ -39,7 +39,7 @@ def test_datasets_lists_and_tracks_the_volume(datasets_dir: Path) -> None:
     listing = run_json("datasets")
     (demo,) = listing["datasets"]
     assert demo["name"] == "demo" and demo["format"] == "chat" and demo["synced"] == "never"
-    assert (demo["train_examples"], demo["eval_examples"]) == (400, 60)
+    assert (demo["train_examples"], demo["eval_examples"]) == (4000, 100)
     assert set(demo["files"]) == {"dataset.toml", "train.jsonl", "eval.jsonl"}
     assert demo["size"] == sum(f.stat().st_size for f in (datasets_dir / "demo").iterdir())
 
@@ -75,7 +75,7 @@ def test_validate_volume_and_local(datasets_dir: Path) -> None:
     assert "never synced" in str(never.exception)
     run_json("sync", "demo")
     report = run_json("validate", "demo", "--model-size", "tiny")
-    assert report["ok"] and report["source"] == "volume" and report["train_examples"] == 400
+    assert report["ok"] and report["source"] == "volume" and report["train_examples"] == 4000
     assert "max 256 tokens" in report["length_check"]
 
     with open(datasets_dir / "demo" / "train.jsonl", "a") as handle:

@@ -27,23 +27,16 @@ def test_unknown_size_lists_the_known_ones() -> None:
 def test_resolve_fills_preset_defaults_and_keeps_given_values() -> None:
     config = TrainConfig(dataset="demo", learning_rate=5e-3).resolve()
     assert config.model_size == "tiny"
-    assert config.epochs == PRESETS["tiny"].epochs and config.steps is None  # tiny's default length is in epochs
-    assert config.batch_size == 16 and config.lora_r == 8
+    assert config.steps == 400 and config.batch_size == 16 and config.lora_r == 8
     assert config.learning_rate == 5e-3
     assert config.chat_format == "gemma3"
-
-
-def test_a_preset_length_in_epochs_yields_to_steps_given() -> None:
-    assert TrainConfig(dataset="demo", steps=40).resolve().steps == 40
-    assert TrainConfig(dataset="demo", steps=40).resolve().epochs is None
-    assert TrainConfig(dataset="demo", epochs=2).resolve().epochs == 2
 
 
 def test_gpu_presets_keep_their_step_defaults_and_frozen_weights() -> None:
     """Only tiny trains whole modules (its random embeddings and head); the GPU presets stay LoRA on frozen weights."""
     for size in ("4b", "12b", "31b"):
         config = TrainConfig(dataset="demo", model_size=size).resolve()
-        assert config.steps == 60 and config.epochs is None
+        assert config.steps == 60
         assert config.modules_to_save == []
     assert TrainConfig(dataset="demo", base_model="google/gemma-3-1b-it").resolve().modules_to_save == []
     assert TrainConfig(dataset="demo").resolve().modules_to_save == ["embed_tokens", "lm_head"]

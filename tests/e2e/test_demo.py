@@ -105,7 +105,7 @@ def test_tuned_exact_match_clearly_above_the_base(demo: dict[str, Any]) -> None:
     assert tuned["mean_loss"] < base["mean_loss"] / 10
     folder = demo["home"] / "volumes" / "trainkit-models" / "trained" / demo["run_id"]
     card = json.loads((folder / "trained_model.json").read_text())
-    assert card["config"]["modules_to_save"] == ["embed_tokens", "lm_head"] and card["config"]["steps"] is None
+    assert card["config"]["modules_to_save"] == ["embed_tokens", "lm_head"]
     adapter = json.loads((folder / "adapter_config.json").read_text())
     assert set(adapter["modules_to_save"]) >= {"embed_tokens", "lm_head"}
     metrics = card["metrics"]  # recorded by the training run itself (post-training eval + gate)

@@ -3,9 +3,7 @@
 Each preset names the base model (a Hugging Face id, or ``trainkit/tiny-gemma`` for the
 locally built tiny model), the Unsloth 4-bit checkpoint where one exists, the default
 GPU of its training job, its chat format, maximum sequence length, and LoRA and
-optimiser defaults. A preset's default length is `steps`, or `epochs` when set (passes
-over the training split; the trainer turns them into steps from the dataset's size,
-the batch and the accumulation). `modules_to_save` names whole modules trained and
+optimiser defaults. `modules_to_save` names whole modules trained and
 saved with the adapter besides LoRA (the tiny preset's embeddings and head, which
 are random, not pretrained); the GPU presets keep it empty: LoRA on frozen
 pretrained weights. `TRAINKIT_GPU` overrides the GPU of every size; any Hugging Face id
@@ -51,8 +49,6 @@ class Preset:
     weight_decay: float = 0.0
     target_modules: tuple[str, ...] = field(default=ALL_PROJECTIONS)
     load_in_4bit: bool = True
-    #: Default length in epochs; when set it replaces `steps` as the default (``--steps`` still wins).
-    epochs: float | None = None
     #: Modules trained in full and saved with the adapter (peft ``modules_to_save``).
     modules_to_save: tuple[str, ...] = ()
 
@@ -74,15 +70,15 @@ PRESETS: dict[str, Preset] = {
         lora_r=8,
         lora_alpha=16,
         # Its embeddings and head are random, so they train in full beside LoRA; a warm-up
-        # and a cosine decay let the last steps settle on exact answers. Chosen with
+        # and a cosine decay let the last steps settle on exact answers; a length in steps
+        # (not epochs) bounds the time on a CPU whatever the dataset's size. Chosen with
         # bench/bench_tiny_recipes.py (figures in docs/MODEL_SIZES.md).
         modules_to_save=("embed_tokens", "lm_head"),
         learning_rate=1e-2,
         lr_scheduler="cosine",
         warmup_steps=20,
         batch_size=16,
-        epochs=8,
-        steps=600,  # not used while `epochs` is set
+        steps=400,
         load_in_4bit=False,
         description="A 2-layer Gemma 3 architecture model built locally (about 0.7M parameters): the CPU demo.",
     ),

@@ -3,7 +3,7 @@
 Why: the whole pipeline (train, checkpoint, resume, infer, eval) must run on a CPU
 with no network, and a user trying `--model-size tiny` on a small task of their own
 must see it learn. The model is `Gemma3ForCausalLM` from a config (`TINY_SHAPE`:
-hidden 128, 2 layers, 4 heads of 32, 4 KV heads, an untied output head). Its weights
+hidden 128, 2 layers, 4 heads of 32, 1 KV head, an untied output head). Its weights
 are random, so what a pretrained model brings (a vocabulary whose embeddings mean
 something) the tiny preset trains: its recipe (`trainkit_core.presets`) trains the
 embeddings and the head in full (peft ``modules_to_save``) beside LoRA on the
@@ -43,7 +43,7 @@ from typing import Any
 
 from trainkit_core.chat_format import GEMMA3, GEMMA4, get_format
 
-BUILD_VERSION = 2  # bump when the architecture or recipe changes (v2: 1024 tokens, untied head, 4 KV heads)
+BUILD_VERSION = 2  # bump when the architecture or recipe changes (v2: 1024 tokens, untied head)
 #: Where the tiny base lives, relative to the hf-cache volume (HF_HOME).
 TINY_BASE_PATH = f"trainkit/tiny-gemma/v{BUILD_VERSION}"
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", *GEMMA3.special_tokens, *GEMMA4.special_tokens)
@@ -57,7 +57,7 @@ TINY_SHAPE: dict[str, Any] = {
     "intermediate_size": 256,
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
-    "num_key_value_heads": 4,
+    "num_key_value_heads": 1,
     "head_dim": 32,
     "max_position_embeddings": 1024,
     "sliding_window": 256,

@@ -20,7 +20,7 @@ import click
 from trainkit_cli.state import CliState, console, pass_state
 
 #: Prompts the demo answers after training: words of the demo task, in combinations the dataset does not hold.
-DEMO_PROMPTS = ("Opposites: happy early loud", "Opposites: cold night far", "Opposites: open dry")
+DEMO_PROMPTS = ("Opposites: happy early loud", "Opposites: cold night far", "Opposites: hot big")
 #: What the closing hint suggests trying (also a combination the dataset does not hold).
 TRY_PROMPT = "Opposites: young rich strong"
 

@@ -4,9 +4,6 @@ Fields left unset take the preset's defaults (`resolve()` fills them in, so the 
 config of a run says exactly what was trained). `model_size` names a preset; a
 `base_model` (any Hugging Face id) replaces it, with the defaults of a 4b-class
 model. Validation errors are `UsageError`s naming the field (`TrainConfig.parse`).
-
-Length: `steps` or `epochs`; when neither is given, the preset's default length (its
-`epochs` when it has one, else its `steps`).
 """
 
 from __future__ import annotations
@@ -143,10 +140,7 @@ class TrainConfig(BaseModel):
             if values.get(key) is None:
                 values[key] = default
         if values["steps"] is None and values["epochs"] is None:
-            if preset.epochs is not None:
-                values["epochs"] = preset.epochs
-            else:
-                values["steps"] = preset.steps
+            values["steps"] = preset.steps
         return TrainConfig.model_validate(values)
 
     @property
