@@ -80,7 +80,7 @@ PRESETS: dict[str, Preset] = {
         batch_size=16,
         steps=400,
         load_in_4bit=False,
-        description="A 2-layer Gemma 3 architecture model built locally (about 0.7M parameters): the CPU demo.",
+        description="A 2-layer Gemma 3 architecture model built locally (542k parameters): the CPU demo.",
     ),
     "4b": Preset(
         name="4b",
