@@ -82,7 +82,7 @@ def test_validate_volume_and_local(datasets_dir: Path) -> None:
         handle.write(BAD_LINE)
     code, text = run("validate", "demo", "--local")
     assert code == 2
-    assert "train.jsonl:401: error [roles-not-alternating]" in text
+    assert "train.jsonl:4001: error [roles-not-alternating]" in text
     code, text = run("validate", "demo")  # the volume still holds the good version
     assert code == 0 and "ok" in text
 
@@ -92,7 +92,7 @@ def test_sync_refuses_an_invalid_dataset_and_writes_nothing(datasets_dir: Path, 
         handle.write(BAD_LINE)
     result = CliRunner().invoke(build_cli(), ["sync", "demo"])
     assert result.exit_code != 0
-    assert "train.jsonl:401" in str(result.exception)
+    assert "train.jsonl:4001" in str(result.exception)
     data = trainkit_home / "volumes" / "trainkit-data"
     assert not (data / "datasets").exists()
 
