@@ -179,7 +179,7 @@ def test_trained_dir_holds_a_loadable_adapter_and_its_description(env: Env, demo
     hf_cache = Path(env.provider.volume("hf-cache").root)  # type: ignore[attr-defined]
     base = AutoModelForCausalLM.from_pretrained(resolve_base_model(card, hf_cache))
     tokenizer = AutoTokenizer.from_pretrained(out)
-    example = [{"role": "user", "content": "Uppercase: snow blue"}, {"role": "assistant", "content": "SNOW BLUE"}]
+    example = [{"role": "user", "content": "Opposites: hot big"}, {"role": "assistant", "content": "cold small"}]
     encoded = encode_for_training(tokenizer, example, get_format(card["chat_format"]))
     ids, labels = torch.tensor([encoded["input_ids"]]), torch.tensor([encoded["labels"]])
     with torch.no_grad():
