@@ -1,12 +1,14 @@
-"""Generate ``datasets/demo``: a task a tiny model visibly learns in a few hundred steps.
+"""Generate ``datasets/demo``: a task a tiny model visibly learns in about a minute on a CPU.
 
-The task is a deterministic text transformation: "Uppercase: red frog sun" -> "RED
-FROG SUN", over a vocabulary of 12 short words, two or three words per prompt. The eval
-split holds combinations that never appear in train (each of its words does), so an
-exact match on eval shows the model learned the rule, not the lines. The base model,
-untrained, scores about 0. The vocabulary is small on purpose: with LoRA r=8 over a
-frozen random tiny model, each word's mapping costs adapter capacity; 12 words reached
-0.83 exact match on eval (50 of 60) in 300 steps of batch 16; 30 words only about 0.3.
+The task is word-by-word substitution through a fixed dictionary of opposites:
+"Opposites: hot early loud" -> "cold late quiet". The dictionary holds 30 pairs, so 60
+distinct words (every word is both a question and an answer), two to four words per
+prompt. The eval split holds combinations that never appear in train (each of its
+words does, in both directions), so an exact match on eval shows the model learned the
+rule word by word, not the lines. The base model, untrained, scores 0.
+
+The tiny preset's defaults reach about 0.9 exact match on eval here (the figures, per
+recipe, are in ``docs/MODEL_SIZES.md``, printed by ``bench/bench_tiny_recipes.py``).
 
 Run ``python scripts/make_demo_dataset.py`` to (re)write the folder; the output is
 the same byte for byte on every run (seeded), so the dataset hash only changes when
@@ -20,35 +22,74 @@ import json
 import random
 from pathlib import Path
 
-WORDS = ["red", "blue", "cat", "dog", "frog", "fish", "sun", "snow", "tree", "rock", "lamp", "king"]
-PREFIX = "Uppercase: "
-SEED = 20261130
-TRAIN_SIZE = 400
-EVAL_SIZE = 60
+PAIRS = (
+    ("hot", "cold"),
+    ("big", "small"),
+    ("fast", "slow"),
+    ("up", "down"),
+    ("left", "right"),
+    ("open", "closed"),
+    ("day", "night"),
+    ("old", "young"),
+    ("good", "bad"),
+    ("happy", "sad"),
+    ("light", "dark"),
+    ("high", "low"),
+    ("wet", "dry"),
+    ("full", "empty"),
+    ("rich", "poor"),
+    ("hard", "soft"),
+    ("early", "late"),
+    ("near", "far"),
+    ("strong", "weak"),
+    ("loud", "quiet"),
+    ("long", "short"),
+    ("thick", "thin"),
+    ("clean", "dirty"),
+    ("first", "last"),
+    ("black", "white"),
+    ("push", "pull"),
+    ("buy", "sell"),
+    ("north", "south"),
+    ("east", "west"),
+    ("win", "lose"),
+)
+#: Each word's opposite, both ways.
+OPPOSITE = {a: b for a, b in PAIRS} | {b: a for a, b in PAIRS}
+WORDS = sorted(OPPOSITE)
+PREFIX = "Opposites: "
+SEED = 20261201
+LENGTHS = (2, 3, 4)
+TRAIN_SIZE = 4000
+EVAL_SIZE = 100
 
 SPEC = """\
 name = "demo"
-description = "Uppercase two or three words (a deterministic transformation a tiny model learns in ~300 steps)."
+description = "Opposites, word by word: 'Opposites: hot early loud' -> 'cold late quiet' (60 words; eval holds unseen combinations)."
 format = "chat"
 train = ["train.jsonl"]
 eval = ["eval.jsonl"]
 """
 
 
+def answer(words: tuple[str, ...]) -> str:
+    return " ".join(OPPOSITE[word] for word in words)
+
+
 def example(words: tuple[str, ...]) -> dict[str, object]:
     return {
         "messages": [
             {"role": "user", "content": PREFIX + " ".join(words)},
-            {"role": "assistant", "content": " ".join(word.upper() for word in words)},
+            {"role": "assistant", "content": answer(words)},
         ]
     }
 
 
 def combinations(rng: random.Random, count: int, seen: set[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """`count` new word tuples (2 or 3 distinct words), none already in `seen`."""
+    """`count` new word tuples (2 to 4 distinct words), none already in `seen`."""
     found: list[tuple[str, ...]] = []
     while len(found) < count:
-        words = tuple(rng.sample(WORDS, rng.choice((2, 3))))
+        words = tuple(rng.sample(WORDS, rng.choice(LENGTHS)))
         if words not in seen:
             seen.add(words)
             found.append(words)

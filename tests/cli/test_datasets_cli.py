@@ -39,7 +39,7 @@ def test_datasets_lists_and_tracks_the_volume(datasets_dir: Path) -> None:
     listing = run_json("datasets")
     (demo,) = listing["datasets"]
     assert demo["name"] == "demo" and demo["format"] == "chat" and demo["synced"] == "never"
-    assert (demo["train_examples"], demo["eval_examples"]) == (400, 60)
+    assert (demo["train_examples"], demo["eval_examples"]) == (4000, 100)
     assert set(demo["files"]) == {"dataset.toml", "train.jsonl", "eval.jsonl"}
     assert demo["size"] == sum(f.stat().st_size for f in (datasets_dir / "demo").iterdir())
 
@@ -75,14 +75,14 @@ def test_validate_volume_and_local(datasets_dir: Path) -> None:
     assert "never synced" in str(never.exception)
     run_json("sync", "demo")
     report = run_json("validate", "demo", "--model-size", "tiny")
-    assert report["ok"] and report["source"] == "volume" and report["train_examples"] == 400
+    assert report["ok"] and report["source"] == "volume" and report["train_examples"] == 4000
     assert "max 256 tokens" in report["length_check"]
 
     with open(datasets_dir / "demo" / "train.jsonl", "a") as handle:
         handle.write(BAD_LINE)
     code, text = run("validate", "demo", "--local")
     assert code == 2
-    assert "train.jsonl:401: error [roles-not-alternating]" in text
+    assert "train.jsonl:4001: error [roles-not-alternating]" in text
     code, text = run("validate", "demo")  # the volume still holds the good version
     assert code == 0 and "ok" in text
 
@@ -92,7 +92,7 @@ def test_sync_refuses_an_invalid_dataset_and_writes_nothing(datasets_dir: Path, 
         handle.write(BAD_LINE)
     result = CliRunner().invoke(build_cli(), ["sync", "demo"])
     assert result.exit_code != 0
-    assert "train.jsonl:401" in str(result.exception)
+    assert "train.jsonl:4001" in str(result.exception)
     data = trainkit_home / "volumes" / "trainkit-data"
     assert not (data / "datasets").exists()
 

@@ -42,6 +42,17 @@ def test_summary_weights_loss_by_tokens() -> None:
     assert summary["mean_loss"] == 2.0 and summary["perplexity"] == pytest.approx(math.exp(2.0), rel=1e-4)
     assert summary["exact_match"] == 0.5 and summary["f1"] == 0.75 and summary["examples"] == 2
     assert perplexity(1e9) > 0  # no overflow
+    assert "end_of_turn_rate" not in summary  # rows that were not generated say nothing about stopping
+
+
+def test_summary_counts_answers_that_stopped_at_end_of_turn() -> None:
+    rows = [
+        {"loss_sum": 1.0, "loss_tokens": 1, "exact_match": 1.0, "f1": 1.0, "stopped": True},
+        {"loss_sum": 1.0, "loss_tokens": 1, "exact_match": 1.0, "f1": 1.0, "stopped": True},
+        {"loss_sum": 1.0, "loss_tokens": 1, "exact_match": 0.0, "f1": 0.5, "stopped": False},
+        {"loss_sum": 1.0, "loss_tokens": 1, "exact_match": 0.0, "f1": 0.5, "stopped": True},
+    ]
+    assert summarize(rows)["end_of_turn_rate"] == 0.75
 
 
 @pytest.fixture

@@ -27,9 +27,20 @@ def test_unknown_size_lists_the_known_ones() -> None:
 def test_resolve_fills_preset_defaults_and_keeps_given_values() -> None:
     config = TrainConfig(dataset="demo", learning_rate=5e-3).resolve()
     assert config.model_size == "tiny"
-    assert config.steps == 300 and config.batch_size == 16 and config.lora_r == 8
+    assert config.steps == 400 and config.batch_size == 16 and config.lora_r == 8
     assert config.learning_rate == 5e-3
     assert config.chat_format == "gemma3"
+
+
+def test_gpu_presets_keep_their_step_defaults_and_frozen_weights() -> None:
+    """Only tiny trains whole modules (its random embeddings and head); the GPU presets stay LoRA on frozen weights."""
+    for size in ("4b", "12b", "31b"):
+        config = TrainConfig(dataset="demo", model_size=size).resolve()
+        assert config.steps == 60
+        assert config.modules_to_save == []
+    assert TrainConfig(dataset="demo", base_model="google/gemma-3-1b-it").resolve().modules_to_save == []
+    assert TrainConfig(dataset="demo").resolve().modules_to_save == ["embed_tokens", "lm_head"]
+    assert TrainConfig(dataset="demo", modules_to_save=[]).resolve().modules_to_save == []
 
 
 def test_trainkit_gpu_overrides_every_size(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,6 +71,10 @@ def test_any_hugging_face_id_instead_of_a_preset() -> None:
         ({"dataset": "demo", "base_model": "not an id"}, "base_model"),
         ({"dataset": "demo", "lora_rank": 8}, "lora_rank: unknown field"),
         ({"dataset": "demo", "backend": "jax"}, "backend"),
+        (
+            {"dataset": "demo", "modules_to_save": ["lm_head; rm"]},
+            "modules_to_save: 'lm_head; rm' is not a module name",
+        ),
     ],
 )
 def test_invalid_config_names_the_field(fields: dict[str, object], message: str) -> None:

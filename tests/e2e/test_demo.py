@@ -1,9 +1,16 @@
 """The README's main job, end to end on the local provider, and inference from its result.
 
-One `trainkit demo` per module (it trains the tiny preset once); the other tests use
-the model it left: `trainkit infer` answers from ``trained/<id>`` and stops at the end
-of turn, the tuned model's exact match on the demo eval split is clearly above the
-base's, and `trainkit models` / `trainkit eval` work on it.
+One `trainkit demo` per module (it trains the tiny preset once, with its default
+recipe, on the demo task: opposites word by word, 60 words); the other tests use the
+model it left: `trainkit infer` answers from ``trained/<id>`` and stops at the end of
+turn, the tuned model's exact match on the demo eval split (combinations train never
+shows) is far above the base's, and `trainkit models` / `trainkit eval` work on it.
+
+The exact-match floor comes from ``bench/bench_tiny_recipes.py`` (figures in
+``docs/MODEL_SIZES.md``): training is deterministic (fixed seeds, one thread), so a
+loaded machine makes it slower, not worse; the margin below the bench's figure
+covers other library versions. A broken loss mask, schedule or adapter saving (the
+eval job reloads the saved adapter, embeddings and head included) falls far below it.
 """
 
 from __future__ import annotations
@@ -20,6 +27,18 @@ import pytest
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(2400)]  # the demo trains once, in the first test
 
 REPO = Path(__file__).resolve().parent.parent.parent
+#: The default recipe reached 1.0 exact match and end-of-turn rate on the eval split in
+#: bench/bench_tiny_recipes.py (docs/MODEL_SIZES.md), the base 0; half its steps 0.54.
+MIN_EXACT_MATCH = 0.7
+MIN_END_OF_TURN_RATE = 0.97
+
+
+def _dictionary() -> set[str]:
+    """Every word of the demo task (its answers use only these)."""
+    words: set[str] = set()
+    for line in (REPO / "datasets" / "demo" / "train.jsonl").read_text().splitlines():
+        words.update(json.loads(line)["messages"][-1]["content"].split())
+    return words
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +62,10 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     models = home / "volumes" / "trainkit-models" / "trained"
     runs = sorted(p.name for p in models.iterdir()) if models.is_dir() else []
     return {"home": home, "env": env, "proc": proc, "run_id": runs[-1] if runs else None}
+
+
+#: A prompt of the demo task that neither split holds.
+PROMPT = "Opposites: cold night far"
 
 
 def _cli(demo: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
@@ -74,15 +97,20 @@ def test_demo_completes_and_prints_the_base_vs_tuned_table(demo: dict[str, Any])
 
 def test_tuned_exact_match_clearly_above_the_base(demo: dict[str, Any]) -> None:
     (report,) = _reports(demo)
-    assert report["dataset"] == "demo" and report["example_count"] == 60
+    assert report["dataset"] == "demo" and report["example_count"] == 100
     tuned, base = report["tuned"], report["base"]
-    assert tuned["exact_match"] >= base["exact_match"] + 0.3, report
-    assert tuned["mean_loss"] < base["mean_loss"] / 2
-    card = json.loads(
-        (demo["home"] / "volumes" / "trainkit-models" / "trained" / demo["run_id"] / "trained_model.json").read_text()
-    )
+    assert tuned["exact_match"] >= MIN_EXACT_MATCH, report
+    assert tuned["exact_match"] >= base["exact_match"] + 0.6, report
+    assert tuned["end_of_turn_rate"] >= MIN_END_OF_TURN_RATE, report
+    assert tuned["mean_loss"] < base["mean_loss"] / 10
+    folder = demo["home"] / "volumes" / "trainkit-models" / "trained" / demo["run_id"]
+    card = json.loads((folder / "trained_model.json").read_text())
+    assert card["config"]["modules_to_save"] == ["embed_tokens", "lm_head"]
+    adapter = json.loads((folder / "adapter_config.json").read_text())
+    assert set(adapter["modules_to_save"]) >= {"embed_tokens", "lm_head"}
     metrics = card["metrics"]  # recorded by the training run itself (post-training eval + gate)
-    assert metrics["eval_exact_match"] >= metrics["base_eval_exact_match"] + 0.3
+    assert metrics["eval_exact_match"] >= MIN_EXACT_MATCH and metrics["base_eval_exact_match"] <= 0.1
+    assert metrics["eval_end_of_turn_rate"] >= MIN_END_OF_TURN_RATE
     assert metrics["gate_round_trip_max_abs_diff"] <= 1e-4
     assert metrics["gate_effect_max_abs_diff"] > 1e-3
 
@@ -95,7 +123,7 @@ def test_infer_answers_from_the_trained_model_and_stops_at_end_of_turn(demo: dic
         "--model-path",
         model_path,
         "--prompt",
-        "Uppercase: snow blue",
+        PROMPT,
         "--max-new-tokens",
         "40",
         "--json",
@@ -106,7 +134,7 @@ def test_infer_answers_from_the_trained_model_and_stops_at_end_of_turn(demo: dic
     assert result["finish_reason"] == "stop"
     assert result["usage"]["completion_tokens"] < 40
     assert "<end_of_turn>" not in result["text"] and result["text"].strip()
-    assert result["text"] == result["text"].upper()
+    assert set(result["text"].split()) <= _dictionary(), result["text"]  # answers in the task's words
     base = json.loads(
         _cli(
             demo,
@@ -114,7 +142,7 @@ def test_infer_answers_from_the_trained_model_and_stops_at_end_of_turn(demo: dic
             "--model-path",
             model_path,
             "--prompt",
-            "Uppercase: snow blue",
+            PROMPT,
             "--max-new-tokens",
             "12",
             "--base",
@@ -122,7 +150,7 @@ def test_infer_answers_from_the_trained_model_and_stops_at_end_of_turn(demo: dic
         ).stdout
     )
     assert base["base"] is True and base["text"] != result["text"]
-    legacy = _cli(demo, "infer", "--model-size", "tiny", "--prompt", "Uppercase: snow blue", "--max-new-tokens", "40")
+    legacy = _cli(demo, "infer", "--model-size", "tiny", "--prompt", PROMPT, "--max-new-tokens", "40")
     assert legacy.returncode == 0 and legacy.stdout.strip() == result["text"].strip()
 
 
@@ -136,13 +164,13 @@ def test_models_and_eval_commands_on_the_trained_model(demo: dict[str, Any], tmp
             json.dumps(
                 {
                     "messages": [
-                        {"role": "user", "content": f"Uppercase: {w}"},
-                        {"role": "assistant", "content": w.upper()},
+                        {"role": "user", "content": f"Opposites: {q}"},
+                        {"role": "assistant", "content": a},
                     ]
                 }
             )
             + "\n"
-            for w in ("snow blue", "king rock", "red fox tree")
+            for q, a in (("hot big", "cold small"), ("early loud", "late quiet"), ("rich fox strong", "poor fox weak"))
         )
     )
     added = _cli(demo, "eval", "add", "--name", "mini", str(examples), "--json")

@@ -179,13 +179,21 @@ def test_trained_dir_holds_a_loadable_adapter_and_its_description(env: Env, demo
     hf_cache = Path(env.provider.volume("hf-cache").root)  # type: ignore[attr-defined]
     base = AutoModelForCausalLM.from_pretrained(resolve_base_model(card, hf_cache))
     tokenizer = AutoTokenizer.from_pretrained(out)
-    example = [{"role": "user", "content": "Uppercase: snow blue"}, {"role": "assistant", "content": "SNOW BLUE"}]
-    encoded = encode_for_training(tokenizer, example, get_format(card["chat_format"]))
-    ids, labels = torch.tensor([encoded["input_ids"]]), torch.tensor([encoded["labels"]])
+    lines = (REPO / "datasets" / "demo" / "train.jsonl").read_text().splitlines()[:32]
+    encoded = [
+        encode_for_training(tokenizer, json.loads(line)["messages"], get_format(card["chat_format"])) for line in lines
+    ]
+
+    def mean_loss(model: Any) -> float:
+        losses = []
+        for e in encoded:
+            ids, labels = torch.tensor([e["input_ids"]]), torch.tensor([e["labels"]])
+            losses.append(model(input_ids=ids, labels=labels).loss.item())
+        return sum(losses) / len(losses)
+
     with torch.no_grad():
-        base_loss = base(input_ids=ids, labels=labels).loss.item()
-        model = PeftModel.from_pretrained(base, out).eval()
-        tuned_loss = model(input_ids=ids, labels=labels).loss.item()
+        base_loss = mean_loss(base)
+        tuned_loss = mean_loss(PeftModel.from_pretrained(base, out).eval())
     assert tuned_loss < base_loss / 2  # the adapter loaded from disk is the trained one
     assert run.latest_rollout is not None and run.latest_rollout["step"] == 120  # samples at each checkpoint
     assert len(run.latest_rollout["samples"]) == 2
@@ -218,8 +226,21 @@ def test_runs_stop_mid_run_ends_stopped_with_an_adapter_and_a_checkpoint(env: En
 
 
 def test_kill_9_fails_the_run_and_resume_continues_from_the_checkpoint(env: Env) -> None:
+    # A constant rate: resuming to another --steps gives a decaying schedule another length,
+    # and this test compares losses across the resume (optimizer, RNG and data order restored).
     started = env.cli(
-        "train", "--dataset", "mini", "--steps", "100000", "--save-every", "20", "--batch-size", "4", "--detach"
+        "train",
+        "--dataset",
+        "mini",
+        "--steps",
+        "100000",
+        "--save-every",
+        "20",
+        "--batch-size",
+        "4",
+        "--lr-scheduler",
+        "constant",
+        "--detach",
     )
     run_id = started.stdout.strip().splitlines()[-1]
     run = env.run(run_id)

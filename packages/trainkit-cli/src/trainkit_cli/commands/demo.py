@@ -19,8 +19,10 @@ import click
 
 from trainkit_cli.state import CliState, console, pass_state
 
-#: Prompts the demo answers after training: words of the demo task, in pairs the dataset does not hold.
-DEMO_PROMPTS = ("Uppercase: frog lamp", "Uppercase: tree rock blue")
+#: Prompts the demo answers after training: words of the demo task, in combinations the dataset does not hold.
+DEMO_PROMPTS = ("Opposites: happy early loud", "Opposites: cold night far", "Opposites: hot big")
+#: What the closing hint suggests trying (also a combination the dataset does not hold).
+TRY_PROMPT = "Opposites: young rich strong"
 
 
 def register(cli: click.Group) -> None:
@@ -105,5 +107,7 @@ def register(cli: click.Group) -> None:
             table.add_row(escape(prompt), *(escape(repr(a["text"])) for a in answers))
         out.print(table)
         out.print(
-            f"done in {time.monotonic() - started:.0f} s. Try: trainkit infer --model-path {model_path} --prompt 'Uppercase: king snow cat' (the demo's words: red blue cat dog frog fish sun snow tree rock lamp king)"
+            f"done in {time.monotonic() - started:.0f} s. Try: trainkit infer --model-path {model_path} "
+            f"--prompt '{TRY_PROMPT}' (the demo's 60 words are 30 pairs of opposites, e.g. hot/cold, "
+            "big/small, early/late, loud/quiet, rich/poor, strong/weak; the dictionary is in scripts/make_demo_dataset.py)"
         )

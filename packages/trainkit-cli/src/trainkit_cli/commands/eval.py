@@ -9,7 +9,13 @@ import click
 
 from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
 
-METRICS = (("mean_loss", "mean loss"), ("perplexity", "perplexity"), ("exact_match", "exact match"), ("f1", "token F1"))
+METRICS = (
+    ("mean_loss", "mean loss"),
+    ("perplexity", "perplexity"),
+    ("exact_match", "exact match"),
+    ("f1", "token F1"),
+    ("end_of_turn_rate", "stopped at end of turn"),
+)
 
 
 def _cell(metrics: dict[str, Any], key: str) -> str:

@@ -31,6 +31,13 @@ def config_options(func: Any) -> Any:
         click.option("--steps", default=None, type=int, help="Optimizer steps (default: the preset's)."),
         click.option("--epochs", default=None, type=float, help="Epochs, instead of --steps."),
         click.option("--lr", "learning_rate", default=None, type=float, help="Learning rate."),
+        click.option(
+            "--lr-scheduler",
+            default=None,
+            type=click.Choice(["constant", "linear", "cosine"]),
+            help="Learning-rate schedule (default: the preset's).",
+        ),
+        click.option("--warmup-steps", default=None, type=int, help="Warm-up steps (default: the preset's)."),
         click.option("--lora-r", default=None, type=int, help="LoRA rank."),
         click.option("--lora-alpha", default=None, type=int, help="LoRA alpha."),
         click.option("--batch-size", default=None, type=int, help="Per-device batch size."),

@@ -3,7 +3,9 @@
 Exact match compares whitespace-normalised text, case kept (a task such as
 uppercasing is about case). Token F1 is the SQuAD-style overlap of whitespace tokens,
 case-folded, so a partly right answer gets partial credit. Perplexity is
-``exp(mean loss)`` over the reference answers' tokens.
+``exp(mean loss)`` over the reference answers' tokens. The end-of-turn rate is the
+share of answers that ended with the end-of-turn token rather than at the length
+limit: a model that never learned to stop scores 0 there whatever its words.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def perplexity(mean_loss: float) -> float:
 
 
 def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Aggregate per-example rows (`loss_sum`, `loss_tokens`, `exact_match`, `f1`)."""
+    """Aggregate per-example rows (`loss_sum`, `loss_tokens`, `exact_match`, `f1`, and `stopped` when scored)."""
     rows = list(rows)
     tokens = sum(int(r.get("loss_tokens", 0)) for r in rows)
     loss = sum(float(r.get("loss_sum", 0.0)) for r in rows) / tokens if tokens else float("nan")
@@ -52,4 +54,9 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "perplexity": round(perplexity(loss), 4) if tokens else None,
         "exact_match": round(sum(r["exact_match"] for r in rows) / n, 4) if n else None,
         "f1": round(sum(r["f1"] for r in rows) / n, 4) if n else None,
+        **(
+            {"end_of_turn_rate": round(sum(bool(r["stopped"]) for r in rows) / n, 4)}
+            if n and all("stopped" in r for r in rows)
+            else {}
+        ),
     }

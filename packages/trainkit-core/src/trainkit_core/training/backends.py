@@ -3,11 +3,14 @@
 `select_backend("auto")` takes unsloth when CUDA and unsloth are both there, else hf;
 asking for one explicitly forces it (`MissingExtraError` when it is not installed).
 Both backends return a peft model with LoRA adapters on the language model's seven
-projections (never the vision tower of the multimodal Gemma checkpoints) and train it
+projections (never the vision tower of the multimodal Gemma checkpoints), plus the
+config's `modules_to_save` trained in full (only the tiny preset sets them: its
+embeddings and head are random, so LoRA alone cannot give it a vocabulary), and train it
 with trl's `SFTTrainer` on pre-tokenized examples whose labels already carry the
 assistant-only mask (`trainkit_core.chat_format.encode_for_training`).
 
-On CPU: `use_cpu`, fp32, no gradient checkpointing (it halves CPU speed), no 4-bit.
+On CPU: `use_cpu`, fp32, no gradient checkpointing (it halves CPU speed), no 4-bit,
+and a small model on one thread (`small_model_threads`).
 Everything heavy is imported inside the functions.
 """
 
@@ -70,11 +73,16 @@ def load_hf(source: str, config: TrainConfig) -> Any:
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     if quantize:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
+    if not cuda:
+        from trainkit_core.inference.loading import small_model_threads
+
+        small_model_threads(model)  # as `trainkit demo` does: its matrices are too small for threads to pay
     lora = LoraConfig(
         r=config.lora_r or 8,
         lora_alpha=config.lora_alpha or 16,
         lora_dropout=config.lora_dropout or 0.0,
         target_modules=TARGET_MODULES,
+        modules_to_save=list(config.modules_to_save or []) or None,
         bias="none",
         task_type="CAUSAL_LM",
     )
@@ -106,6 +114,8 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
         "bias": "none",
         "random_state": config.seed,
     }
+    if config.modules_to_save:
+        common["modules_to_save"] = list(config.modules_to_save)
     if text_only:
         return FastLanguageModel.get_peft_model(
             model, target_modules=list(ALL_PROJECTIONS), use_gradient_checkpointing=False, **common

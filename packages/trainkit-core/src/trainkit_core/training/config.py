@@ -8,6 +8,7 @@ model. Validation errors are `UsageError`s naming the field (`TrainConfig.parse`
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -47,6 +48,10 @@ class TrainConfig(BaseModel):
     backend: Backend = "auto"
     gpu: str | None = Field(None, description="GPU for this run; default TRAINKIT_GPU, else the preset's.")
     load_in_4bit: bool | None = None
+    modules_to_save: list[str] | None = Field(
+        None,
+        description="Modules trained in full and saved with the adapter (peft modules_to_save); default the preset's.",
+    )
 
     @field_validator("dataset")
     @classmethod
@@ -55,6 +60,14 @@ class TrainConfig(BaseModel):
             check_name(value, what="dataset name")
         except UsageError as exc:
             raise ValueError(exc.message) from None
+        return value
+
+    @field_validator("modules_to_save")
+    @classmethod
+    def _module_names(cls, value: list[str] | None) -> list[str] | None:
+        for name in value or []:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,199}", name):
+                raise ValueError(f"{name!r} is not a module name")
         return value
 
     @field_validator("model_size")
@@ -122,6 +135,7 @@ class TrainConfig(BaseModel):
             "weight_decay": preset.weight_decay,
             "gpu": gpu_override or preset.gpu,
             "load_in_4bit": preset.load_in_4bit,
+            "modules_to_save": list(preset.modules_to_save),
         }
         for key, default in defaults.items():
             if values.get(key) is None:
@@ -149,5 +163,7 @@ def describe_errors(exc: ValidationError) -> str:
 
 #: Names a sweep grid may vary.
 TUNABLE_FIELDS = tuple(
-    name for name in TrainConfig.model_fields if name not in ("dataset", "model_size", "base_model", "backend", "gpu")
+    name
+    for name in TrainConfig.model_fields
+    if name not in ("dataset", "model_size", "base_model", "backend", "gpu", "modules_to_save")
 )
