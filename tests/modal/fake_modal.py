@@ -545,6 +545,7 @@ class App:
     @contextlib.contextmanager
     def run(self, *, name: str | None = None, client: Any = None, detach: bool = False, interactive: bool = False, environment_name: str | None = None) -> Iterator[App]:  # fmt: skip
         """An ephemeral app: running inside the block only, found by its id, never by name (like Modal)."""
+        self._check_secrets()
         self.running, self.runs = True, self.runs + 1
         self.app_id = "ap-" + uuid.uuid4().hex[:20]
         record = {"name": self.name, "app_id": self.app_id, "state": "ephemeral", "version": 0, "deployed_at": time.time()}  # fmt: skip
@@ -556,7 +557,7 @@ class App:
             _write_json(_app_id_path(self.app_id), {**_read_json(_app_id_path(self.app_id)), "state": "stopped"})
 
     def _check_secrets(self) -> None:
-        """Like Modal at deploy: a named secret must exist and hold its required keys."""
+        """Like Modal at deploy and run: a named secret must exist and hold its required keys."""
         existing = _read_json(_root() / "secrets.json") or {}
         for declared in self.declared.values():
             for secret in declared.options.get("secrets") or []:

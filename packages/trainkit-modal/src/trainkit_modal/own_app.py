@@ -22,45 +22,50 @@ from trainkit_core.errors import NotFoundError
 
 def container_app_id(sdk: Any) -> str | None:
     """The id of the app this process runs in as a Modal container, or None outside one."""
-    app = sdk.App._get_container_app()
-    return str(app.app_id) if app is not None and app.app_id else None
+    return _own_app(sdk)
 
 
 def lookup(sdk: Any, kind: str, app_name: str, tag: str) -> Any:
-    """The function (`kind` "function") or class (`kind` "class") `tag` of the app, unhydrated when by name."""
+    """The function (`kind` "function") or class (`kind` "class") `tag`: this container's app's, else by name.
+
+    By name the handle is lazy (hydrated by Modal when used: deployed apps only); in a
+    container it is hydrated from the container's own app and never looked up by name.
+    """
     handle = sdk.Cls.from_name(app_name, tag) if kind == "class" else sdk.Function.from_name(app_name, tag)
-    _hydrate_from_container(sdk, handle, kind, tag)
+    _own_app(sdk, handle, kind, tag)
     return handle
 
 
-def _hydrate_from_container(sdk: Any, handle: Any, kind: str, tag: str) -> bool:
-    """Hydrate `handle` from this container's app layout, as Modal does for a global app; False outside one.
+def _own_app(sdk: Any, handle: Any = None, kind: str = "function", tag: str = "") -> str | None:
+    """This container's app id, None outside a container; hydrates `handle` (`kind` `tag`) from that app's layout.
 
     The one place that uses modal's private API, read from modal 1.6.4 (the project
-    pins modal>=1.6,<1.7): `App._get_container_app` (modal/app.py), the `_App`'s
-    `_running_app` (`RunningApp`: `function_ids`, `class_ids`, `object_handle_metadata`,
-    modal/running_app.py) and `_client`, set by `_App._init_container`; `_hydrate` of
-    `_Object`; a class is its service function ``<tag>.*``, hydrated first, then the
-    class (`_Cls._hydrate_metadata` reads the methods from that function), as
-    `_init_container` and `Cls.from_name` do. A hydrated handle never looks its app up
-    by name, so `with_options` and spawns go to this app.
+    pins modal>=1.6,<1.7): `App._get_container_app` (modal/app.py; None outside a
+    container), the `_App`'s `_running_app` (`RunningApp`: `app_id`, `function_ids`,
+    `class_ids`, `object_handle_metadata`, modal/running_app.py) and `_client`, both set
+    by `_App._init_container` when the container starts; `_Object._hydrate`. A class is
+    its service function ``<tag>.*``, hydrated first, then the class
+    (`_Cls._hydrate_metadata` reads the methods from that function), as
+    `_init_container` and `Cls.from_name` do. A hydrated handle is never looked up by
+    name, so its `with_options` and spawns go to this app.
     """
     container = sdk.App._get_container_app()
     if container is None:
-        return False
-    translate_in = sdk._utils.async_utils.synchronizer._translate_in
-    app = translate_in(container)
+        return None
+    app = sdk._utils.async_utils.synchronizer._translate_in(container)
     running, client = app._running_app, app._client
+    if handle is None:
+        return str(running.app_id)
     if kind == "class":
-        parts = [(translate_in(handle)._class_service_function, running.function_ids.get(f"{tag}.*"))]
-        parts.append((handle, running.class_ids.get(tag)))
+        service = sdk._utils.async_utils.synchronizer._translate_in(handle)._class_service_function
+        parts = [(service, running.function_ids.get(f"{tag}.*")), (handle, running.class_ids.get(tag))]
     else:
         parts = [(handle, running.function_ids.get(tag))]
     for obj, object_id in parts:
         if object_id is None:
             raise NotFoundError(f"this container's Modal app ({running.app_id}) declares no {kind} {tag!r}")
         obj._hydrate(object_id, client, running.object_handle_metadata.get(object_id))
-    return True
+    return str(running.app_id)
 
 
 __all__ = ["container_app_id", "lookup"]
