@@ -41,6 +41,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 
@@ -520,17 +521,43 @@ class App:
 
         return register
 
+    #: The app of this process when it is a container (modal's `_App._container_app`).
+    _container_app: ClassVar[App | None] = None
+
+    @classmethod
+    def _get_container_app(cls) -> App | None:
+        """Like modal 1.6.4: the app this container runs in, None outside a container."""
+        return cls._container_app
+
+    def _init_container(self, client: Any, running_app: RunningApp) -> None:
+        """Like modal's container entrypoint: this process becomes a container of `running_app`'s app."""
+        self.app_id, self._running_app, self._client = running_app.app_id, running_app, client
+        App._container_app = self
+
+    def _layout(self) -> dict[str, Any]:
+        """Ids of the declared objects: a class is its service function `<Class>.*` and a class id."""
+        functions = {
+            (f"{n}.*" if d.kind == "class" else n): "fu-" + uuid.uuid4().hex[:12] for n, d in self.declared.items()
+        }
+        classes = {n: "cs-" + uuid.uuid4().hex[:12] for n, d in self.declared.items() if d.kind == "class"}
+        return {"functions": functions, "classes": classes}
+
     @contextlib.contextmanager
     def run(self, *, name: str | None = None, client: Any = None, detach: bool = False, interactive: bool = False, environment_name: str | None = None) -> Iterator[App]:  # fmt: skip
-        """An ephemeral app: running inside the block only."""
+        """An ephemeral app: running inside the block only, found by its id, never by name (like Modal)."""
+        self._check_secrets()
         self.running, self.runs = True, self.runs + 1
+        self.app_id = "ap-" + uuid.uuid4().hex[:20]
+        record = {"name": self.name, "app_id": self.app_id, "state": "ephemeral", "version": 0, "deployed_at": time.time()}  # fmt: skip
+        _write_json(_app_id_path(self.app_id), {**record, **self._layout(), "retries": {}, "single_use": []})
         try:
             yield self
         finally:
             self.running = False
+            _write_json(_app_id_path(self.app_id), {**_read_json(_app_id_path(self.app_id)), "state": "stopped"})
 
     def _check_secrets(self) -> None:
-        """Like Modal at deploy: a named secret must exist and hold its required keys."""
+        """Like Modal at deploy and run: a named secret must exist and hold its required keys."""
         existing = _read_json(_root() / "secrets.json") or {}
         for declared in self.declared.values():
             for secret in declared.options.get("secrets") or []:
@@ -549,9 +576,7 @@ class App:
         record = _read_json(_app_path(app_name)) or {"version": 0}
         if record.get("state") == "stopped":
             record = {"version": 0}
-        functions = {
-            (f"{n}.*" if d.kind == "class" else n): "fu-" + uuid.uuid4().hex[:12] for n, d in self.declared.items()
-        }
+        layout = self._layout()
         retries = {}
         for n, d in self.declared.items():
             policy = d.options.get("retries")
@@ -564,7 +589,7 @@ class App:
                 "state": "deployed",
                 "version": record["version"] + 1,
                 "deployed_at": time.time(),
-                "functions": functions,
+                **layout,
                 "retries": retries,
                 "single_use": sorted(n for n, d in self.declared.items() if d.options.get("single_use_containers")),
             }
@@ -582,6 +607,47 @@ class App:
         if record is None or record["state"] == "stopped":
             raise exception.NotFoundError(f"App '{name}' not found")
         return AppHandle(record["app_id"])
+
+
+@dataclass
+class RunningApp:
+    """modal.running_app.RunningApp (1.6.4): what a container knows of its own app."""
+
+    app_id: str
+    function_ids: dict[str, str] = field(default_factory=dict)
+    class_ids: dict[str, str] = field(default_factory=dict)
+    object_handle_metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def enter_container(app_id: str, *, name: str | None = None) -> App:
+    """Make this process a container of app `app_id` (deployed or ephemeral), as Modal's entrypoint does.
+
+    Like a serialized function's container, the app object is a fresh one (modal's
+    `get_active_app_fallback`), hydrated from the app's layout; `App._container_app = None` leaves.
+    """
+    record = _read_json(_app_id_path(app_id))
+    ids = {**record["functions"], **record["classes"]}
+    running = RunningApp(
+        app_id,
+        function_ids=dict(record["functions"]),
+        class_ids=dict(record["classes"]),
+        object_handle_metadata={object_id: {"tag": tag} for tag, object_id in ids.items()},
+    )
+    app = App(name)
+    app._init_container(client=object(), running_app=running)
+    return app
+
+
+class _Synchronizer:
+    """modal's synchronizer: the fake has no wrapper objects, so translating in is the identity."""
+
+    @staticmethod
+    def _translate_in(obj: Any) -> Any:
+        return obj
+
+
+#: `modal._utils.async_utils.synchronizer`, the path trainkit_modal.own_app reads.
+_utils = SimpleNamespace(async_utils=SimpleNamespace(synchronizer=_Synchronizer()))
 
 
 def _app_path(name: str | None) -> Path:
@@ -661,12 +727,27 @@ def _check_options(options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def _app_of_function(function_id: str) -> dict[str, Any]:
+    """The running app (deployed or ephemeral, any version) that holds function id `function_id`."""
+    for path in sorted((_root() / "apps" / "by-id").glob("*.json")):
+        record = _read_json(path)
+        if function_id in record["functions"].values() and record["state"] in ("deployed", "ephemeral"):
+            return record  # type: ignore[no-any-return]
+    raise exception.NotFoundError(f"Function '{function_id}' not found")
+
+
 def _start_call(
-    app_name: str, name: str, args: list[Any], kwargs: dict[str, Any], options: dict[str, Any] | None = None
+    app_name: str,
+    name: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    options: dict[str, Any] | None = None,
+    function_id: str | None = None,
 ) -> FunctionCall:
-    app = _deployed_function(app_name, name)
+    """A call of function (or class) `name`: of the hydrated `function_id`'s app, else the app deployed as `app_name`."""
+    app = _app_of_function(function_id) if function_id else _deployed_function(app_name, name)
     call_id = "fc-" + uuid.uuid4().hex[:24]
-    record = {"app": app_name, "name": name, "state": "pending", "args": args, "kwargs": kwargs}
+    record = {"app": app_name, "app_id": app["app_id"], "name": name, "state": "pending", "args": args, "kwargs": kwargs}  # fmt: skip
     policy = {"max_retries": app.get("retries", {}).get(name, 0), "single_use": name in app.get("single_use", [])}
     _write_json(_call_path(call_id), {**record, "options": options or {}, "policy": policy, "attempts": []})
     proc = _python_child("scheduler_main", call_id, stdout=subprocess.DEVNULL, start_new_session=True)
@@ -703,17 +784,30 @@ def _pid(call_id: str) -> int | None:
         return None
 
 
+def _check_hydration(object_id: str, prefix: str, metadata: Any) -> None:
+    """Like modal's `_Object._hydrate`: the id's type must match; the metadata comes from the app's layout."""
+    assert object_id.startswith(prefix), f"can not hydrate {prefix} object with {object_id}"
+    assert metadata is not None, f"no handle metadata for {object_id}"
+
+
 class _RemoteFunction:
     def __init__(self, app_name: str, name: str, options: dict[str, Any] | None = None) -> None:
         self.app_name = app_name
         self.name = name
         self.options = options or {}
+        self.object_id: str | None = None  # set by `_hydrate`: then it never looks its app up by name
+
+    def _hydrate(self, object_id: str, client: Any, metadata: Any) -> None:
+        _check_hydration(object_id, "fu-", metadata)
+        self.object_id = object_id
 
     def with_options(self, **options: Any) -> _RemoteFunction:
-        return _RemoteFunction(self.app_name, self.name, {**self.options, **_check_options(options)})
+        copy = _RemoteFunction(self.app_name, self.name, {**self.options, **_check_options(options)})
+        copy.object_id = self.object_id
+        return copy
 
     def spawn(self, *args: Any, **kwargs: Any) -> FunctionCall:
-        return _start_call(self.app_name, self.name, list(args), kwargs, self.options)
+        return _start_call(self.app_name, self.name, list(args), kwargs, self.options, self.object_id)
 
     def get_web_url(self) -> str | None:
         _deployed_function(self.app_name, self.name)
@@ -732,7 +826,8 @@ class _RemoteMethod:
 
     def spawn(self, *args: Any, **kwargs: Any) -> FunctionCall:
         kwargs = {**kwargs, "__method__": self.method}
-        return _start_call(self.cls.app_name, self.cls.name, list(args), kwargs, self.cls.options)
+        service = self.cls._class_service_function.object_id
+        return _start_call(self.cls.app_name, self.cls.name, list(args), kwargs, self.cls.options, service)
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
         return self.spawn(*args, **kwargs).get(timeout=120)
@@ -744,9 +839,19 @@ class _RemoteMethod:
 class _RemoteCls:
     def __init__(self, app_name: str, name: str, options: dict[str, Any] | None = None) -> None:
         self.app_name, self.name, self.options = app_name, name, options or {}
+        self._class_service_function = _RemoteFunction(app_name, f"{name}.*")
+        self.object_id: str | None = None
+
+    def _hydrate(self, object_id: str, client: Any, metadata: Any) -> None:
+        """Like modal 1.6.4 (`_Cls._hydrate_metadata`): the service function is hydrated first."""
+        _check_hydration(object_id, "cs-", metadata)
+        assert self._class_service_function.object_id is not None, "the class's service function is not hydrated"
+        self.object_id = object_id
 
     def with_options(self, **options: Any) -> _RemoteCls:
-        return _RemoteCls(self.app_name, self.name, {**self.options, **_check_options(options)})
+        copy = _RemoteCls(self.app_name, self.name, {**self.options, **_check_options(options)})
+        copy._class_service_function, copy.object_id = self._class_service_function, self.object_id
+        return copy
 
     def __call__(self) -> Any:
         outer = self

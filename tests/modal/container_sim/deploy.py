@@ -191,7 +191,16 @@ def deploy_sim(settings: Any, root: Path) -> Sim:
         }
     sim_json = sim_dir / "sim.json"
     sim_json.write_text(
-        json.dumps({"sdk": str(sdk), "payloads": str(payloads), "mounts": mounts, "containers": containers}, indent=1)
+        json.dumps(
+            {
+                "sdk": str(sdk),
+                "payloads": str(payloads),
+                "mounts": mounts,
+                "containers": containers,
+                "app_name": spec.app_name,
+            },
+            indent=1,
+        )
     )
     (root / "containers.json").write_text(json.dumps(containers))
     fake.app.deploy(name=spec.app_name)

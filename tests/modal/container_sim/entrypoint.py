@@ -4,8 +4,10 @@ Runs under the image's venv Python, with the working directory and ``PYTHONPATH`
 image's ``/root`` (where `add_local_python_source` put the trainkit sources) and only the
 environment the app declares. It does what Modal's container entrypoint does for a
 function shipped with ``serialized=True``: load the pickled function or class with
-modal's own deserializer (modal is installed in every image), run the class's
-``@modal.enter`` methods, call the function or method. The only stand-ins are the SDK
+modal's own deserializer (modal is installed in every image), hydrate the app from
+its layout (`_App._init_container`, so the web API's runner starts jobs in its own app
+through `trainkit_modal.own_app`, as on Modal), run the class's ``@modal.enter``
+methods, call the function or method. The only stand-ins are the SDK
 objects that would talk to Modal's servers (`Dict`, `Volume`, `Function`, `Cls`,
 `FunctionCall`, `App.lookup`, `current_function_call_id`), replaced by the fakes of
 ``fake_modal.py`` sharing the test's state, and the volumes' mount paths, redirected to
@@ -47,6 +49,25 @@ def _load(sim: dict, name: str):
     return deserialize(Path(sim["payloads"], f"{name}.pkl").read_bytes(), None)
 
 
+def _enter_app(app_id: str) -> None:
+    """Like Modal's container entrypoint (modal 1.6.4 `hydrate_function`): the function's app is
+    hydrated from its app's layout (`_App._init_container`); for a serialized function that app
+    is a fresh `_App()`. Inside, `modal.App._get_container_app()` is that app, as on Modal."""
+    import fake_modal
+    from modal.app import _App
+    from modal.running_app import RunningApp
+
+    record = fake_modal._read_json(fake_modal._app_id_path(app_id))
+    ids = {**record["functions"], **record["classes"]}
+    layout = RunningApp(
+        app_id,
+        function_ids=dict(record["functions"]),
+        class_ids=dict(record["classes"]),
+        object_handle_metadata={object_id: {"tag": tag} for tag, object_id in ids.items()},
+    )
+    _App()._init_container(None, layout)
+
+
 def _call(sim: dict, name: str, call_id: str) -> None:
     """One attempt of one input; its outcome goes to ``FAKE_MODAL_OUTCOME`` (the fake's
     scheduler decides, as Modal does, whether a failed attempt is retried). A container
@@ -55,6 +76,7 @@ def _call(sim: dict, name: str, call_id: str) -> None:
     record = json.loads((root / "calls" / f"{call_id}.json").read_text())
     try:
         target = _load(sim, name)
+        _enter_app(record["app_id"])
         args, kwargs = list(record["args"]), dict(record["kwargs"])
         if sim["containers"][name]["kind"] == "class":
             from modal._partial_function import _find_callables_for_obj, _PartialFunctionFlags
@@ -90,6 +112,9 @@ def _serve(sim: dict, name: str, port: int) -> None:
     import uvicorn
 
     app = _load(sim, name)()
+    import fake_modal
+
+    _enter_app(fake_modal._read_json(fake_modal._app_path(sim["app_name"]))["app_id"])  # the deployed app
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 

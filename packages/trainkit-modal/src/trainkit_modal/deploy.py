@@ -17,7 +17,9 @@ declared class is deployed when that name is there.
 when the provider declares `web_endpoint`): it runs the app ephemerally with
 `app.run()`, prints the web API's temporary URL to stdout (and hands it to
 `on_url` when given), and blocks until interrupted (Ctrl-C); the app stops when it
-returns. It does not reload on file changes; restart it after editing.
+returns. It does not reload on file changes; restart it after editing. Its web API
+starts jobs in that ephemeral app (`trainkit_modal.own_app`), not in a deployed app of
+the same name.
 """
 
 from __future__ import annotations

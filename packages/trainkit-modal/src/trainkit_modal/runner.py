@@ -1,5 +1,8 @@
 """Job calls on Modal: `Function.from_name(app, fn).spawn(...)`, found again by `FunctionCall.from_id`.
 
+Inside a container of the app (the web API on Modal) the functions and classes are
+that container's own app's, deployed or ephemeral (`trainkit_modal.own_app`).
+
 `ModalRunner.spawn` picks the declared function for the job (by model size for
 train / eval, the warm inference class for infer), starts it and records the call in
 the ``_calls`` namespace (a `modal.Dict`), so that any process can find it by id and
@@ -19,7 +22,7 @@ from trainkit_core.hookspecs import CallStatus
 from trainkit_core.provider import call_kwargs
 from trainkit_core.runs import RUNS_NAMESPACE
 from trainkit_core.settings import Settings
-from trainkit_modal import errors
+from trainkit_modal import errors, own_app
 from trainkit_modal.container import CALLS_NAMESPACE, cancel_key, ended_key, record_key, started_key
 from trainkit_modal.kv import ModalKV
 from trainkit_modal.spec import (
@@ -229,8 +232,12 @@ class ModalRunner:
         return target, (wanted if wanted and wanted != target.gpu else None)
 
     def modal_class(self, target: FunctionSpec, gpu: str | None) -> Any:
-        """An instance handle of a deployed class (`Cls.from_name(...)()`), on `gpu` when given."""
-        cls = self.sdk.Cls.from_name(self.app_name, target.name)
+        """An instance handle of the app's class, on `gpu` when given.
+
+        In a container of the app (its web API), the class of that same app, deployed or
+        ephemeral (`own_app.lookup`); elsewhere the deployed one (`Cls.from_name`).
+        """
+        cls = own_app.lookup(self.sdk, "class", self.app_name, target.name)
         return (cls.with_options(gpu=gpu) if gpu else cls)()
 
     def _start(self, target: FunctionSpec, kwargs: dict[str, Any], gpu: str | None) -> Any:
@@ -239,7 +246,7 @@ class ModalRunner:
             with errors.translate(self.sdk, where):
                 if target.kind == "class":
                     return self.modal_class(target, gpu).run.spawn(kwargs)
-                fn = self.sdk.Function.from_name(self.app_name, target.name)
+                fn = own_app.lookup(self.sdk, "function", self.app_name, target.name)
                 if gpu:
                     fn = fn.with_options(gpu=gpu)
                 return fn.spawn(**kwargs)
@@ -265,10 +272,14 @@ class ModalRunner:
         return ModalRunHandle(self, call_id, function, app)
 
     def app_info(self) -> dict[str, str]:
-        """The deployed app the calls run in (from `trainkit app deploy`'s record); {} when none was recorded."""
+        """The app the calls run in: this container's own app when it is not the recorded deployment
+        (an ephemeral dev app), else the deployment `trainkit app deploy` recorded; {} when none is known."""
         from trainkit_modal.deploy import deployment_record
 
         known = deployment_record(self.sdk, self.settings) or {}
+        own = own_app.container_app_id(self.sdk)
+        if own and own != known.get("app_id"):
+            return {"provider_app_id": own, "provider_app_url": f"https://modal.com/id/{own}", "deployment_id": ""}
         if not known.get("app_id"):
             return {}
         return {
