@@ -417,11 +417,15 @@ class Parent:
         if not backend:
             out["stop_resume"] = {"status": "skipped", "reason": "no backend to run"}
             return out
-        stop = self.child("stop", {**spec, "backend": backend, "steps": 2}, need_s=need)
+        # The stop flag is read off the step's path (every 0.2 s, trainkit_core.training.background),
+        # so a stop asked at the end of step 1 lands at the end of a later step: a real-size step
+        # takes seconds (it lands at step 2 of 4), the CPU dry run's ~0.05 s (30 steps leave room).
+        steps = 30 if spec.get("mini") else 4
+        stop = self.child("stop", {**spec, "backend": backend, "steps": steps}, need_s=need)
         resume: dict[str, Any] = {"status": "skipped", "reason": "the stop part did not end stopped"}
         if stop.get("status") == "ok":
             resume = self.child(
-                "resume", {**spec, "backend": backend, "steps": 2, "run_id": stop["run_id"]}, need_s=need
+                "resume", {**spec, "backend": backend, "steps": steps, "run_id": stop["run_id"]}, need_s=need
             )
         statuses = (stop.get("status"), resume.get("status"))
         status = "ok" if statuses == ("ok", "ok") else ("failed" if "failed" in statuses else "skipped")
@@ -516,7 +520,9 @@ def _env_setup() -> tuple[Any, Any]:
     from trainkit_core.settings import Settings
 
     settings = Settings.from_env()
-    ctx = job_context(settings, "gpu-check")
+    # A call id of its own per child, as a provider gives each spawned call: the train job
+    # counts a second start of the same call as a retry of it (TRAINKIT_TRAIN_MAX_ATTEMPTS).
+    ctx = job_context(settings, f"gpu-check-{os.getpid()}")
     os.environ["HF_HOME"] = str(ctx.path("hf-cache"))
     return settings, ctx
 

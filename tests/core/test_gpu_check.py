@@ -135,9 +135,13 @@ def test_the_dry_run_trains_gates_serves_stops_and_resumes_through_the_train_job
     assert inference["passed"] and inference["tolerance"] == 1e-4 and "ModelCache" in inference["loaded"]
     assert inference["max_abs_diff"] <= 1e-4 and inference["argmax_agreement"] == 1.0
     stop, resume = tiny["stop_resume"]["stop"], tiny["stop_resume"]["resume"]
-    assert stop["run_status"] == "stopped" and stop["checkpoint_step"] == stop["step"] == 1
+    # Asked at the end of step 1, the stop lands at the end of a step soon after (the flag is
+    # read off the step's path), well before the run's end; the resume finishes the run from there.
+    target = stop["target_steps"]
+    assert stop["run_status"] == "stopped" and stop["checkpoint_step"] == stop["step"]
+    assert 1 <= stop["step"] < target
     assert resume["run_id"] == stop["run_id"] and resume["run_status"] == "succeeded"
-    assert resume["resumed_from_step"] == 1 and resume["step"] == 2
+    assert resume["resumed_from_step"] == stop["step"] and resume["step"] == target
     assert "verdict: passed" in done.stderr and "train_hf" in done.stderr  # the table
 
 
