@@ -165,7 +165,7 @@ def test_trained_dir_holds_a_loadable_adapter_and_its_description(env: Env, demo
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trainkit_core.chat_format import encode_for_training, get_format
-    from trainkit_core.training.layout import resolve_base_model
+    from trainkit_core.models.layout import resolve_base_model
 
     run = demo["run"]
     models = Path(env.provider.volume("models").root)  # type: ignore[attr-defined]

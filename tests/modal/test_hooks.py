@@ -206,7 +206,7 @@ def test_web_app_in_the_container_needs_no_entry_points(monkeypatch: pytest.Monk
     pytest.importorskip("trainkit_api")
     from fastapi.testclient import TestClient
 
-    from trainkit_modal.container import web_app
+    from trainkit_modal.web import web_app
 
     monkeypatch.setenv("TRAINKIT_PROVIDER", "modal")
     monkeypatch.setenv("TRAINKIT_LOAD_PLUGINS", "")  # discovery finds nothing, as in the container

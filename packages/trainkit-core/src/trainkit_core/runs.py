@@ -78,9 +78,9 @@ class RunStore:
 
     @classmethod
     def for_job(cls, ctx: Any) -> RunStore:
-        from trainkit_core.local.volume import LocalVolume
+        from trainkit_core.volumes.folder import FolderVolume
 
-        return cls(ctx.kv, LocalVolume.at(ctx.path("models")))
+        return cls(ctx.kv, FolderVolume(ctx.path("models")))
 
     def _kv(self, namespace: str) -> KVStore:
         """One store object per namespace for the store's life (a local one holds a connection)."""

@@ -49,7 +49,7 @@ FIXED_PROMPTS = (
 
 def _card(run: TrainingRun, out_dir: Path) -> Any:
     from trainkit_core.models.card import TrainedModelCard
-    from trainkit_core.training.layout import base_model_path
+    from trainkit_core.models.layout import base_model_path
 
     config = run.config
     base = run.source_model or str(config.get("base_model") or "")
