@@ -39,61 +39,67 @@ def list_page(
     return store.page(status=status, group_id=group_id, limit=limit, after=after)
 
 
+router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+
+@router.post("/jobs", response_model=TrainingRun, status_code=status.HTTP_201_CREATED)
+def create_job(body: JobCreate, state: ApiState = Depends(get_state)) -> TrainingRun:
+    """Start a training run on a dataset already synced to the data volume."""
+    return start_job(state, body)
+
+
+@router.get("/jobs", response_model=JobList)
+def list_jobs(
+    state: ApiState = Depends(get_state),
+    status: Status = None,
+    group_id: Annotated[str | None, Query(max_length=200, description="Only runs of this sweep group.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Runs per page.")] = 100,
+    after: Annotated[
+        str | None,
+        Query(pattern=RUN_ID_PATTERN.pattern, description="Start after this run id (the last of the previous page)."),
+    ] = None,
+) -> JobList:
+    """Runs, newest first, filtered by status and sweep group, a page at a time."""
+    page, has_more = list_page(state.store, status=status, group_id=group_id, limit=limit, after=after)
+    return JobList(data=page, has_more=has_more, next_after=page[-1].id if has_more else None)
+
+
+@router.get("/jobs/{run_id}", response_model=TrainingRun)
+def get_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
+    """One run's record: status, phase, step, timings, metrics, error text."""
+    return state.run(run_id)
+
+
+@router.post("/jobs/{run_id}/stop", response_model=TrainingRun, status_code=status.HTTP_202_ACCEPTED)
+def stop_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
+    """Ask the run to stop gracefully: it saves its adapter and ends `stopped`. Safe to repeat."""
+    run = state.run(run_id)
+    run.close("stop requested through the API")
+    return run
+
+
+@router.post("/jobs/{run_id}/cancel", response_model=TrainingRun)
+def cancel_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
+    """End the run's job now, without saving; 409 when the run already ended."""
+    run = state.run(run_id)
+    run.cancel()
+    return run
+
+
+@router.post("/jobs/{run_id}/resume", response_model=TrainingRun, status_code=status.HTTP_202_ACCEPTED)
+def resume(
+    run_id: RunId, state: ApiState = Depends(get_state), body: Annotated[JobResume | None, Body()] = None
+) -> TrainingRun:
+    """Continue a stopped, failed or preempted run from its latest checkpoint (409 when it cannot)."""
+    return resume_job(state, run_id, body)
+
+
+@router.get("/jobs/{run_id}/checkpoints", response_model=CheckpointList)
+def list_checkpoints(run_id: RunId, state: ApiState = Depends(get_state)) -> CheckpointList:
+    """Complete checkpoints on the models volume, oldest first."""
+    run = state.run(run_id, reconcile=False)
+    return CheckpointList(data=[Checkpoint(step=c.step, path=c.path) for c in run.checkpoints()])
+
+
 def build_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
-
-    @router.post("/jobs", response_model=TrainingRun, status_code=status.HTTP_201_CREATED)
-    def create_job(body: JobCreate, state: ApiState = Depends(get_state)) -> TrainingRun:
-        """Start a training run on a dataset already synced to the data volume."""
-        return start_job(state, body)
-
-    @router.get("/jobs", response_model=JobList)
-    def list_jobs(
-        state: ApiState = Depends(get_state),
-        status: Status = None,
-        group_id: Annotated[str | None, Query(max_length=200, description="Only runs of this sweep group.")] = None,
-        limit: Annotated[int, Query(ge=1, le=1000, description="Runs per page.")] = 100,
-        after: Annotated[
-            str | None,
-            Query(
-                pattern=RUN_ID_PATTERN.pattern, description="Start after this run id (the last of the previous page)."
-            ),
-        ] = None,
-    ) -> JobList:
-        """Runs, newest first, filtered by status and sweep group, a page at a time."""
-        page, has_more = list_page(state.store, status=status, group_id=group_id, limit=limit, after=after)
-        return JobList(data=page, has_more=has_more, next_after=page[-1].id if has_more else None)
-
-    @router.get("/jobs/{run_id}", response_model=TrainingRun)
-    def get_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
-        """One run's record: status, phase, step, timings, metrics, error text."""
-        return state.run(run_id)
-
-    @router.post("/jobs/{run_id}/stop", response_model=TrainingRun, status_code=status.HTTP_202_ACCEPTED)
-    def stop_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
-        """Ask the run to stop gracefully: it saves its adapter and ends `stopped`. Safe to repeat."""
-        run = state.run(run_id)
-        run.close("stop requested through the API")
-        return run
-
-    @router.post("/jobs/{run_id}/cancel", response_model=TrainingRun)
-    def cancel_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
-        """End the run's job now, without saving; 409 when the run already ended."""
-        run = state.run(run_id)
-        run.cancel()
-        return run
-
-    @router.post("/jobs/{run_id}/resume", response_model=TrainingRun, status_code=status.HTTP_202_ACCEPTED)
-    def resume(
-        run_id: RunId, state: ApiState = Depends(get_state), body: Annotated[JobResume | None, Body()] = None
-    ) -> TrainingRun:
-        """Continue a stopped, failed or preempted run from its latest checkpoint (409 when it cannot)."""
-        return resume_job(state, run_id, body)
-
-    @router.get("/jobs/{run_id}/checkpoints", response_model=CheckpointList)
-    def list_checkpoints(run_id: RunId, state: ApiState = Depends(get_state)) -> CheckpointList:
-        """Complete checkpoints on the models volume, oldest first."""
-        run = state.run(run_id, reconcile=False)
-        return CheckpointList(data=[Checkpoint(step=c.step, path=c.path) for c in run.checkpoints()])
-
     return router
