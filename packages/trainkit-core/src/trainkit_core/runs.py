@@ -182,7 +182,7 @@ class ModelRef(BaseModel):
 
 
 class TrainingRun(BaseModel):
-    """One fine-tuning run, as stored. Field names follow the seed's record."""
+    """One fine-tuning run, as stored in the runs namespace and in `runs/<id>/record.json`."""
 
     model_config = ConfigDict(extra="ignore")
 
