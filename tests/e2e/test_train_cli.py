@@ -147,7 +147,7 @@ def test_demo_trains_and_the_loss_falls_below_half(demo: dict[str, Any]) -> None
     phases = [e["phase"] for e in run.events.read() if e["type"] == "phase"]
     assert phases[:3] == ["loading_model", "loading_dataset", "training"] and phases[-1] == "done"
     assert [c.step for c in run.checkpoints()] == [60, 120]
-    assert run.model.model_path == f"trained/{run.id}"
+    assert run.model.path == f"trained/{run.id}"
 
 
 def test_a_second_process_following_the_logs_sees_events_while_the_run_runs(demo: dict[str, Any]) -> None:

@@ -23,7 +23,7 @@ from fastapi.responses import FileResponse, Response
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
-from trainkit_api.routes.jobs import RunId
+from trainkit_api.routes.runs import RunId
 from trainkit_api.state import ApiState, get_state
 from trainkit_core.errors import NotFoundError
 from trainkit_core.ids import NAME_PATTERN

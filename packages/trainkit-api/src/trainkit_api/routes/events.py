@@ -11,7 +11,7 @@ from pydantic import BeforeValidator
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
-from trainkit_api.routes.jobs import RunId
+from trainkit_api.routes.runs import RunId
 from trainkit_api.schemas import EventPage, event_dicts
 from trainkit_api.sse import HEADERS, RECONCILE_S, parse_last_event_id, parse_seq, run_event_stream
 from trainkit_api.state import ApiState, event_log, get_state

@@ -26,7 +26,7 @@ def evaluate(
 ) -> dict[str, Any]:
     from trainkit_core.errors import UsageError
     from trainkit_core.evals import sets
-    from trainkit_core.evals.runner import evaluate as run
+    from trainkit_core.evals.scoring import evaluate as run
     from trainkit_core.inference.loading import ModelCache
     from trainkit_core.volumes.folder import FolderVolume
 

@@ -43,8 +43,9 @@ from trainkit_core.errors import JobError
 from trainkit_core.jobs.context import JobContext
 from trainkit_core.models.layout import base_model_path as local_base_path
 from trainkit_core.models.layout import make_card, resolve_base_model, write_card
+from trainkit_core.models.paths import trained_dir
 from trainkit_core.presets import TINY_BASE_MODEL
-from trainkit_core.runs import RunStore, TrainingRun, trained_dir
+from trainkit_core.runs import RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
 
 log = logging.getLogger(__name__)

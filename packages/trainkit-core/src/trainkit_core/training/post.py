@@ -154,7 +154,7 @@ def after_training(ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any
     if not dataset:
         return metrics
     from trainkit_core.datasets.reader import read_synced
-    from trainkit_core.evals.runner import evaluate
+    from trainkit_core.evals.scoring import evaluate
 
     synced = read_synced(ctx.path("data"), dataset)
     examples = [e for e in synced.eval if e.get("messages") and e["messages"][-1]["role"] == "assistant"]

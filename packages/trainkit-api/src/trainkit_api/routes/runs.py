@@ -1,8 +1,8 @@
-"""Training jobs: start, list, show, stop, cancel, resume, checkpoints.
+"""Training runs: start, list, show, stop, cancel, resume, checkpoints.
 
-A job is a `TrainingRun`; its id is the run id. Starting and resuming go through
-`trainkit_core.training.submit`, the same functions the CLI calls, so the API adds
-no behaviour of its own. Blocking calls (SQLite, the provider) run in FastAPI's
+Under `/v1/jobs`, the API's name for a run: each is a `TrainingRun`, its id the run
+id. Starting and resuming go through `trainkit_core.training.submit`, the same
+functions the CLI calls, so the API adds no behaviour of its own. Blocking calls (SQLite, the provider) run in FastAPI's
 thread pool: these handlers are plain `def`.
 """
 
