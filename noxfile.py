@@ -176,9 +176,15 @@ def browser(session: nox.Session) -> None:
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
 def lint(session: nox.Session) -> None:
+    """ruff, and the import layers: import-linter's contracts (pyproject.toml) over the sources.
+
+    import-linter reads the source folders (PYTHONPATH), so no package is installed here.
+    """
     session.install(*nox.project.dependency_groups(ROOT, "lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    sources = os.pathsep.join(str(HERE / SOURCES[name] / "src") for name in ("core", "cli", "api", "modal"))
+    session.run("lint-imports", "--no-cache", env={"PYTHONPATH": sources})
 
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)

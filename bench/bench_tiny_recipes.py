@@ -4,7 +4,7 @@ The task is ``datasets/demo`` (opposites, word by word, 60 words; the eval split
 combinations train never shows). Each recipe trains in a fresh process on one torch
 thread through trainkit's own training code (`load_hf`, `build_trainer`, the
 assistant-only mask), with no checkpoints, then scores the eval split greedily
-(`trainkit_core.evals.runner.evaluate`): exact match and the share of answers that
+(`trainkit_core.evals.scoring.evaluate`): exact match and the share of answers that
 stopped at ``<end_of_turn>``.
 
 Training time is printed twice: wall seconds, and the process's CPU seconds. On one
@@ -68,7 +68,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     from trainkit_core import tiny_model
     from trainkit_core.chat_format import GEMMA3, encode_for_training, render
-    from trainkit_core.evals.runner import evaluate
+    from trainkit_core.evals.scoring import evaluate
     from trainkit_core.training.backends import build_trainer, load_hf
     from trainkit_core.training.config import TrainConfig
 

@@ -974,7 +974,7 @@ def compare_inference(ctx: Any, run_id: str, observer: Observer, *, quantized: b
     import torch
 
     from trainkit_core.inference.loading import ModelCache
-    from trainkit_core.runs import trained_dir
+    from trainkit_core.models.paths import trained_dir
     from trainkit_core.training.post import _logits
 
     gc.collect()

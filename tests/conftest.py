@@ -47,7 +47,7 @@ def _end_leftover_processes(home: Path) -> None:
             if record.get("state") in ("pending", "running"):
                 LocalRunHandle(calls, call_id).cancel(grace_s=2.0)
     try:
-        from trainkit_core.inference.warm import read_record
+        from trainkit_core.local.inference_server import read_record
     except ImportError:
         return
     worker = read_record(home)

@@ -14,8 +14,8 @@ import pytest
 from trainkit_core import get_provider
 from trainkit_core.base_models import chat_format_for_config, check_source, describe_config
 from trainkit_core.errors import UsageError
+from trainkit_core.models.layout import resolve_base_model
 from trainkit_core.training.config import TrainConfig
-from trainkit_core.training.layout import resolve_base_model
 
 
 def _model_folder(root: Path, config: dict | None) -> Path:  # type: ignore[type-arg]

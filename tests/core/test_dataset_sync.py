@@ -20,7 +20,7 @@ from trainkit_core.datasets.sync import sync_dataset, sync_to_volume
 from trainkit_core.datasets.validate import DatasetInvalidError, validate_synced
 from trainkit_core.errors import ConflictError, NotFoundError, UsageError
 from trainkit_core.local.kv import LocalKV
-from trainkit_core.local.volume import LocalVolume
+from trainkit_core.volumes.folder import FolderVolume
 
 TRAIN_FILES = [f"part-{i}.jsonl" for i in range(6)]
 
@@ -44,8 +44,8 @@ def write_dataset(folder: Path, tag: str = "", *, files: list[str] = TRAIN_FILES
 
 
 @pytest.fixture
-def volume(trainkit_home: Path) -> LocalVolume:
-    return LocalVolume(trainkit_home, "trainkit-data")
+def volume(trainkit_home: Path) -> FolderVolume:
+    return FolderVolume(trainkit_home / "volumes" / "trainkit-data")
 
 
 @pytest.fixture
@@ -53,13 +53,13 @@ def kv(trainkit_home: Path) -> LocalKV:
     return LocalKV(trainkit_home, "datasets")
 
 
-def snapshot(volume: LocalVolume) -> dict[str, tuple[int, float]]:
+def snapshot(volume: FolderVolume) -> dict[str, tuple[int, float]]:
     if not volume.exists(""):
         return {}
     return {e.path: (e.size, e.mtime) for e in volume.listdir("", recursive=True)}
 
 
-def test_first_sync_then_read_on_the_job_side(tmp_path: Path, volume: LocalVolume, kv: LocalKV) -> None:
+def test_first_sync_then_read_on_the_job_side(tmp_path: Path, volume: FolderVolume, kv: LocalKV) -> None:
     folder = write_dataset(tmp_path / "ds")
     result = sync_to_volume(volume, folder, lock_kv=kv)
     assert not result.unchanged
@@ -74,7 +74,7 @@ def test_first_sync_then_read_on_the_job_side(tmp_path: Path, volume: LocalVolum
     assert kv.keys() == []  # the lock is released
 
 
-def test_unchanged_resync_sends_nothing(tmp_path: Path, volume: LocalVolume, kv: LocalKV) -> None:
+def test_unchanged_resync_sends_nothing(tmp_path: Path, volume: FolderVolume, kv: LocalKV) -> None:
     folder = write_dataset(tmp_path / "ds")
     first = sync_to_volume(volume, folder, lock_kv=kv)
     before = snapshot(volume)
@@ -84,7 +84,7 @@ def test_unchanged_resync_sends_nothing(tmp_path: Path, volume: LocalVolume, kv:
     assert snapshot(volume) == before  # not a byte written
 
 
-def test_changing_one_file_sends_only_that_file(tmp_path: Path, volume: LocalVolume, kv: LocalKV) -> None:
+def test_changing_one_file_sends_only_that_file(tmp_path: Path, volume: FolderVolume, kv: LocalKV) -> None:
     folder = write_dataset(tmp_path / "ds")
     first = sync_to_volume(volume, folder, lock_kv=kv)
     with open(folder / "part-3.jsonl", "a") as handle:
@@ -98,7 +98,7 @@ def test_changing_one_file_sends_only_that_file(tmp_path: Path, volume: LocalVol
     assert volume.exists(manifest_path("ds", first.version))  # the previous version is kept
 
 
-def test_invalid_dataset_writes_nothing(tmp_path: Path, volume: LocalVolume, kv: LocalKV) -> None:
+def test_invalid_dataset_writes_nothing(tmp_path: Path, volume: FolderVolume, kv: LocalKV) -> None:
     folder = write_dataset(tmp_path / "ds")
     with open(folder / "part-2.jsonl", "a") as handle:
         handle.write('{"messages": [{"role": "user", "content": "no answer"}]}\n')
@@ -110,7 +110,7 @@ def test_invalid_dataset_writes_nothing(tmp_path: Path, volume: LocalVolume, kv:
     assert not volume.exists("datasets")
 
 
-def test_warnings_block_only_a_strict_sync(tmp_path: Path, volume: LocalVolume) -> None:
+def test_warnings_block_only_a_strict_sync(tmp_path: Path, volume: FolderVolume) -> None:
     folder = write_dataset(tmp_path / "ds")
     with open(folder / "part-0.jsonl", "a") as handle:
         handle.write(example(0) + "\n")  # a duplicate of line 1
@@ -121,7 +121,7 @@ def test_warnings_block_only_a_strict_sync(tmp_path: Path, volume: LocalVolume) 
     assert [p.code for p in result.report.warnings] == ["duplicate"] if result.report else False
 
 
-def test_failed_change_keeps_the_previous_version(tmp_path: Path, volume: LocalVolume) -> None:
+def test_failed_change_keeps_the_previous_version(tmp_path: Path, volume: FolderVolume) -> None:
     folder = write_dataset(tmp_path / "ds")
     first = sync_to_volume(volume, folder)
     (folder / "part-1.jsonl").write_text("{broken\n")
@@ -136,9 +136,9 @@ import sys, time
 from pathlib import Path
 from trainkit_core.datasets.sync import sync_to_volume
 from trainkit_core.local.kv import LocalKV
-from trainkit_core.local.volume import LocalVolume
+from trainkit_core.volumes.folder import FolderVolume
 
-class SlowVolume(LocalVolume):
+class SlowVolume(FolderVolume):
     sent = 0
 
     def put_file(self, local_path, path):
@@ -149,12 +149,12 @@ class SlowVolume(LocalVolume):
             time.sleep(120)  # the test kills it here
 
 home, folder = Path(sys.argv[1]), Path(sys.argv[2])
-sync_to_volume(SlowVolume(home, "trainkit-data"), folder, lock_kv=LocalKV(home, "datasets"))
+sync_to_volume(SlowVolume(home / "volumes" / "trainkit-data"), folder, lock_kv=LocalKV(home, "datasets"))
 """
 
 
 def test_killed_sync_leaves_previous_version_and_next_sync_completes(
-    tmp_path: Path, trainkit_home: Path, volume: LocalVolume, kv: LocalKV
+    tmp_path: Path, trainkit_home: Path, volume: FolderVolume, kv: LocalKV
 ) -> None:
     folder = write_dataset(tmp_path / "ds")
     first = sync_to_volume(volume, folder, lock_kv=kv)
@@ -187,7 +187,7 @@ def test_killed_sync_leaves_previous_version_and_next_sync_completes(
     assert kv.keys() == []
 
 
-def test_a_live_sync_holds_the_lock(tmp_path: Path, volume: LocalVolume, kv: LocalKV) -> None:
+def test_a_live_sync_holds_the_lock(tmp_path: Path, volume: FolderVolume, kv: LocalKV) -> None:
     folder = write_dataset(tmp_path / "ds")
     kv.put("sync-lock/ds", {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time()})
     with pytest.raises(ConflictError, match="another sync of dataset 'ds' is running"):
@@ -198,7 +198,7 @@ def test_a_live_sync_holds_the_lock(tmp_path: Path, volume: LocalVolume, kv: Loc
     assert not sync_to_volume(volume, folder, lock_kv=kv).unchanged
 
 
-def test_old_versions_and_their_blobs_are_removed(tmp_path: Path, volume: LocalVolume) -> None:
+def test_old_versions_and_their_blobs_are_removed(tmp_path: Path, volume: FolderVolume) -> None:
     folder = write_dataset(tmp_path / "ds")
     versions = []
     for tag in ("", "-b", "-c", "-d"):
@@ -228,7 +228,7 @@ def test_sync_through_the_provider_facade(tmp_path: Path, monkeypatch: pytest.Mo
         sync_dataset(provider, "missing")
 
 
-def test_reader_refuses_never_synced_and_corrupt_data(tmp_path: Path, volume: LocalVolume) -> None:
+def test_reader_refuses_never_synced_and_corrupt_data(tmp_path: Path, volume: FolderVolume) -> None:
     with pytest.raises(NotFoundError, match="never synced"):
         read_synced(volume.root, "ds")
     with pytest.raises(NotFoundError, match="never synced"):
@@ -242,14 +242,14 @@ def test_reader_refuses_never_synced_and_corrupt_data(tmp_path: Path, volume: Lo
 
 
 @pytest.mark.parametrize("name", ["../etc", "a/b", "", ".hidden"])
-def test_bad_names_are_refused_before_any_path_is_built(volume: LocalVolume, name: str) -> None:
+def test_bad_names_are_refused_before_any_path_is_built(volume: FolderVolume, name: str) -> None:
     with pytest.raises(UsageError, match=r"dataset name .* is invalid"):
         read_synced(volume.root, name)
     with pytest.raises(UsageError, match=r"dataset name .* is invalid"):
         validate_synced(volume, name)
 
 
-def test_bad_spec_or_missing_file_writes_nothing(tmp_path: Path, volume: LocalVolume) -> None:
+def test_bad_spec_or_missing_file_writes_nothing(tmp_path: Path, volume: FolderVolume) -> None:
     folder = write_dataset(tmp_path / "ds")
     (folder / "part-4.jsonl").unlink()
     with pytest.raises(DatasetInvalidError, match=r"part-4\.jsonl: error \[file-missing\]"):
@@ -260,7 +260,7 @@ def test_bad_spec_or_missing_file_writes_nothing(tmp_path: Path, volume: LocalVo
     assert not volume.exists("datasets")
 
 
-def test_corrupt_current_json_is_named(tmp_path: Path, volume: LocalVolume) -> None:
+def test_corrupt_current_json_is_named(tmp_path: Path, volume: FolderVolume) -> None:
     sync_to_volume(volume, write_dataset(tmp_path / "ds"))
     volume.write_bytes(current_path("ds"), b"{not json")
     with pytest.raises(UsageError, match=r"corrupt .*current\.json"):

@@ -12,7 +12,7 @@ from trainkit_core import get_provider
 from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.evals import client, sets
 from trainkit_core.evals.metrics import exact_match, perplexity, summarize, token_f1
-from trainkit_core.local.volume import LocalVolume
+from trainkit_core.volumes.folder import FolderVolume
 
 
 def _ex(q: str, a: str) -> dict:  # type: ignore[type-arg]
@@ -56,11 +56,11 @@ def test_summary_counts_answers_that_stopped_at_end_of_turn() -> None:
 
 
 @pytest.fixture
-def volume(tmp_path: Path) -> LocalVolume:
-    return LocalVolume.at(tmp_path / "eval", "eval")
+def volume(tmp_path: Path) -> FolderVolume:
+    return FolderVolume(tmp_path / "eval", "eval")
 
 
-def test_add_examples_appends_skips_duplicates_and_replaces(volume: LocalVolume) -> None:
+def test_add_examples_appends_skips_duplicates_and_replaces(volume: FolderVolume) -> None:
     assert sets.add_examples(volume, "mini", [_ex("q1", "A1"), _ex("q2", "A2")]) == {
         "set": "mini",
         "added": 2,
@@ -95,7 +95,7 @@ def test_add_examples_appends_skips_duplicates_and_replaces(volume: LocalVolume)
         ("[1, 2]", "must be a JSON object"),
     ],
 )
-def test_bad_example_files_name_file_and_line_and_change_nothing(volume: LocalVolume, line: str, message: str) -> None:
+def test_bad_example_files_name_file_and_line_and_change_nothing(volume: FolderVolume, line: str, message: str) -> None:
     sets.add_examples(volume, "mini", [_ex("q1", "A1")])
     before = volume.read_bytes("sets/mini/examples.jsonl")
     data = (json.dumps(_ex("q2", "A2")) + "\n" + line + "\n").encode()
@@ -105,7 +105,7 @@ def test_bad_example_files_name_file_and_line_and_change_nothing(volume: LocalVo
     assert volume.read_bytes("sets/mini/examples.jsonl") == before
 
 
-def test_bad_set_names_and_report_ids(volume: LocalVolume) -> None:
+def test_bad_set_names_and_report_ids(volume: FolderVolume) -> None:
     for name in ("../x", "A B", "", "x/y"):
         with pytest.raises(UsageError):
             sets.add_examples(volume, name, [_ex("q", "a")])
@@ -118,7 +118,7 @@ def test_bad_set_names_and_report_ids(volume: LocalVolume) -> None:
         sets.read_set(volume, "missing")
 
 
-def test_reports_round_trip(volume: LocalVolume) -> None:
+def test_reports_round_trip(volume: FolderVolume) -> None:
     report_id = sets.new_report_id()
     report = {"report_id": report_id, "model_path": "trained/x", "tuned": {"exact_match": 1.0}, "base": None}
     sets.write_report(volume, report, [{"index": 0, "reference": "A"}])

@@ -31,8 +31,7 @@ def test_warm_worker_reuses_models_refuses_bad_paths_and_exits_when_idle(
     from trainkit_core import get_provider
     from trainkit_core.errors import NotFoundError, UsageError
     from trainkit_core.inference import client
-    from trainkit_core.inference.server import TOKEN_HEADER, record_path
-    from trainkit_core.inference.warm import read_record
+    from trainkit_core.local.inference_server import TOKEN_HEADER, read_record, record_path
     from trainkit_core.local.runner import process_start_time
 
     monkeypatch.setenv("TRAINKIT_INFER_IDLE_TIMEOUT_S", "4")

@@ -11,16 +11,16 @@ import pytest
 from trainkit_core import get_provider
 from trainkit_core.errors import MissingExtraError, NotFoundError, UsageError
 from trainkit_core.local.kv import LocalKV, db_path
-from trainkit_core.local.paths import clean_relative
-from trainkit_core.local.plugin import LocalDeployment
-from trainkit_core.local.volume import LocalVolume
+from trainkit_core.local.plugin import LocalDeployment, volume_root
 from trainkit_core.settings import Settings
+from trainkit_core.volumes.folder import FolderVolume
+from trainkit_core.volumes.paths import clean_relative
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../up", "/abs"])
 def test_volume_names_that_escape_are_refused(trainkit_home: Path, name: str) -> None:
     with pytest.raises(UsageError):
-        LocalVolume(trainkit_home, name)
+        volume_root(trainkit_home, name)
     assert not (trainkit_home / "up").exists() and not Path("/abs").exists()
 
 
@@ -38,16 +38,16 @@ def test_odd_paths_are_refused(path: str) -> None:
         clean_relative(path)
 
 
-def test_volume_at_wraps_a_mount_point(tmp_path: Path) -> None:
+def test_a_folder_volume_wraps_a_mount_point(tmp_path: Path) -> None:
     mount = tmp_path / "mnt" / "data"
-    vol = LocalVolume.at(mount)
+    vol = FolderVolume(mount)
     vol.write_bytes("x/y.txt", b"1")
     assert (mount / "x" / "y.txt").read_bytes() == b"1"
     assert vol.name == "data"
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(trainkit_home: Path) -> None:
-    vol = LocalVolume(trainkit_home, "v")
+    vol = FolderVolume(trainkit_home / "v")
     vol.write_bytes("f.txt", b"old")
 
     def explode(out: object) -> None:

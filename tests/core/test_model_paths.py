@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from trainkit_core.errors import NotFoundError, UsageError
-from trainkit_core.local.volume import LocalVolume
 from trainkit_core.models import (
     check_model_path,
     default_model_for_preset,
@@ -24,6 +23,7 @@ from trainkit_core.models import (
     local_model_dir,
     parse_model_path,
 )
+from trainkit_core.volumes.folder import FolderVolume
 
 RUN = "run-20261130-120000-abcdef"
 OTHER = "run-20261130-130000-123456"
@@ -158,11 +158,11 @@ def _write_model(folder: Path, *, preset: str = "tiny", created: float = 1.0, ca
 
 
 @pytest.fixture
-def models(tmp_path: Path) -> LocalVolume:
-    return LocalVolume.at(tmp_path / "models", "models")
+def models(tmp_path: Path) -> FolderVolume:
+    return FolderVolume(tmp_path / "models", "models")
 
 
-def test_existing_model_and_checkpoint_pass(models: LocalVolume) -> None:
+def test_existing_model_and_checkpoint_pass(models: FolderVolume) -> None:
     _write_model(models.root / "trained" / RUN)
     ckpt = models.root / "trained" / RUN / "checkpoints" / "00000050"
     _write_model(ckpt, card=False)
@@ -172,7 +172,7 @@ def test_existing_model_and_checkpoint_pass(models: LocalVolume) -> None:
     assert local_model_dir(parse_model_path(f"trained/{RUN}"), models.root) == models.root / "trained" / RUN
 
 
-def test_missing_model_adapter_or_done_marker(models: LocalVolume) -> None:
+def test_missing_model_adapter_or_done_marker(models: FolderVolume) -> None:
     with pytest.raises(NotFoundError, match="no trained model"):
         check_model_path(f"trained/{RUN}", models)
     folder = models.root / "trained" / RUN
@@ -186,7 +186,7 @@ def test_missing_model_adapter_or_done_marker(models: LocalVolume) -> None:
         check_model_path(f"trained/{RUN}/checkpoints/00000010", models)
 
 
-def test_symlink_out_of_the_volume_refused(models: LocalVolume, tmp_path: Path) -> None:
+def test_symlink_out_of_the_volume_refused(models: FolderVolume, tmp_path: Path) -> None:
     outside = tmp_path / "outside" / "model"
     _write_model(outside)
     (models.root / "trained").mkdir(parents=True)
@@ -195,7 +195,7 @@ def test_symlink_out_of_the_volume_refused(models: LocalVolume, tmp_path: Path) 
         check_model_path(f"trained/{RUN}", models)
 
 
-def test_symlinked_weights_file_refused(models: LocalVolume, tmp_path: Path) -> None:
+def test_symlinked_weights_file_refused(models: FolderVolume, tmp_path: Path) -> None:
     folder = models.root / "trained" / RUN
     _write_model(folder)
     secret = tmp_path / "secret.bin"
@@ -207,7 +207,7 @@ def test_symlinked_weights_file_refused(models: LocalVolume, tmp_path: Path) -> 
         local_model_dir(ref, models.root)
 
 
-def test_listing_and_legacy_default(models: LocalVolume) -> None:
+def test_listing_and_legacy_default(models: FolderVolume) -> None:
     _write_model(models.root / "trained" / RUN, created=10.0)
     _write_model(models.root / "trained" / OTHER, created=20.0)
     _write_model(models.root / "trained" / "run-20261130-140000-ffffff", preset="4b")

@@ -15,8 +15,8 @@ import pytest
 
 from trainkit_core import get_provider
 from trainkit_core.errors import UsageError
-from trainkit_core.inference.server import TOKEN_HEADER, token_ok
-from trainkit_core.inference.warm import LocalInferenceServer, worker_dir
+from trainkit_core.local.inference_server import TOKEN_HEADER, LocalInferenceServer, worker_dir
+from trainkit_core.local.warm_worker import token_ok
 from trainkit_core.settings import ApiSettings, Settings, child_environ
 
 TOKEN = "api-token-never-in-a-child-9f3e"

@@ -69,7 +69,7 @@ def provider(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
         compute=ComputeSettings(infer_idle_timeout_s=600),  # one warm worker for the module; ended below
     )
     yield get_provider("local", settings)
-    from trainkit_core.inference.warm import read_record
+    from trainkit_core.local.inference_server import read_record
 
     worker = read_record(home)
     if worker:

@@ -20,8 +20,8 @@ def make_fake_model(models_root: Path, hf_cache: Path, *, run_id: str | None = N
     from transformers import AutoModelForCausalLM
 
     from trainkit_core.chat_format import render
+    from trainkit_core.models.layout import make_card, write_card
     from trainkit_core.tiny_model import TINY_BASE_PATH, build_tokenizer, ensure_tiny_base
-    from trainkit_core.training.layout import make_card, write_card
 
     run_id = run_id or new_run_id()
     base_dir = ensure_tiny_base(hf_cache)

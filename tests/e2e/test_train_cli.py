@@ -147,7 +147,7 @@ def test_demo_trains_and_the_loss_falls_below_half(demo: dict[str, Any]) -> None
     phases = [e["phase"] for e in run.events.read() if e["type"] == "phase"]
     assert phases[:3] == ["loading_model", "loading_dataset", "training"] and phases[-1] == "done"
     assert [c.step for c in run.checkpoints()] == [60, 120]
-    assert run.model.model_path == f"trained/{run.id}"
+    assert run.model.path == f"trained/{run.id}"
 
 
 def test_a_second_process_following_the_logs_sees_events_while_the_run_runs(demo: dict[str, Any]) -> None:
@@ -165,7 +165,7 @@ def test_trained_dir_holds_a_loadable_adapter_and_its_description(env: Env, demo
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trainkit_core.chat_format import encode_for_training, get_format
-    from trainkit_core.training.layout import resolve_base_model
+    from trainkit_core.models.layout import resolve_base_model
 
     run = demo["run"]
     models = Path(env.provider.volume("models").root)  # type: ignore[attr-defined]

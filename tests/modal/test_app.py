@@ -229,7 +229,7 @@ def test_images_mount_every_source_file_but_bytecode(fake_modal: ModuleType, mon
     for declared in built.objects.values():
         layer = declared.options["image"].layers[-1]
         assert layer[0] == "add_local_python_source" and layer[2] is source_ignore
-    assert not source_ignore(Path("static/index.html")) and not source_ignore(Path("routes/jobs.py"))
+    assert not source_ignore(Path("static/index.html")) and not source_ignore(Path("routes/runs.py"))
     assert source_ignore(Path("routes/__pycache__/jobs.cpython-311.pyc")) and source_ignore(Path("x.pyc"))
 
 

@@ -70,7 +70,7 @@ def test_gated_model_without_hf_secret_is_refused_before_spawning(
 
 
 def test_ungated_tiny_model_needs_no_secret(fake_modal: ModuleType) -> None:
-    from trainkit_modal.runner import ModalRunner
+    from trainkit_modal.function_runner import ModalRunner
 
     runner = ModalRunner(fake_modal, Settings.from_env())
     runner._check_secret({"model_size": "tiny"})  # no error
@@ -206,7 +206,7 @@ def test_web_app_in_the_container_needs_no_entry_points(monkeypatch: pytest.Monk
     pytest.importorskip("trainkit_api")
     from fastapi.testclient import TestClient
 
-    from trainkit_modal.container import web_app
+    from trainkit_modal.web import web_app
 
     monkeypatch.setenv("TRAINKIT_PROVIDER", "modal")
     monkeypatch.setenv("TRAINKIT_LOAD_PLUGINS", "")  # discovery finds nothing, as in the container
@@ -329,7 +329,7 @@ def test_infer_for_an_expired_run_record_reads_the_models_card(
     import json
 
     from trainkit_core.models.paths import CARD_FILE
-    from trainkit_modal.runner import ModalRunner
+    from trainkit_modal.function_runner import ModalRunner
 
     monkeypatch.setenv("TRAINKIT_HF_SECRET", "huggingface")
     provider = provider_on(fake_modal)

@@ -23,7 +23,7 @@ from fastapi.responses import FileResponse, Response
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
-from trainkit_api.routes.jobs import RunId
+from trainkit_api.routes.runs import RunId
 from trainkit_api.state import ApiState, get_state
 from trainkit_core.errors import NotFoundError
 from trainkit_core.ids import NAME_PATTERN
@@ -65,40 +65,49 @@ COMPONENT_HEADERS = {
 }
 
 
+components_router = APIRouter(
+    prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+)
+
+
+@components_router.get("/jobs/{run_id}/components/{name}", response_class=Response)
+def get_component(
+    run_id: RunId,
+    name: Annotated[str, PathParam(pattern=NAME_PATTERN.pattern, description="The component's name.")],
+    state: ApiState = Depends(get_state),
+) -> Response:
+    """A file the run attached for the dashboard (`TrainingRun.add_dashboard_component`)."""
+    run = state.run(run_id, reconcile=False)
+    found = [c for c in run.dashboard_components if c.get("name") == name]
+    if not found:
+        raise NotFoundError(f"run {run_id} has no dashboard component {name!r}")
+    component = found[-1]
+    data = state.store.models.read_bytes(str(component["path"]))
+    return Response(
+        data, media_type=str(component.get("media_type") or "application/octet-stream"), headers=COMPONENT_HEADERS
+    )
+
+
 def build_components_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+    return components_router
 
-    @router.get("/jobs/{run_id}/components/{name}", response_class=Response)
-    def get_component(
-        run_id: RunId,
-        name: Annotated[str, PathParam(pattern=NAME_PATTERN.pattern, description="The component's name.")],
-        state: ApiState = Depends(get_state),
-    ) -> Response:
-        """A file the run attached for the dashboard (`TrainingRun.add_dashboard_component`)."""
-        run = state.run(run_id, reconcile=False)
-        found = [c for c in run.dashboard_components if c.get("name") == name]
-        if not found:
-            raise NotFoundError(f"run {run_id} has no dashboard component {name!r}")
-        component = found[-1]
-        data = state.store.models.read_bytes(str(component["path"]))
-        return Response(
-            data, media_type=str(component.get("media_type") or "application/octet-stream"), headers=COMPONENT_HEADERS
-        )
 
-    return router
+router = APIRouter()
+
+
+@router.get("/", include_in_schema=False)
+def index() -> FileResponse:
+    return _serve(static_file("index.html"))
+
+
+@router.get("/static/{name:path}", include_in_schema=False)
+def static(name: str) -> FileResponse:
+    return _serve(static_file(name))
+
+
+router.include_router(components_router)
 
 
 def build_router() -> APIRouter:
     """The dashboard's routes; `create_app` includes them next to `/v1`."""
-    router = APIRouter()
-
-    @router.get("/", include_in_schema=False)
-    def index() -> FileResponse:
-        return _serve(static_file("index.html"))
-
-    @router.get("/static/{name:path}", include_in_schema=False)
-    def static(name: str) -> FileResponse:
-        return _serve(static_file(name))
-
-    router.include_router(build_components_router())
     return router

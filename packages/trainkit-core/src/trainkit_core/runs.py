@@ -27,6 +27,7 @@ from trainkit_core.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, 
 from trainkit_core.hookspecs import KVStore, Volume
 from trainkit_core.ids import check_name, check_run_id
 from trainkit_core.kv_values import get_many
+from trainkit_core.models.paths import ModelPath, trained_dir
 
 if TYPE_CHECKING:
     from trainkit_core.runs_index import RunIndex
@@ -46,11 +47,6 @@ UNFINISHED = ("pending", "running")
 PHASES = ("provisioning", "loading_model", "loading_dataset", "training", "saving", "evaluating", "done")
 
 DASHBOARD_TYPES = {"png": "image/png", "html": "text/html", "json": "application/json", "svg": "image/svg+xml"}
-
-
-def trained_dir(run_id: str) -> str:
-    """Where a run's result lives on the models volume."""
-    return f"trained/{run_id}"
 
 
 def history_dir(run_id: str) -> str:
@@ -78,9 +74,9 @@ class RunStore:
 
     @classmethod
     def for_job(cls, ctx: Any) -> RunStore:
-        from trainkit_core.local.volume import LocalVolume
+        from trainkit_core.volumes.folder import FolderVolume
 
-        return cls(ctx.kv, LocalVolume.at(ctx.path("models")))
+        return cls(ctx.kv, FolderVolume(ctx.path("models")))
 
     def _kv(self, namespace: str) -> KVStore:
         """One store object per namespace for the store's life (a local one holds a connection)."""
@@ -173,16 +169,8 @@ class Checkpoint(BaseModel):
     path: str  # relative to the models volume, e.g. trained/<id>/checkpoints/00000050
 
 
-class ModelRef(BaseModel):
-    """What inference needs to find a model: a path on the models volume."""
-
-    model_path: str
-    run_id: str
-    step: int | None = None
-
-
 class TrainingRun(BaseModel):
-    """One fine-tuning run, as stored. Field names follow the seed's record."""
+    """One fine-tuning run, as stored in the runs namespace and in `runs/<id>/record.json`."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -400,15 +388,15 @@ class TrainingRun(BaseModel):
         return found[-1] if found else None
 
     @property
-    def model(self) -> ModelRef:
+    def model(self) -> ModelPath:
         """The final model when the run saved one, else its latest checkpoint."""
         final = trained_dir(self.id)
         if self.store.models.exists(f"{final}/trained_model.json"):
-            return ModelRef(model_path=final, run_id=self.id)
+            return ModelPath(path=final, run_id=self.id)
         latest = self.latest_checkpoint()
         if latest is None:
             raise NotFoundError(f"run {self.id} has no saved model or checkpoint yet")
-        return ModelRef(model_path=latest.path, run_id=self.id, step=latest.step)
+        return ModelPath(path=latest.path, run_id=self.id, step=latest.step)
 
     def record_latest_rollout(self, rollout: dict[str, Any]) -> None:
         """Keep the latest sample generations on fixed prompts (saved with the record)."""

@@ -28,10 +28,9 @@ from typing import Any
 
 from trainkit_core.settings import VOLUME_KINDS, Settings
 from trainkit_modal import spec
+from trainkit_modal.records import CALLS_NAMESPACE, ended_key, started_key
 
 log = logging.getLogger(__name__)
-
-CALLS_NAMESPACE = "_calls"
 
 #: The volumes each job reads, reloaded before it runs (other jobs reload none). The
 #: hf-cache is left alone: reloading it buys nothing (a missing base model is downloaded)
@@ -42,22 +41,6 @@ JOB_READS: dict[str, tuple[str, ...]] = {
     "train": ("data", "models"),
     "eval": ("data", "models", "eval"),
 }
-
-
-def started_key(call_id: str) -> str:
-    return f"{call_id}/started"
-
-
-def ended_key(call_id: str) -> str:
-    return f"{call_id}/ended"
-
-
-def record_key(call_id: str) -> str:
-    return f"{call_id}/record"
-
-
-def cancel_key(call_id: str) -> str:
-    return f"{call_id}/cancel"
 
 
 def max_attempts(job: str, settings: Settings) -> int:
@@ -197,13 +180,13 @@ class WarmInference:
 
     def _prepare(self, request: dict[str, Any]) -> tuple[Any, Any]:
         from trainkit_core.inference.request import GenerateRequest
-        from trainkit_core.local.volume import LocalVolume
         from trainkit_core.models import default_model_for_preset
+        from trainkit_core.volumes.folder import FolderVolume
 
         self.reload_models()
         req = GenerateRequest.parse(dict(request))
         if req.model_path is None:
-            ref = default_model_for_preset(LocalVolume.at(self.cache.models_root), req.model_size or "")
+            ref = default_model_for_preset(FolderVolume(self.cache.models_root), req.model_size or "")
             req = req.model_copy(update={"model_path": ref.path, "model_size": None})
         return self.cache.get(req.model_path or ""), req
 
@@ -218,20 +201,3 @@ class WarmInference:
 
         loaded, req = self._prepare(request)
         yield from stream_tokens(loaded, req)
-
-
-def web_app() -> Any:
-    """The trainkit web API (an ASGI app) for the `@modal.asgi_app` function.
-
-    The container has the trainkit sources but no installed distributions, so no
-    entry points: the modal provider is registered by hand, not discovered.
-    """
-    from trainkit_api.app import create_app
-    from trainkit_core.plugins import build_plugin_manager, register
-    from trainkit_core.provider import get_provider
-    from trainkit_modal.plugin import ModalPlugin
-
-    settings = Settings.from_env()
-    pm = build_plugin_manager(load_entry_points=False)
-    register(pm, ModalPlugin(), name="modal", module="trainkit_modal.plugin")
-    return create_app(settings, provider=get_provider("modal", settings, pm=pm))

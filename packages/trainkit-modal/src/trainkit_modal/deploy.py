@@ -6,7 +6,7 @@
   deployed, its functions, and the web API's URL). Modal finds a stopped app by its
   id only, not by its name, so `deploy()` keeps the app's id (with its version and
   URLs) in the ``_app`` Dict, where `status()` finds it again and any process that
-  starts a job reads which deployment it runs in (`deployment_record`);
+  starts a job reads which deployment it runs in (`records.deployment_record`);
 - `stop()`: `modal.App.lookup(name).stop()`.
 
 `AppInfo.functions` names a class by its service function, `Inference_4b.*`: a
@@ -33,6 +33,7 @@ from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.hookspecs import DeploymentStatus
 from trainkit_core.settings import Settings
 from trainkit_modal import errors
+from trainkit_modal.records import APP_NAMESPACE, DEPLOYMENT_KEY, deployment_record
 from trainkit_modal.spec import WEB_FUNCTION, load_stack, routing_spec
 
 if TYPE_CHECKING:
@@ -40,18 +41,6 @@ if TYPE_CHECKING:
 
 #: Modal's app states that mean the app is not serving.
 _STOPPED_STATES = ("stopped", "stopping", "disabled")
-
-#: The Dict namespace (and key) of the last deployment's record.
-APP_NAMESPACE = "_app"
-DEPLOYMENT_KEY = "deployment"
-
-
-def deployment_record(sdk: Any, settings: Settings) -> dict[str, Any] | None:
-    """The app's last deployment as `deploy()` recorded it (app id, version, URLs), or None."""
-    from trainkit_modal.kv import ModalKV
-
-    record = ModalKV.for_settings(sdk, settings, APP_NAMESPACE).get(DEPLOYMENT_KEY)
-    return record if isinstance(record, dict) else None
 
 
 def is_deployed(name: str, functions: Any) -> bool:

@@ -86,7 +86,7 @@ def inference_class(size: str, modal: Any = None) -> type:
 
 def web() -> Any:
     """The web API's ASGI app (`@modal.asgi_app`)."""
-    from trainkit_modal.container import web_app
+    from trainkit_modal.web import web_app
 
     return web_app()
 

@@ -72,7 +72,7 @@ class ModalPlugin:
     def run_function(self, provider: str, settings: Settings) -> Any:
         if provider != NAME:
             return None
-        from trainkit_modal.runner import ModalRunner
+        from trainkit_modal.function_runner import ModalRunner
 
         return ModalRunner(self.sdk_factory(), settings)
 
@@ -88,8 +88,8 @@ class ModalPlugin:
     def inference_server(self, provider: str, settings: Settings) -> Any:
         if provider != NAME:
             return None
+        from trainkit_modal.function_runner import ModalRunner
         from trainkit_modal.inference import ModalInferenceServer
-        from trainkit_modal.runner import ModalRunner
 
         return ModalInferenceServer(ModalRunner(self.sdk_factory(), settings))
 

@@ -33,7 +33,7 @@ from typing import Any
 from trainkit_core.errors import UsageError
 from trainkit_core.settings import VOLUME_KINDS, Settings
 
-#: Where each volume kind is mounted in every container (the seed's layout).
+#: Where each volume kind is mounted in every container.
 MOUNT_PATHS: dict[str, str] = {
     "data": "/data",
     "models": "/models",

@@ -17,7 +17,7 @@ from typing import Any
 
 from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.hookspecs import FileEntry
-from trainkit_core.local.paths import clean_relative
+from trainkit_core.volumes.paths import clean_relative
 from trainkit_modal.errors import translate
 
 #: `modal.volume.FileEntryType.DIRECTORY`

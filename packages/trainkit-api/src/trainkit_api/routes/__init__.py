@@ -1,4 +1,5 @@
-"""The API's routers, one module per concern, each built by a function.
+"""The API's routers, one module per concern: its handlers are module-level functions on
+the module's router, which the module's builder function returns.
 
 `create_app` calls every builder in `ROUTER_BUILDERS`, in order. A new module (the
 dashboard's, for one) adds its builder here. Routers under `/v1` carry the token
@@ -12,7 +13,7 @@ from __future__ import annotations
 ROUTER_BUILDERS = (
     "trainkit_api.routes.health:build_public_router",
     "trainkit_api.routes.health:build_router",
-    "trainkit_api.routes.jobs:build_router",
+    "trainkit_api.routes.runs:build_router",
     "trainkit_api.routes.events:build_router",
     "trainkit_api.routes.models:build_router",
     "trainkit_api.routes.generate:build_router",

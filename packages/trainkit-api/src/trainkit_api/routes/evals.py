@@ -1,7 +1,6 @@
 """Evals: store eval examples, run an eval of a trained model, read its report.
 
-The seed's web API stored eval examples on the eval volume; here they form named sets
-(`sets/<name>/examples.jsonl`). `POST /v1/evals/run` starts the ``eval`` job and
+Eval examples live on the eval volume in named sets (`sets/<name>/examples.jsonl`). `POST /v1/evals/run` starts the ``eval`` job and
 answers at once with the report id; `GET /v1/evals/{report id}` answers 404 until the
 job has stored the report (tuned vs base metrics, and with `examples=true` every
 example with both answers). All checks (model path, set, dataset) run before the job
@@ -75,49 +74,51 @@ class EvalReport(BaseModel):
 CALLS_NAMESPACE = "api_evals"
 
 
+router = APIRouter(prefix="/v1", tags=["evals"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+
+@router.post("/evals/{set_name}/examples", response_model=ExamplesAdded, status_code=status.HTTP_201_CREATED)
+def add_examples(set_name: SetName, body: ExamplesIn, state: ApiState = Depends(get_state)) -> ExamplesAdded:
+    """Store eval examples in set `set_name`; every example is checked before the set is written."""
+    from trainkit_core.evals.client import add_examples as add
+
+    return ExamplesAdded.model_validate(add(state.provider, set_name, body.examples, replace=body.replace))
+
+
+@router.post("/evals/run", response_model=EvalStarted, status_code=status.HTTP_202_ACCEPTED)
+def run_eval(body: EvalRunIn, state: ApiState = Depends(get_state)) -> EvalStarted:
+    """Start an eval of a trained model (tuned vs base); poll `GET /v1/evals/{report_id}`."""
+    from trainkit_core.evals.client import start_eval
+
+    report_id, handle = start_eval(state.provider, **body.model_dump())
+    state.kv(CALLS_NAMESPACE).put(report_id, handle.call_id)
+    return EvalStarted(report_id=report_id, call_id=handle.call_id)
+
+
+@router.get("/evals/{report_id}", response_model=EvalReport)
+def get_report(
+    report_id: ReportId,
+    state: ApiState = Depends(get_state),
+    examples: Annotated[bool, Query(description="Include every example with the tuned and base answers.")] = False,
+) -> EvalReport:
+    """An eval report: metrics of the tuned and the base model, or `running` / `failed` until it exists."""
+    from trainkit_core.errors import NotFoundError
+    from trainkit_core.evals.client import get_report as read
+
+    try:
+        return EvalReport.model_validate({**read(state.provider, report_id, examples=examples), "status": "done"})
+    except NotFoundError:
+        call_id = state.kv(CALLS_NAMESPACE).get(report_id)
+        if call_id is None:
+            raise
+    call = state.provider.call(call_id).status()
+    if not call.done:
+        return EvalReport(report_id=report_id, status="running")
+    try:  # the job may have written the report just now
+        return EvalReport.model_validate({**read(state.provider, report_id, examples=examples), "status": "done"})
+    except NotFoundError:
+        return EvalReport(report_id=report_id, status="failed", error=call.error or f"the eval job ended {call.state}")
+
+
 def build_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["evals"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
-
-    @router.post("/evals/{set_name}/examples", response_model=ExamplesAdded, status_code=status.HTTP_201_CREATED)
-    def add_examples(set_name: SetName, body: ExamplesIn, state: ApiState = Depends(get_state)) -> ExamplesAdded:
-        """Store eval examples in set `set_name`; every example is checked before the set is written."""
-        from trainkit_core.evals.client import add_examples as add
-
-        return ExamplesAdded.model_validate(add(state.provider, set_name, body.examples, replace=body.replace))
-
-    @router.post("/evals/run", response_model=EvalStarted, status_code=status.HTTP_202_ACCEPTED)
-    def run_eval(body: EvalRunIn, state: ApiState = Depends(get_state)) -> EvalStarted:
-        """Start an eval of a trained model (tuned vs base); poll `GET /v1/evals/{report_id}`."""
-        from trainkit_core.evals.client import start_eval
-
-        report_id, handle = start_eval(state.provider, **body.model_dump())
-        state.kv(CALLS_NAMESPACE).put(report_id, handle.call_id)
-        return EvalStarted(report_id=report_id, call_id=handle.call_id)
-
-    @router.get("/evals/{report_id}", response_model=EvalReport)
-    def get_report(
-        report_id: ReportId,
-        state: ApiState = Depends(get_state),
-        examples: Annotated[bool, Query(description="Include every example with the tuned and base answers.")] = False,
-    ) -> EvalReport:
-        """An eval report: metrics of the tuned and the base model, or `running` / `failed` until it exists."""
-        from trainkit_core.errors import NotFoundError
-        from trainkit_core.evals.client import get_report as read
-
-        try:
-            return EvalReport.model_validate({**read(state.provider, report_id, examples=examples), "status": "done"})
-        except NotFoundError:
-            call_id = state.kv(CALLS_NAMESPACE).get(report_id)
-            if call_id is None:
-                raise
-        call = state.provider.call(call_id).status()
-        if not call.done:
-            return EvalReport(report_id=report_id, status="running")
-        try:  # the job may have written the report just now
-            return EvalReport.model_validate({**read(state.provider, report_id, examples=examples), "status": "done"})
-        except NotFoundError:
-            return EvalReport(
-                report_id=report_id, status="failed", error=call.error or f"the eval job ended {call.state}"
-            )
-
     return router

@@ -11,7 +11,7 @@ from pydantic import BeforeValidator
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
-from trainkit_api.routes.jobs import RunId
+from trainkit_api.routes.runs import RunId
 from trainkit_api.schemas import EventPage, event_dicts
 from trainkit_api.sse import HEADERS, RECONCILE_S, parse_last_event_id, parse_seq, run_event_stream
 from trainkit_api.state import ApiState, event_log, get_state
@@ -44,44 +44,47 @@ def _done_check(run: TrainingRun) -> Any:
     return is_done
 
 
+router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+
+@router.get("/jobs/{run_id}/events", response_model=EventPage)
+def list_events(
+    run_id: RunId,
+    state: ApiState = Depends(get_state),
+    after: After = 0,
+    limit: Annotated[Seq, Query(ge=1, le=10_000)] = 1000,
+) -> EventPage:
+    """Events after `after`, oldest first; ask again with the last `seq` for more."""
+    run = state.run(run_id)
+    log = event_log(run)
+    return EventPage(data=event_dicts(log.read(after, limit=limit)), last_seq=log.last_seq(), done=run.done())
+
+
+@router.get("/jobs/{run_id}/events/stream", response_class=StreamingResponse, responses=STREAM_DOC)
+def stream_events(
+    run_id: RunId,
+    state: ApiState = Depends(get_state),
+    after: After = 0,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            pattern=r"^[ \t]*([0-9]{1,16})?[ \t]*$",
+            description="Sent by a reconnecting client: resume after this sequence number.",
+        ),
+    ] = None,
+) -> StreamingResponse:
+    """Follow a run live as server-sent events; the stream ends when the run ends."""
+    run = state.run(run_id)  # 404 now, not half-way into a stream
+    resume = parse_last_event_id(last_event_id)
+    start = resume if resume is not None else after
+    log = event_log(run)
+
+    def final() -> dict[str, Any]:
+        return {"run_id": run.id, "status": run.status, "error": run.error_message, "last_seq": log.last_seq()}
+
+    body = run_event_stream(log, after=start, is_done=_done_check(run), final=final)
+    return StreamingResponse(body, media_type="text/event-stream", headers=HEADERS)
+
+
 def build_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
-
-    @router.get("/jobs/{run_id}/events", response_model=EventPage)
-    def list_events(
-        run_id: RunId,
-        state: ApiState = Depends(get_state),
-        after: After = 0,
-        limit: Annotated[Seq, Query(ge=1, le=10_000)] = 1000,
-    ) -> EventPage:
-        """Events after `after`, oldest first; ask again with the last `seq` for more."""
-        run = state.run(run_id)
-        log = event_log(run)
-        return EventPage(data=event_dicts(log.read(after, limit=limit)), last_seq=log.last_seq(), done=run.done())
-
-    @router.get("/jobs/{run_id}/events/stream", response_class=StreamingResponse, responses=STREAM_DOC)
-    def stream_events(
-        run_id: RunId,
-        state: ApiState = Depends(get_state),
-        after: After = 0,
-        last_event_id: Annotated[
-            str | None,
-            Header(
-                pattern=r"^[ \t]*([0-9]{1,16})?[ \t]*$",
-                description="Sent by a reconnecting client: resume after this sequence number.",
-            ),
-        ] = None,
-    ) -> StreamingResponse:
-        """Follow a run live as server-sent events; the stream ends when the run ends."""
-        run = state.run(run_id)  # 404 now, not half-way into a stream
-        resume = parse_last_event_id(last_event_id)
-        start = resume if resume is not None else after
-        log = event_log(run)
-
-        def final() -> dict[str, Any]:
-            return {"run_id": run.id, "status": run.status, "error": run.error_message, "last_seq": log.last_seq()}
-
-        body = run_event_stream(log, after=start, is_done=_done_check(run), final=final)
-        return StreamingResponse(body, media_type="text/event-stream", headers=HEADERS)
-
     return router

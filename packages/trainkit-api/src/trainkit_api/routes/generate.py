@@ -4,8 +4,8 @@ Both go through `trainkit_core.inference.client` (the warm inference server wher
 provider has one, else the ``infer`` job). The request is validated and its model
 path checked *before* a stream starts, so a bad request gets a 4xx, not a broken
 stream. For chat completions `model` is a model path (``trained/<run id>``, or one of
-its checkpoints), a preset name (that preset's newest trained model, the seed's
-``--model-size`` form), and either one with ``:base`` appended generates with its base
+its checkpoints), a preset name (that preset's newest trained model, as
+``--model-size`` picks it), and either one with ``:base`` appended generates with its base
 model alone. Without `temperature` the answer is greedy (trainkit's default), not
 OpenAI's 1.0, so that the same request gives the same answer.
 """
@@ -157,110 +157,109 @@ def _error_event(exc: BaseException) -> dict[str, Any]:
     return {"error": {"type": "server_error", "message": "generation failed; the server's log has the details"}}
 
 
-def build_router() -> APIRouter:
-    router = APIRouter(
-        prefix="/v1", tags=["generate"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
-    )
+router = APIRouter(prefix="/v1", tags=["generate"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
 
-    @router.post(
-        "/generate",
-        response_model=GenerateResult,
-        responses={200: {"description": "The answer; with `stream`, server-sent events.", "content": SSE_DOC}},
-    )
-    def generate(body: GenerateBody, state: ApiState = Depends(get_state)) -> Any:
-        """Generate with a trained model (`model_path`) or a preset's newest (`model_size`)."""
-        from trainkit_core.inference import client
 
-        request = GenerateRequest.model_validate(body.model_dump(exclude={"stream"}))
-        request = client.prepare(state.provider, request)  # 4xx now, before any stream
-        if not body.stream:
-            return GenerateResult.model_validate(client.generate(state.provider, request))
+@router.post(
+    "/generate",
+    response_model=GenerateResult,
+    responses={200: {"description": "The answer; with `stream`, server-sent events.", "content": SSE_DOC}},
+)
+def generate(body: GenerateBody, state: ApiState = Depends(get_state)) -> Any:
+    """Generate with a trained model (`model_path`) or a preset's newest (`model_size`)."""
+    from trainkit_core.inference import client
 
-        def events() -> Iterator[str]:
-            try:
-                for event in client.stream(state.provider, request):
-                    yield format_event(event, event=str(event.get("type", "token")))
-            except Exception as exc:
-                yield format_event(_error_event(exc), event="error")
+    request = GenerateRequest.model_validate(body.model_dump(exclude={"stream"}))
+    request = client.prepare(state.provider, request)  # 4xx now, before any stream
+    if not body.stream:
+        return GenerateResult.model_validate(client.generate(state.provider, request))
 
-        return StreamingResponse(events(), media_type="text/event-stream", headers=HEADERS)
+    def events() -> Iterator[str]:
+        try:
+            for event in client.stream(state.provider, request):
+                yield format_event(event, event=str(event.get("type", "token")))
+        except Exception as exc:
+            yield format_event(_error_event(exc), event="error")
 
-    @router.post(
-        "/chat/completions",
-        response_model=ChatCompletion,
-        responses={
-            200: {"description": "OpenAI's chat completion; with `stream`, its chunks as SSE.", "content": SSE_DOC}
-        },
-    )
-    def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_state)) -> Any:
-        """OpenAI-compatible chat completion with a trained model (`stream` supported)."""
-        from trainkit_core.inference import client
+    return StreamingResponse(events(), media_type="text/event-stream", headers=HEADERS)
 
-        request = client.prepare(state.provider, generate_request(body))
-        completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
-        created = int(time.time())
-        if not body.stream:
-            result = client.generate(state.provider, request)
-            usage = result.get("usage") or {}
-            prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-            return ChatCompletion(
-                id=completion_id,
-                created=created,
-                model=body.model,
-                choices=[
-                    Choice(
-                        message=ChatMessageOut(content=result.get("text", "")),
-                        finish_reason=result.get("finish_reason") or "stop",
-                    )
-                ],
-                usage=ChatUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion),
-            )
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
-        def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
-            data = {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": body.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
-                **extra,
-            }
-            return format_event(data)
+@router.post(
+    "/chat/completions",
+    response_model=ChatCompletion,
+    responses={200: {"description": "OpenAI's chat completion; with `stream`, its chunks as SSE.", "content": SSE_DOC}},
+)
+def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_state)) -> Any:
+    """OpenAI-compatible chat completion with a trained model (`stream` supported)."""
+    from trainkit_core.inference import client
 
-        def chunks() -> Iterator[str]:
-            yield chunk({"role": "assistant", "content": ""})
-            try:
-                for event in client.stream(state.provider, request):
-                    if event.get("type") == "token" and event.get("text"):
-                        yield chunk({"content": event["text"]})
-                    elif event.get("type") == "done":
-                        yield chunk({}, event.get("finish_reason") or "stop")
-                        if include_usage:
-                            usage = event.get("usage") or {}
-                            prompt, completion = (
-                                int(usage.get("prompt_tokens", 0)),
-                                int(usage.get("completion_tokens", 0)),
-                            )
-                            total = {
-                                "prompt_tokens": prompt,
-                                "completion_tokens": completion,
-                                "total_tokens": prompt + completion,
+    request = client.prepare(state.provider, generate_request(body))
+    completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
+    created = int(time.time())
+    if not body.stream:
+        result = client.generate(state.provider, request)
+        usage = result.get("usage") or {}
+        prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+        return ChatCompletion(
+            id=completion_id,
+            created=created,
+            model=body.model,
+            choices=[
+                Choice(
+                    message=ChatMessageOut(content=result.get("text", "")),
+                    finish_reason=result.get("finish_reason") or "stop",
+                )
+            ],
+            usage=ChatUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion),
+        )
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
+        data = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": body.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+            **extra,
+        }
+        return format_event(data)
+
+    def chunks() -> Iterator[str]:
+        yield chunk({"role": "assistant", "content": ""})
+        try:
+            for event in client.stream(state.provider, request):
+                if event.get("type") == "token" and event.get("text"):
+                    yield chunk({"content": event["text"]})
+                elif event.get("type") == "done":
+                    yield chunk({}, event.get("finish_reason") or "stop")
+                    if include_usage:
+                        usage = event.get("usage") or {}
+                        prompt, completion = (
+                            int(usage.get("prompt_tokens", 0)),
+                            int(usage.get("completion_tokens", 0)),
+                        )
+                        total = {
+                            "prompt_tokens": prompt,
+                            "completion_tokens": completion,
+                            "total_tokens": prompt + completion,
+                        }
+                        yield format_event(
+                            {
+                                "id": completion_id,
+                                "object": "chat.completion.chunk",
+                                "created": created,
+                                "model": body.model,
+                                "choices": [],
+                                "usage": total,
                             }
-                            yield format_event(
-                                {
-                                    "id": completion_id,
-                                    "object": "chat.completion.chunk",
-                                    "created": created,
-                                    "model": body.model,
-                                    "choices": [],
-                                    "usage": total,
-                                }
-                            )
-            except Exception as exc:
-                yield format_event(_error_event(exc))
-            yield format_event("[DONE]")
+                        )
+        except Exception as exc:
+            yield format_event(_error_event(exc))
+        yield format_event("[DONE]")
 
-        return StreamingResponse(chunks(), media_type="text/event-stream", headers=HEADERS)
+    return StreamingResponse(chunks(), media_type="text/event-stream", headers=HEADERS)
 
+
+def build_router() -> APIRouter:
     return router

@@ -38,31 +38,35 @@ def versions() -> dict[str, str]:
     return found
 
 
+public_router = APIRouter(tags=["health"])
+
+
+@public_router.get("/health", response_model=Health)
+def health() -> Health:
+    """Liveness: answers without a token and without touching the provider."""
+    return Health(status="ok")
+
+
 def build_public_router() -> APIRouter:
     """`/health`: the one route without a token."""
-    public = APIRouter(tags=["health"])
+    return public_router
 
-    @public.get("/health", response_model=Health)
-    def health() -> Health:
-        """Liveness: answers without a token and without touching the provider."""
-        return Health(status="ok")
 
-    return public
+router = APIRouter(prefix="/v1", tags=["info"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+
+@router.get("/info", response_model=Info)
+def info(state: ApiState = Depends(get_state)) -> Info:
+    """Which provider serves this API, what it can do, and the installed trainkit packages."""
+    return Info(
+        provider=state.provider.name,
+        provider_description=state.provider.manifest.description,
+        capabilities=state.provider.capabilities.as_dict(),
+        versions=versions(),
+        python=platform.python_version(),
+        auth=state.token is not None,
+    )
 
 
 def build_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["info"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
-
-    @router.get("/info", response_model=Info)
-    def info(state: ApiState = Depends(get_state)) -> Info:
-        """Which provider serves this API, what it can do, and the installed trainkit packages."""
-        return Info(
-            provider=state.provider.name,
-            provider_description=state.provider.manifest.description,
-            capabilities=state.provider.capabilities.as_dict(),
-            versions=versions(),
-            python=platform.python_version(),
-            auth=state.token is not None,
-        )
-
     return router

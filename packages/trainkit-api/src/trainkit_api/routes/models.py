@@ -37,29 +37,31 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+router = APIRouter(prefix="/v1", tags=["models"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+
+@router.get("/models", response_model=ModelList)
+def list_models(state: ApiState = Depends(get_state)) -> ModelList:
+    """Trained models on the models volume, newest first."""
+    from trainkit_core.models import list_trained_models
+
+    cards = [
+        ModelCard(
+            id=m.model_path,
+            created=int(m.created_at),
+            run_id=m.run_id,
+            base_model=m.base_model,
+            preset=m.preset,
+            chat_format=m.chat_format,
+            dataset_id=m.dataset_id,
+            size_bytes=m.size_bytes,
+            metrics=m.metrics,
+            checkpoints=m.checkpoints,
+        )
+        for m in list_trained_models(state.provider.volume("models"))
+    ]
+    return ModelList(data=cards)
+
+
 def build_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["models"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
-
-    @router.get("/models", response_model=ModelList)
-    def list_models(state: ApiState = Depends(get_state)) -> ModelList:
-        """Trained models on the models volume, newest first."""
-        from trainkit_core.models import list_trained_models
-
-        cards = [
-            ModelCard(
-                id=m.model_path,
-                created=int(m.created_at),
-                run_id=m.run_id,
-                base_model=m.base_model,
-                preset=m.preset,
-                chat_format=m.chat_format,
-                dataset_id=m.dataset_id,
-                size_bytes=m.size_bytes,
-                metrics=m.metrics,
-                checkpoints=m.checkpoints,
-            )
-            for m in list_trained_models(state.provider.volume("models"))
-        ]
-        return ModelList(data=cards)
-
     return router

@@ -1,1 +1,1 @@
-"""One module per command family; each defines `register(group)`."""
+"""One module per command family: its commands at module level, and `register(group)`, which adds them."""

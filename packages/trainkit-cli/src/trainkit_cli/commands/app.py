@@ -42,36 +42,42 @@ def _show(status: Any, provider: str, as_json: bool) -> None:
         out.print(f"  [yellow]not deployed yet[/yellow] {', '.join(detail['missing'])} (run `trainkit app deploy`)")
 
 
-def register(cli: click.Group) -> None:
-    @cli.group()
-    def app() -> None:
-        """Deploy, inspect and stop the provider's app (providers with an app lifecycle)."""
+@click.group()
+def app() -> None:
+    """Deploy, inspect and stop the provider's app (providers with an app lifecycle)."""
 
-    @app.command()
-    @json_option
-    @pass_state
-    def deploy(state: CliState, as_json: bool) -> None:
-        """Build and deploy the app: images, volumes, functions, the web API."""
-        deployment = _deployment(state)
-        if as_json:  # the provider's build output goes to stderr, the answer alone to stdout
-            with contextlib.redirect_stdout(sys.stderr):
-                status = deployment.deploy()
-        else:
+
+@app.command()
+@json_option
+@pass_state
+def deploy(state: CliState, as_json: bool) -> None:
+    """Build and deploy the app: images, volumes, functions, the web API."""
+    deployment = _deployment(state)
+    if as_json:  # the provider's build output goes to stderr, the answer alone to stdout
+        with contextlib.redirect_stdout(sys.stderr):
             status = deployment.deploy()
-        _show(status, state.provider.name, as_json)
+    else:
+        status = deployment.deploy()
+    _show(status, state.provider.name, as_json)
 
-    @app.command()
-    @json_option
-    @pass_state
-    def status(state: CliState, as_json: bool) -> None:
-        """Whether the app is deployed, its functions and the web API's URL."""
-        _show(_deployment(state).status(), state.provider.name, as_json)
 
-    @app.command()
-    @json_option
-    @pass_state
-    def stop(state: CliState, as_json: bool) -> None:
-        """Stop the app: running containers end, new calls are refused until the next deploy."""
-        deployment = _deployment(state)
-        deployment.stop()
-        _show(deployment.status(), state.provider.name, as_json)
+@app.command()
+@json_option
+@pass_state
+def status(state: CliState, as_json: bool) -> None:
+    """Whether the app is deployed, its functions and the web API's URL."""
+    _show(_deployment(state).status(), state.provider.name, as_json)
+
+
+@app.command()
+@json_option
+@pass_state
+def stop(state: CliState, as_json: bool) -> None:
+    """Stop the app: running containers end, new calls are refused until the next deploy."""
+    deployment = _deployment(state)
+    deployment.stop()
+    _show(deployment.status(), state.provider.name, as_json)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(app)

@@ -52,149 +52,156 @@ def _print_report(report: Report, strict: bool) -> None:
         out.print(f"  lengths: {report.length_check}")
 
 
-def register(cli: click.Group) -> None:
-    @cli.command("datasets")
-    @click.option("--no-remote", is_flag=True, help="Do not ask the provider's data volume which version it holds.")
-    @json_option
-    @pass_state
-    def datasets_command(state: CliState, no_remote: bool, as_json: bool) -> None:
-        """List the local datasets (TRAINKIT_DATASETS_DIR) and whether the data volume holds the same version."""
-        from trainkit_core.datasets.local import list_local
-        from trainkit_core.datasets.sync import synced_hash
-        from trainkit_core.errors import TrainkitError
+@click.command("datasets")
+@click.option("--no-remote", is_flag=True, help="Do not ask the provider's data volume which version it holds.")
+@json_option
+@pass_state
+def datasets_command(state: CliState, no_remote: bool, as_json: bool) -> None:
+    """List the local datasets (TRAINKIT_DATASETS_DIR) and whether the data volume holds the same version."""
+    from trainkit_core.datasets.local import list_local
+    from trainkit_core.datasets.sync import synced_hash
+    from trainkit_core.errors import TrainkitError
 
-        folder = Path(state.settings.datasets.datasets_dir)
-        rows = [d.as_dict() for d in list_local(folder)]
-        volume = None
-        remote_error = None
-        if not no_remote and rows:
-            try:
-                volume = state.provider.volume("data")
-            except TrainkitError as exc:
-                remote_error = exc.message
-        for row in rows:
-            if volume is None:
-                row["synced"] = "unknown"
-                continue
-            try:
-                remote = synced_hash(volume, row["name"])
-            except TrainkitError as exc:
-                row["synced"], remote_error = "unknown", exc.message
-                continue
-            row["synced"] = "never" if remote is None else ("same" if remote == row.get("hash") else "different")
-            row["synced_hash"] = remote
-        if as_json:
-            print_json({"datasets_dir": str(folder), "datasets": rows, "remote_error": remote_error})
-            return
-        out = console()
-        if not rows:
-            out.print(f"no datasets in {folder} (a dataset is <dir>/<name>/dataset.toml plus JSONL files)")
-            return
-        from rich.table import Table
+    folder = Path(state.settings.datasets.datasets_dir)
+    rows = [d.as_dict() for d in list_local(folder)]
+    volume = None
+    remote_error = None
+    if not no_remote and rows:
+        try:
+            volume = state.provider.volume("data")
+        except TrainkitError as exc:
+            remote_error = exc.message
+    for row in rows:
+        if volume is None:
+            row["synced"] = "unknown"
+            continue
+        try:
+            remote = synced_hash(volume, row["name"])
+        except TrainkitError as exc:
+            row["synced"], remote_error = "unknown", exc.message
+            continue
+        row["synced"] = "never" if remote is None else ("same" if remote == row.get("hash") else "different")
+        row["synced_hash"] = remote
+    if as_json:
+        print_json({"datasets_dir": str(folder), "datasets": rows, "remote_error": remote_error})
+        return
+    out = console()
+    if not rows:
+        out.print(f"no datasets in {folder} (a dataset is <dir>/<name>/dataset.toml plus JSONL files)")
+        return
+    from rich.table import Table
 
-        table = Table(title=f"datasets in {folder}", title_justify="left")
-        for column in ("name", "format", "files", "train", "eval", "size", "hash", "on volume"):
-            table.add_column(column, justify="right" if column in ("files", "train", "eval", "size") else "left")
-        for row in rows:
-            if "hash" not in row:
-                problem = row.get("problems", [{}])[0]
-                table.add_row(row["name"], "[red]invalid[/red]", "", "", "", "", "", str(problem.get("message", "")))
-                continue
-            table.add_row(
-                row["name"],
-                row["format"],
-                str(len(row["files"])),
-                str(row["train_examples"]),
-                str(row["eval_examples"]),
-                human_size(row["size"]),
-                row["hash"][:12],
-                row["synced"],
-            )
-        out.print(table)
-        if remote_error:
-            out.print(f"[yellow]could not read the data volume:[/yellow] {remote_error}")
+    table = Table(title=f"datasets in {folder}", title_justify="left")
+    for column in ("name", "format", "files", "train", "eval", "size", "hash", "on volume"):
+        table.add_column(column, justify="right" if column in ("files", "train", "eval", "size") else "left")
+    for row in rows:
+        if "hash" not in row:
+            problem = row.get("problems", [{}])[0]
+            table.add_row(row["name"], "[red]invalid[/red]", "", "", "", "", "", str(problem.get("message", "")))
+            continue
+        table.add_row(
+            row["name"],
+            row["format"],
+            str(len(row["files"])),
+            str(row["train_examples"]),
+            str(row["eval_examples"]),
+            human_size(row["size"]),
+            row["hash"][:12],
+            row["synced"],
+        )
+    out.print(table)
+    if remote_error:
+        out.print(f"[yellow]could not read the data volume:[/yellow] {remote_error}")
 
-    @cli.command("sync")
-    @click.argument("name")
-    @click.option("--strict", is_flag=True, help="Refuse on warnings too (duplicates, length).")
-    @_length_options
-    @json_option
-    @pass_state
-    def sync_command(
-        state: CliState, name: str, strict: bool, model_size: str | None, max_tokens: int | None, as_json: bool
-    ) -> None:
-        """Upload dataset NAME to the data volume if its content changed (validated first; atomic)."""
-        from trainkit_core.datasets.sync import sync_dataset
-        from trainkit_core.datasets.validate import length_check_for
 
-        length = length_check_for(model_size, max_tokens=max_tokens)
-        provider = state.provider
-        if as_json or not sys.stderr.isatty():
-            result = sync_dataset(provider, name, length=length, strict=strict)
-        else:
-            result = _sync_with_progress(provider, name, length, strict)
-        if as_json:
-            print_json(result.as_dict())
-            return
-        from rich.markup import escape
+@click.command("sync")
+@click.argument("name")
+@click.option("--strict", is_flag=True, help="Refuse on warnings too (duplicates, length).")
+@_length_options
+@json_option
+@pass_state
+def sync_command(
+    state: CliState, name: str, strict: bool, model_size: str | None, max_tokens: int | None, as_json: bool
+) -> None:
+    """Upload dataset NAME to the data volume if its content changed (validated first; atomic)."""
+    from trainkit_core.datasets.sync import sync_dataset
+    from trainkit_core.datasets.validate import length_check_for
 
-        out = console()
-        if result.report:
-            for problem in result.report.warnings:
-                out.print(
-                    f"{problem.where}: [yellow]warning[/yellow] {escape('[' + problem.code + '] ' + problem.message)}",
-                    soft_wrap=True,
-                )
-        if result.unchanged:
-            out.print(f"{result.name}: unchanged (version {result.version}); nothing sent")
-        else:
+    length = length_check_for(model_size, max_tokens=max_tokens)
+    provider = state.provider
+    if as_json or not sys.stderr.isatty():
+        result = sync_dataset(provider, name, length=length, strict=strict)
+    else:
+        result = _sync_with_progress(provider, name, length, strict)
+    if as_json:
+        print_json(result.as_dict())
+        return
+    from rich.markup import escape
+
+    out = console()
+    if result.report:
+        for problem in result.report.warnings:
             out.print(
-                f"{result.name}: synced version {result.version}: sent {len(result.files_sent)} file(s), "
-                f"{human_size(result.uploaded_bytes)}; {len(result.files_reused)} unchanged file(s) reused"
+                f"{problem.where}: [yellow]warning[/yellow] {escape('[' + problem.code + '] ' + problem.message)}",
+                soft_wrap=True,
             )
-
-    @cli.command("validate")
-    @click.argument("name")
-    @click.option(
-        "--local", "local", is_flag=True, help="Check the local copy instead of the data volume's current version."
-    )
-    @click.option("--strict", is_flag=True, help="Fail on warnings too (duplicates, length).")
-    @_length_options
-    @json_option
-    @pass_state
-    def validate_command(
-        state: CliState,
-        name: str,
-        local: bool,
-        strict: bool,
-        model_size: str | None,
-        max_tokens: int | None,
-        as_json: bool,
-    ) -> None:
-        """Check dataset NAME as training will read it (on the data volume), or the local copy with --local.
-
-        Every problem is printed as file:line. Exits 2 on errors (or on warnings with --strict).
-        """
-        from trainkit_core.datasets.local import find_local
-        from trainkit_core.datasets.validate import (
-            DatasetInvalidError,
-            length_check_for,
-            validate_local,
-            validate_synced,
+    if result.unchanged:
+        out.print(f"{result.name}: unchanged (version {result.version}); nothing sent")
+    else:
+        out.print(
+            f"{result.name}: synced version {result.version}: sent {len(result.files_sent)} file(s), "
+            f"{human_size(result.uploaded_bytes)}; {len(result.files_reused)} unchanged file(s) reused"
         )
 
-        length = length_check_for(model_size, max_tokens=max_tokens)
-        if local:
-            dataset = find_local(Path(state.settings.datasets.datasets_dir), name)
-            report = validate_local(dataset.path, length=length)
-        else:
-            report = validate_synced(state.provider.volume("data"), name, length=length)
-        if as_json:
-            print_json({**report.as_dict(), "ok": report.ok(strict=strict), "strict": strict})
-        else:
-            _print_report(report, strict)
-        if not report.ok(strict=strict):
-            sys.exit(DatasetInvalidError.exit_code)
+
+@click.command("validate")
+@click.argument("name")
+@click.option(
+    "--local", "local", is_flag=True, help="Check the local copy instead of the data volume's current version."
+)
+@click.option("--strict", is_flag=True, help="Fail on warnings too (duplicates, length).")
+@_length_options
+@json_option
+@pass_state
+def validate_command(
+    state: CliState,
+    name: str,
+    local: bool,
+    strict: bool,
+    model_size: str | None,
+    max_tokens: int | None,
+    as_json: bool,
+) -> None:
+    """Check dataset NAME as training will read it (on the data volume), or the local copy with --local.
+
+    Every problem is printed as file:line. Exits 2 on errors (or on warnings with --strict).
+    """
+    from trainkit_core.datasets.local import find_local
+    from trainkit_core.datasets.validate import (
+        DatasetInvalidError,
+        length_check_for,
+        validate_local,
+        validate_synced,
+    )
+
+    length = length_check_for(model_size, max_tokens=max_tokens)
+    if local:
+        dataset = find_local(Path(state.settings.datasets.datasets_dir), name)
+        report = validate_local(dataset.path, length=length)
+    else:
+        report = validate_synced(state.provider.volume("data"), name, length=length)
+    if as_json:
+        print_json({**report.as_dict(), "ok": report.ok(strict=strict), "strict": strict})
+    else:
+        _print_report(report, strict)
+    if not report.ok(strict=strict):
+        sys.exit(DatasetInvalidError.exit_code)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(datasets_command)
+    cli.add_command(sync_command)
+    cli.add_command(validate_command)
 
 
 def _sync_with_progress(provider: Any, name: str, length: Any, strict: bool) -> Any:

@@ -3,7 +3,7 @@
 Goes through `trainkit_core.inference.client`, so the model path is validated before
 anything runs, and the provider's warm inference is used where it has one (locally: a
 worker process that keeps the model loaded for TRAINKIT_INFER_IDLE_TIMEOUT_S).
-The legacy form `--model-size 4b` uses that preset's newest trained model.
+The short form `--model-size 4b` uses that preset's newest trained model.
 """
 
 from __future__ import annotations
@@ -37,78 +37,82 @@ def _messages(path: str) -> list[dict[str, Any]]:
     return data
 
 
-def register(cli: click.Group) -> None:
-    @cli.command("infer")
-    @click.option("--model-path", metavar="PATH", help="trained/<run id> or trained/<run id>/checkpoints/<step>.")
-    @click.option("--model-size", metavar="SIZE", help="Legacy form: the newest trained model of this preset.")
-    @click.option("--prompt", metavar="TEXT", help="One user message.")
-    @click.option("--messages", "messages_file", metavar="FILE", help="JSON file with a list of chat messages.")
-    @click.option("--base", is_flag=True, help="Generate with the model's base alone (adapter off), for comparison.")
-    @click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=128, show_default=True)
-    @click.option("--temperature", type=click.FloatRange(0.0, 5.0), default=0.0, show_default=True, help="0: greedy.")
-    @click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True)
-    @click.option("--top-k", type=click.IntRange(0, 10_000), default=0, show_default=True, help="0: no top-k cut.")
-    @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None, help="Seed for sampling.")
-    @click.option("--stream", is_flag=True, help="Print tokens as they come.")
-    @click.option("--no-warm", is_flag=True, help="Run the infer job instead of the warm inference worker.")
-    @json_option
-    @pass_state
-    def infer_command(
-        state: CliState,
-        model_path: str | None,
-        model_size: str | None,
-        prompt: str | None,
-        messages_file: str | None,
-        base: bool,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        seed: int | None,
-        stream: bool,
-        no_warm: bool,
-        as_json: bool,
-    ) -> None:
-        """Generate with a trained model: --model-path trained/<id> --prompt "…"."""
-        import trainkit_core.inference.client as client
+@click.command("infer")
+@click.option("--model-path", metavar="PATH", help="trained/<run id> or trained/<run id>/checkpoints/<step>.")
+@click.option("--model-size", metavar="SIZE", help="Instead of --model-path: the newest trained model of this preset.")
+@click.option("--prompt", metavar="TEXT", help="One user message.")
+@click.option("--messages", "messages_file", metavar="FILE", help="JSON file with a list of chat messages.")
+@click.option("--base", is_flag=True, help="Generate with the model's base alone (adapter off), for comparison.")
+@click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=128, show_default=True)
+@click.option("--temperature", type=click.FloatRange(0.0, 5.0), default=0.0, show_default=True, help="0: greedy.")
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True)
+@click.option("--top-k", type=click.IntRange(0, 10_000), default=0, show_default=True, help="0: no top-k cut.")
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=None, help="Seed for sampling.")
+@click.option("--stream", is_flag=True, help="Print tokens as they come.")
+@click.option("--no-warm", is_flag=True, help="Run the infer job instead of the warm inference worker.")
+@json_option
+@pass_state
+def infer_command(
+    state: CliState,
+    model_path: str | None,
+    model_size: str | None,
+    prompt: str | None,
+    messages_file: str | None,
+    base: bool,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    seed: int | None,
+    stream: bool,
+    no_warm: bool,
+    as_json: bool,
+) -> None:
+    """Generate with a trained model: --model-path trained/<id> --prompt "…"."""
+    import trainkit_core.inference.client as client
 
-        request: dict[str, Any] = {
-            "model_path": model_path,
-            "model_size": model_size,
-            "prompt": prompt,
-            "messages": _messages(messages_file) if messages_file else None,
-            "base": base,
-            "max_new_tokens": max_new_tokens,
-            "temperature": temperature,
-            "top_p": top_p,
-            "top_k": top_k,
-            "seed": seed,
-        }
-        use_server = False if no_warm else None
-        if stream and not as_json:
-            result: dict[str, Any] = {}
-            for event in client.stream(state.provider, request, use_server=use_server):
-                if event["type"] == "token":
-                    sys.stdout.write(event["text"])
-                    sys.stdout.flush()
-                elif event["type"] == "done":
-                    result = event
-            sys.stdout.write("\n")
-            _footer(result)
-            return
-        result = client.generate(state.provider, request, use_server=use_server)
-        if as_json:
-            print_json(result)
-            return
-        click.echo(result["text"])
+    request: dict[str, Any] = {
+        "model_path": model_path,
+        "model_size": model_size,
+        "prompt": prompt,
+        "messages": _messages(messages_file) if messages_file else None,
+        "base": base,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        "top_k": top_k,
+        "seed": seed,
+    }
+    use_server = False if no_warm else None
+    if stream and not as_json:
+        result: dict[str, Any] = {}
+        for event in client.stream(state.provider, request, use_server=use_server):
+            if event["type"] == "token":
+                sys.stdout.write(event["text"])
+                sys.stdout.flush()
+            elif event["type"] == "done":
+                result = event
+        sys.stdout.write("\n")
         _footer(result)
+        return
+    result = client.generate(state.provider, request, use_server=use_server)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(result["text"])
+    _footer(result)
 
-    def _footer(result: dict[str, Any]) -> None:
-        if not result:
-            return
-        usage, timings = result.get("usage", {}), result.get("timings", {})
-        who = f"{result.get('model_path')}{' (base)' if result.get('base') else ''}"
-        console(stderr=True).print(
-            f"[dim]{who}: {usage.get('completion_tokens', '?')} tokens, finish {result.get('finish_reason')}, "
-            f"load {timings.get('load_s', 0):.2f} s, generate {timings.get('generate_s', 0):.2f} s[/dim]"
-        )
+
+def _footer(result: dict[str, Any]) -> None:
+    if not result:
+        return
+    usage, timings = result.get("usage", {}), result.get("timings", {})
+    who = f"{result.get('model_path')}{' (base)' if result.get('base') else ''}"
+    console(stderr=True).print(
+        f"[dim]{who}: {usage.get('completion_tokens', '?')} tokens, finish {result.get('finish_reason')}, "
+        f"load {timings.get('load_s', 0):.2f} s, generate {timings.get('generate_s', 0):.2f} s[/dim]"
+    )
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(infer_command)

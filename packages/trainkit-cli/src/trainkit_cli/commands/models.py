@@ -17,43 +17,46 @@ def _metric(metrics: dict, *names: str) -> str:  # type: ignore[type-arg]
     return ""
 
 
+@click.command("models")
+@json_option
+@pass_state
+def models_command(state: CliState, as_json: bool) -> None:
+    """List trained models (trained/<run id>): base, preset, dataset, metrics, created, size."""
+    from trainkit_core.models import list_trained_models
+
+    models = list_trained_models(state.provider.volume("models"))
+    if as_json:
+        print_json({"models": [m.as_dict() for m in models]})
+        return
+    out = console()
+    if not models:
+        out.print("no trained models yet (trainkit train --dataset NAME starts a run)")
+        return
+    from rich.table import Table
+
+    table = Table(title="trained models", title_justify="left")
+    for column in ("model path", "preset", "base model", "dataset", "final loss", "eval EM", "created", "size"):
+        # A model path is what the user copies next: wrap it rather than cut it.
+        table.add_column(
+            column,
+            justify="right" if column in ("final loss", "eval EM", "size") else "left",
+            overflow="fold",
+            no_wrap=column != "model path",
+        )
+    for m in models:
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created_at)) if m.created_at else ""
+        table.add_row(
+            m.model_path,
+            m.preset or "-",
+            m.base_model,
+            m.dataset_id,
+            _metric(m.metrics, "final_loss", "loss"),
+            _metric(m.metrics, "eval_exact_match"),
+            created,
+            human_size(m.size_bytes),
+        )
+    out.print(table)
+
+
 def register(cli: click.Group) -> None:
-    @cli.command("models")
-    @json_option
-    @pass_state
-    def models_command(state: CliState, as_json: bool) -> None:
-        """List trained models (trained/<run id>): base, preset, dataset, metrics, created, size."""
-        from trainkit_core.models import list_trained_models
-
-        models = list_trained_models(state.provider.volume("models"))
-        if as_json:
-            print_json({"models": [m.as_dict() for m in models]})
-            return
-        out = console()
-        if not models:
-            out.print("no trained models yet (trainkit train --dataset NAME starts a run)")
-            return
-        from rich.table import Table
-
-        table = Table(title="trained models", title_justify="left")
-        for column in ("model path", "preset", "base model", "dataset", "final loss", "eval EM", "created", "size"):
-            # A model path is what the user copies next: wrap it rather than cut it.
-            table.add_column(
-                column,
-                justify="right" if column in ("final loss", "eval EM", "size") else "left",
-                overflow="fold",
-                no_wrap=column != "model path",
-            )
-        for m in models:
-            created = time.strftime("%Y-%m-%d %H:%M", time.localtime(m.created_at)) if m.created_at else ""
-            table.add_row(
-                m.model_path,
-                m.preset or "-",
-                m.base_model,
-                m.dataset_id,
-                _metric(m.metrics, "final_loss", "loss"),
-                _metric(m.metrics, "eval_exact_match"),
-                created,
-                human_size(m.size_bytes),
-            )
-        out.print(table)
+    cli.add_command(models_command)

@@ -43,37 +43,40 @@ def _show_gpu_ping(result: dict[str, Any]) -> None:
     out.print(f"  HF_TOKEN     {'set' if result['hf_token_set'] else 'not set'}")
 
 
+@click.command()
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for the job.")
+@click.option(
+    "--model-size",
+    default=None,
+    metavar="SIZE",
+    help="Ping in this size's training image on its GPU (CUDA, torch, bitsandbytes, Unsloth) instead.",
+)
+@json_option
+@pass_state
+def ping(state: CliState, timeout: float, model_size: str | None, as_json: bool) -> None:
+    """Run a tiny job on the provider: python, volumes, GPU, whether HF_TOKEN is set."""
+    provider = state.provider
+    deployment = provider.deployment()
+    if deployment.status().state == "not-deployed":
+        deployment.deploy()
+    if model_size:
+        result = provider.spawn("gpu_ping", model_size=model_size).wait(timeout=timeout)
+    else:
+        result = provider.spawn("ping").wait(timeout=timeout)
+    if as_json:
+        print_json(result)
+        return
+    if model_size:
+        _show_gpu_ping(result)
+        return
+    out = console()
+    out.print(f"[bold]{result['provider']}[/bold] ok (call {result['call_id']}, python {result['python']})")
+    for kind, vol in result["volumes"].items():
+        out.print(f"  volume {kind:9} {vol['path']}")
+    gpu = result.get("gpu")
+    out.print(f"  gpu       {gpu['name'] + ' x' + str(gpu['count']) if gpu else 'none'}")
+    out.print(f"  HF_TOKEN  {'set' if result['hf_token_set'] else 'not set'}")
+
+
 def register(cli: click.Group) -> None:
-    @cli.command()
-    @click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for the job.")
-    @click.option(
-        "--model-size",
-        default=None,
-        metavar="SIZE",
-        help="Ping in this size's training image on its GPU (CUDA, torch, bitsandbytes, Unsloth) instead.",
-    )
-    @json_option
-    @pass_state
-    def ping(state: CliState, timeout: float, model_size: str | None, as_json: bool) -> None:
-        """Run a tiny job on the provider: python, volumes, GPU, whether HF_TOKEN is set."""
-        provider = state.provider
-        deployment = provider.deployment()
-        if deployment.status().state == "not-deployed":
-            deployment.deploy()
-        if model_size:
-            result = provider.spawn("gpu_ping", model_size=model_size).wait(timeout=timeout)
-        else:
-            result = provider.spawn("ping").wait(timeout=timeout)
-        if as_json:
-            print_json(result)
-            return
-        if model_size:
-            _show_gpu_ping(result)
-            return
-        out = console()
-        out.print(f"[bold]{result['provider']}[/bold] ok (call {result['call_id']}, python {result['python']})")
-        for kind, vol in result["volumes"].items():
-            out.print(f"  volume {kind:9} {vol['path']}")
-        gpu = result.get("gpu")
-        out.print(f"  gpu       {gpu['name'] + ' x' + str(gpu['count']) if gpu else 'none'}")
-        out.print(f"  HF_TOKEN  {'set' if result['hf_token_set'] else 'not set'}")
+    cli.add_command(ping)

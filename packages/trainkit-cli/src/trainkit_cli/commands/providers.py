@@ -7,21 +7,24 @@ import click
 from trainkit_cli.state import console, json_option, print_json
 
 
+@click.command()
+@json_option
+def providers(as_json: bool) -> None:
+    """List the installed providers with their package, version and capabilities."""
+    from trainkit_core import list_providers
+
+    found = [p.as_dict() for p in list_providers()]
+    if as_json:
+        print_json(found)
+        return
+    from rich.table import Table
+
+    table = Table("provider", "package", "version", "capabilities", "hooks")
+    for p in found:
+        caps = ", ".join(name for name, on in p["capabilities"].items() if on)
+        table.add_row(p["name"], p["package"], p["version"], caps, ", ".join(h for h in p["hooks"]))
+    console().print(table)
+
+
 def register(cli: click.Group) -> None:
-    @cli.command()
-    @json_option
-    def providers(as_json: bool) -> None:
-        """List the installed providers with their package, version and capabilities."""
-        from trainkit_core import list_providers
-
-        found = [p.as_dict() for p in list_providers()]
-        if as_json:
-            print_json(found)
-            return
-        from rich.table import Table
-
-        table = Table("provider", "package", "version", "capabilities", "hooks")
-        for p in found:
-            caps = ", ".join(name for name, on in p["capabilities"].items() if on)
-            table.add_row(p["name"], p["package"], p["version"], caps, ", ".join(h for h in p["hooks"]))
-        console().print(table)
+    cli.add_command(providers)

@@ -2,7 +2,7 @@
 
 Every command goes through the provider facade and `RunStore`; unfinished runs are
 reconciled when looked at, so a run whose job died shows `failed` with the reason.
-`follow_run` (the live progress bar) is shared with `trainkit train` and `sweep`.
+The live progress bar and the event lines are `trainkit_cli.run_progress`'s.
 `runs plot` is added by `commands/runs_plot.py`.
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from trainkit_cli.run_progress import describe_event, fmt_loss, follow_run, print_run_summary, refresh_run
 from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
 
 
@@ -23,125 +24,8 @@ def _store(state: CliState) -> Any:
     return RunStore.for_provider(state.provider)
 
 
-def _refresh(run: Any) -> Any:
-    """Reload the run and reconcile it when unfinished (a dead job becomes `failed`)."""
-    from trainkit_core.reconcile import reconcile_run
-
-    run.reload()
-    if not run.done():
-        reconcile_run(run)
-    return run
-
-
 def _fmt_time(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
-
-
-def _fmt_loss(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, (int, float)) else "-"
-
-
-def describe_event(event: dict[str, Any]) -> str:
-    """One event as a line of text."""
-    kind = event.get("type", "?")
-    stamp = time.strftime("%H:%M:%S", time.localtime(event.get("time", 0)))
-    head = f"#{event.get('seq', 0):<5} {stamp} {kind:<10}"
-    if kind == "progress":
-        parts = [f"step {event.get('step')}/{event.get('total_steps')}", f"loss {_fmt_loss(event.get('loss'))}"]
-        if event.get("learning_rate") is not None:
-            parts.append(f"lr {event['learning_rate']:.2e}")
-        if event.get("tokens_per_s"):
-            parts.append(f"{event['tokens_per_s']:.0f} tok/s")
-        if event.get("eta_s") is not None:
-            parts.append(f"eta {event['eta_s']:.0f}s")
-        if event.get("memory_mb"):
-            parts.append(f"{event['memory_mb']:.0f} MB")
-        return f"{head} " + "  ".join(parts)
-    rest = {k: v for k, v in event.items() if k not in ("seq", "time", "type")}
-    if kind == "phase":
-        return f"{head} {rest.get('phase')}"
-    if kind == "status":
-        extra = rest.get("error") or rest.get("reason") or ""
-        return f"{head} {rest.get('status')}" + (f": {extra}" if extra else "")
-    if "message" in rest:
-        message = rest.pop("message")
-        more = " ".join(f"{k}={v}" for k, v in rest.items())
-        return f"{head} {message}" + (f" ({more})" if more else "")
-    return f"{head} " + " ".join(f"{k}={v}" for k, v in rest.items())
-
-
-def follow_run(run: Any, *, quiet: bool = False, interruptible: bool = True) -> Any:
-    """Show a live progress bar (loss, tokens/s, ETA) until the run ends; returns it reloaded.
-
-    Ctrl-C asks whether to stop the run, detach (leave it running) or keep watching.
-    """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from trainkit_core.events import follow
-
-    err = console(stderr=True)
-    after = 0
-    with Progress(
-        TextColumn("[bold]{task.fields[phase]:<15}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"),
-        TextColumn("{task.fields[speed]}"),
-        TextColumn("eta {task.fields[eta]}"),
-        TimeElapsedColumn(),
-        console=err,
-        disable=quiet,
-        transient=False,
-    ) as bar:
-        task = bar.add_task("train", total=run.total_steps or None, phase=run.phase, loss="-", speed="", eta="-")
-        while True:
-            try:
-                for event in follow(run.events, after=after, is_done=lambda: _refresh(run).done(), poll_s=0.3):
-                    after = event["seq"]
-                    kind = event["type"]
-                    if kind == "progress":
-                        bar.update(
-                            task,
-                            total=event.get("total_steps") or None,
-                            completed=event.get("step", 0),
-                            loss=_fmt_loss(event.get("loss")),
-                            speed=f"{event['tokens_per_s']:.0f} tok/s" if event.get("tokens_per_s") else "",
-                            eta=f"{event['eta_s']:.0f}s" if event.get("eta_s") is not None else "-",
-                        )
-                    elif kind == "phase":
-                        bar.update(task, phase=event.get("phase", ""))
-                    elif kind in ("warning", "checkpoint", "status") and not quiet:
-                        bar.console.print(describe_event(event))
-                return run
-            except KeyboardInterrupt:
-                if not interruptible or not sys.stdin.isatty():
-                    raise
-                bar.stop()
-                choice = click.prompt(
-                    f"\nrun {run.id} is still going: [s]top it, [d]etach (it keeps running), or [c]ontinue watching?",
-                    type=click.Choice(["s", "d", "c"]),
-                    default="d",
-                )
-                if choice == "s":
-                    run.close("stopped from the CLI (Ctrl-C)")
-                    err.print(f"stop requested; waiting for run {run.id} to save its adapter")
-                elif choice == "d":
-                    err.print(f"detached; follow it with: trainkit runs logs {run.id} --follow")
-                    return run.reload()
-                bar.start()
-
-
-def print_run_summary(run: Any) -> None:
-    out = console()
-    colour = {"succeeded": "green", "failed": "red", "stopped": "yellow"}.get(run.status, "cyan")
-    out.print(f"run [bold]{run.id}[/bold]: [{colour}]{run.status}[/{colour}] at step {run.step}/{run.total_steps}")
-    if run.error_message:
-        out.print(f"  error: {run.error_message}")
-    metrics = run.metrics or {}
-    if metrics.get("first_loss") is not None and metrics.get("final_loss") is not None:
-        out.print(f"  loss {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
-    if run.status in ("succeeded", "stopped"):
-        out.print(f"  model: trained/{run.id}")
 
 
 def _run_row(run: Any) -> dict[str, Any]:
@@ -160,181 +44,189 @@ def _run_row(run: Any) -> dict[str, Any]:
     }
 
 
-def register(cli: click.Group) -> None:
-    @cli.group()
-    def runs() -> None:
-        """Training runs: list, show, follow, wait, stop, resume, cancel."""
+@click.group()
+def runs() -> None:
+    """Training runs: list, show, follow, wait, stop, resume, cancel."""
 
-    @runs.command("list")
-    @click.option(
-        "--status",
-        default=None,
-        type=click.Choice(["pending", "running", "succeeded", "failed", "stopped", "preempted"]),
-        help="Only runs with this status.",
+
+@runs.command("list")
+@click.option(
+    "--status",
+    default=None,
+    type=click.Choice(["pending", "running", "succeeded", "failed", "stopped", "preempted"]),
+    help="Only runs with this status.",
+)
+@click.option("--group", "group_id", default=None, help="Only runs of this sweep group.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="At most this many runs.")
+@click.option("--reindex", is_flag=True, help="Rebuild the runs index from every record first (reads them all).")
+@json_option
+@pass_state
+def list_runs(
+    state: CliState, status: str | None, group_id: str | None, limit: int, reindex: bool, as_json: bool
+) -> None:
+    """List runs, newest first (reads the runs index and the listed records only)."""
+    store = _store(state)
+    if reindex:
+        store.index.rebuild()
+    found, _ = store.page(status=status, group_id=group_id, limit=limit)
+    if as_json:
+        print_json([_run_row(r) for r in found])
+        return
+    from rich.table import Table
+
+    table = Table(box=None)
+    for column in ("run", "status", "phase", "step", "dataset", "model", "loss", "created", "group"):
+        table.add_column(column, no_wrap=column in ("run", "created"))
+    for run in found:
+        row = _run_row(run)
+        table.add_row(
+            row["id"],
+            row["status"],
+            row["phase"],
+            f"{row['step']}/{row['total_steps'] or '?'}",
+            row["dataset"],
+            row["model"],
+            fmt_loss(row["loss"]),
+            _fmt_time(row["created_at"]),
+            row["group_id"] or "",
+        )
+    if not found:
+        console().print("no runs yet: start one with trainkit train --dataset NAME")
+    else:
+        console().print(table)
+
+
+@runs.command("show")
+@click.argument("run_id")
+@json_option
+@pass_state
+def show(state: CliState, run_id: str, as_json: bool) -> None:
+    """Show a run's record and checkpoints."""
+    run = refresh_run(_store(state).get(run_id))
+    checkpoints = [c.model_dump() for c in run.checkpoints()]
+    if as_json:
+        print_json({**run.model_dump(mode="json"), "checkpoints": checkpoints})
+        return
+    out = console()
+    print_run_summary(run)
+    out.print(f"  phase {run.phase}, backend {run.framework or '-'}, attempt {run.attempt}")
+    if run.call_attempts > 1 or run.max_attempts > 1:
+        out.print(f"  job attempts {run.call_attempts} of {run.max_attempts} allowed (call {run.attempt_call_id})")
+    if run.provider_app_id or run.deployment_id:
+        app = f"  app {run.app_name or '-'} ({run.provider_app_id or '-'}), deployment {run.deployment_id or '-'}"
+        out.print(app + (f", {run.provider_app_url}" if run.provider_app_url else ""))
+    out.print(f"  dataset {run.dataset_id} ({run.dataset_hash[:12]}), model {_run_row(run)['model']}")
+    out.print(
+        f"  created {_fmt_time(run.created_at)}, started {_fmt_time(run.started_at)}, ended {_fmt_time(run.ended_at)}"
     )
-    @click.option("--group", "group_id", default=None, help="Only runs of this sweep group.")
-    @click.option("--limit", default=50, show_default=True, type=click.IntRange(1), help="At most this many runs.")
-    @click.option("--reindex", is_flag=True, help="Rebuild the runs index from every record first (reads them all).")
-    @json_option
-    @pass_state
-    def list_runs(
-        state: CliState, status: str | None, group_id: str | None, limit: int, reindex: bool, as_json: bool
-    ) -> None:
-        """List runs, newest first (reads the runs index and the listed records only)."""
-        store = _store(state)
-        if reindex:
-            store.index.rebuild()
-        found, _ = store.page(status=status, group_id=group_id, limit=limit)
-        if as_json:
-            print_json([_run_row(r) for r in found])
-            return
-        from rich.table import Table
+    if run.duration_seconds:
+        out.print(f"  duration {run.duration_seconds:.1f} s")
+    config = ", ".join(f"{k}={v}" for k, v in run.config.items() if v is not None)
+    out.print(f"  config: {config}")
+    for key, value in sorted(run.metrics.items()):
+        out.print(f"  {key}: {value}")
+    out.print(f"  checkpoints: {', '.join(str(c['step']) for c in checkpoints) or 'none'}")
 
-        table = Table(box=None)
-        for column in ("run", "status", "phase", "step", "dataset", "model", "loss", "created", "group"):
-            table.add_column(column, no_wrap=column in ("run", "created"))
-        for run in found:
-            row = _run_row(run)
-            table.add_row(
-                row["id"],
-                row["status"],
-                row["phase"],
-                f"{row['step']}/{row['total_steps'] or '?'}",
-                row["dataset"],
-                row["model"],
-                _fmt_loss(row["loss"]),
-                _fmt_time(row["created_at"]),
-                row["group_id"] or "",
-            )
-        if not found:
-            console().print("no runs yet: start one with trainkit train --dataset NAME")
-        else:
-            console().print(table)
 
-    @runs.command("show")
-    @click.argument("run_id")
-    @json_option
-    @pass_state
-    def show(state: CliState, run_id: str, as_json: bool) -> None:
-        """Show a run's record and checkpoints."""
-        run = _refresh(_store(state).get(run_id))
-        checkpoints = [c.model_dump() for c in run.checkpoints()]
-        if as_json:
-            print_json({**run.model_dump(mode="json"), "checkpoints": checkpoints})
-            return
-        out = console()
+@runs.command("logs")
+@click.argument("run_id")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing events until the run ends.")
+@click.option("--after", default=0, type=click.IntRange(0), help="Only events after this sequence number.")
+@json_option
+@pass_state
+def logs(state: CliState, run_id: str, follow: bool, after: int, as_json: bool) -> None:
+    """Print a run's events (one JSON object per line with --json)."""
+    import json
+
+    from trainkit_core.events import follow as follow_events
+
+    run = _store(state).get(run_id)
+    events = (
+        follow_events(run.events, after=after, is_done=lambda: refresh_run(run).done(), poll_s=0.3)
+        if follow
+        else iter(run.events.read(after))
+    )
+    for event in events:
+        click.echo(json.dumps(event) if as_json else describe_event(event))
+        sys.stdout.flush()
+
+
+@runs.command("wait")
+@click.argument("run_id")
+@click.option("--timeout", default=None, type=float, help="Give up after this many seconds (exit 6).")
+@json_option
+@pass_state
+def wait(state: CliState, run_id: str, timeout: float | None, as_json: bool) -> None:
+    """Wait for a run to end; exit 1 unless it succeeded."""
+    run = _store(state).get(run_id).wait(timeout=timeout)
+    if as_json:
+        print_json(run.model_dump(mode="json"))
+    else:
         print_run_summary(run)
-        out.print(f"  phase {run.phase}, backend {run.framework or '-'}, attempt {run.attempt}")
-        if run.call_attempts > 1 or run.max_attempts > 1:
-            out.print(f"  job attempts {run.call_attempts} of {run.max_attempts} allowed (call {run.attempt_call_id})")
-        if run.provider_app_id or run.deployment_id:
-            app = f"  app {run.app_name or '-'} ({run.provider_app_id or '-'}), deployment {run.deployment_id or '-'}"
-            out.print(app + (f", {run.provider_app_url}" if run.provider_app_url else ""))
-        out.print(f"  dataset {run.dataset_id} ({run.dataset_hash[:12]}), model {_run_row(run)['model']}")
-        out.print(
-            f"  created {_fmt_time(run.created_at)}, started {_fmt_time(run.started_at)}, ended {_fmt_time(run.ended_at)}"
-        )
-        if run.duration_seconds:
-            out.print(f"  duration {run.duration_seconds:.1f} s")
-        config = ", ".join(f"{k}={v}" for k, v in run.config.items() if v is not None)
-        out.print(f"  config: {config}")
-        for key, value in sorted(run.metrics.items()):
-            out.print(f"  {key}: {value}")
-        out.print(f"  checkpoints: {', '.join(str(c['step']) for c in checkpoints) or 'none'}")
+    if run.status != "succeeded":
+        sys.exit(1)
 
-    @runs.command("logs")
-    @click.argument("run_id")
-    @click.option("--follow", "-f", is_flag=True, help="Keep printing events until the run ends.")
-    @click.option("--after", default=0, type=click.IntRange(0), help="Only events after this sequence number.")
-    @json_option
-    @pass_state
-    def logs(state: CliState, run_id: str, follow: bool, after: int, as_json: bool) -> None:
-        """Print a run's events (one JSON object per line with --json)."""
-        import json
 
-        from trainkit_core.events import follow as follow_events
+@runs.command("stop")
+@click.argument("run_id")
+@click.option("--wait", "wait_", is_flag=True, help="Wait until the run has stopped.")
+@json_option
+@pass_state
+def stop(state: CliState, run_id: str, wait_: bool, as_json: bool) -> None:
+    """Stop a run gracefully: it saves a checkpoint and its adapter, and ends `stopped`."""
+    from trainkit_core.errors import ConflictError
 
-        run = _store(state).get(run_id)
-        events = (
-            follow_events(run.events, after=after, is_done=lambda: _refresh(run).done(), poll_s=0.3)
-            if follow
-            else iter(run.events.read(after))
-        )
-        for event in events:
-            click.echo(json.dumps(event) if as_json else describe_event(event))
-            sys.stdout.flush()
+    run = refresh_run(_store(state).get(run_id))
+    if run.done():
+        raise ConflictError(f"run {run_id} already ended {run.status}")
+    run.close("stop requested from the CLI")
+    if wait_:
+        run.wait()
+    if as_json:
+        print_json(run.model_dump(mode="json"))
+    elif wait_:
+        print_run_summary(run)
+    else:
+        console().print(f"stop requested for run {run_id}; it saves its adapter and ends `stopped`")
 
-    @runs.command("wait")
-    @click.argument("run_id")
-    @click.option("--timeout", default=None, type=float, help="Give up after this many seconds (exit 6).")
-    @json_option
-    @pass_state
-    def wait(state: CliState, run_id: str, timeout: float | None, as_json: bool) -> None:
-        """Wait for a run to end; exit 1 unless it succeeded."""
-        run = _store(state).get(run_id).wait(timeout=timeout)
-        if as_json:
-            print_json(run.model_dump(mode="json"))
-        else:
-            print_run_summary(run)
-        if run.status != "succeeded":
-            sys.exit(1)
 
-    @runs.command("stop")
-    @click.argument("run_id")
-    @click.option("--wait", "wait_", is_flag=True, help="Wait until the run has stopped.")
-    @json_option
-    @pass_state
-    def stop(state: CliState, run_id: str, wait_: bool, as_json: bool) -> None:
-        """Stop a run gracefully: it saves a checkpoint and its adapter, and ends `stopped`."""
-        from trainkit_core.errors import ConflictError
+@runs.command("cancel")
+@click.argument("run_id")
+@json_option
+@pass_state
+def cancel(state: CliState, run_id: str, as_json: bool) -> None:
+    """End a run's job now, without saving (use `stop` to keep the adapter)."""
+    run = _store(state).get(run_id)
+    run.cancel()
+    if as_json:
+        print_json(run.model_dump(mode="json"))
+    else:
+        console().print(f"run {run_id} cancelled ({run.status})")
 
-        run = _refresh(_store(state).get(run_id))
-        if run.done():
-            raise ConflictError(f"run {run_id} already ended {run.status}")
-        run.close("stop requested from the CLI")
-        if wait_:
-            run.wait()
-        if as_json:
-            print_json(run.model_dump(mode="json"))
-        elif wait_:
-            print_run_summary(run)
-        else:
-            console().print(f"stop requested for run {run_id}; it saves its adapter and ends `stopped`")
 
-    @runs.command("cancel")
-    @click.argument("run_id")
-    @json_option
-    @pass_state
-    def cancel(state: CliState, run_id: str, as_json: bool) -> None:
-        """End a run's job now, without saving (use `stop` to keep the adapter)."""
-        run = _store(state).get(run_id)
-        run.cancel()
-        if as_json:
-            print_json(run.model_dump(mode="json"))
-        else:
-            console().print(f"run {run_id} cancelled ({run.status})")
+@runs.command("resume")
+@click.argument("run_id")
+@click.option("--steps", default=None, type=click.IntRange(1), help="Train to this step count (default: the run's).")
+@click.option("--detach", is_flag=True, help="Return once the job started.")
+@json_option
+@pass_state
+def resume(state: CliState, run_id: str, steps: int | None, detach: bool, as_json: bool) -> None:
+    """Continue a failed, stopped or preempted run from its latest checkpoint."""
+    from trainkit_core.errors import JobError
+    from trainkit_core.training.submit import resume_run
 
-    @runs.command("resume")
-    @click.argument("run_id")
-    @click.option(
-        "--steps", default=None, type=click.IntRange(1), help="Train to this step count (default: the run's)."
-    )
-    @click.option("--detach", is_flag=True, help="Return once the job started.")
-    @json_option
-    @pass_state
-    def resume(state: CliState, run_id: str, steps: int | None, detach: bool, as_json: bool) -> None:
-        """Continue a failed, stopped or preempted run from its latest checkpoint."""
-        from trainkit_core.errors import JobError
-        from trainkit_core.training.submit import resume_run
+    run = resume_run(state.provider, run_id, steps=steps)
+    if not as_json:
+        console(stderr=True).print(f"resuming run {run.id} (attempt {run.attempt})")
+    if not detach:
+        follow_run(run, quiet=as_json)
+    if as_json:
+        print_json(run.model_dump(mode="json"))
+    elif not detach:
+        print_run_summary(run)
+    if not detach and run.status not in ("succeeded", "stopped"):
+        raise JobError(f"run {run.id} ended {run.status}: {run.error_message or 'no error text'}")
 
-        run = resume_run(state.provider, run_id, steps=steps)
-        if not as_json:
-            console(stderr=True).print(f"resuming run {run.id} (attempt {run.attempt})")
-        if not detach:
-            follow_run(run, quiet=as_json)
-        if as_json:
-            print_json(run.model_dump(mode="json"))
-        elif not detach:
-            print_run_summary(run)
-        if not detach and run.status not in ("succeeded", "stopped"):
-            raise JobError(f"run {run.id} ended {run.status}: {run.error_message or 'no error text'}")
+
+def register(cli: click.Group) -> None:
+    cli.add_command(runs)

@@ -29,56 +29,59 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option(
+    "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
+)
+@click.option(
+    "--provider",
+    "provider_name",
+    metavar="NAME",
+    default=None,
+    help="Provider to serve (same as `trainkit --provider NAME serve`).",
+)
+@pass_state
+def serve(state: CliState, host: str, port: int, log_level: str, provider_name: str | None) -> None:
+    """Serve the web API (see the README's "Web API"): uvicorn here, or the provider's endpoint."""
+    from trainkit_core.errors import UsageError
+
+    if provider_name is not None:
+        state.provider_name = provider_name
+    provider = state.provider
+    no_token = state.settings.api.api_token is None
+    if provider.capabilities.web_endpoint:
+        serve_remote = getattr(provider.deployment(), "serve", None)
+        if callable(serve_remote):
+            if no_token:
+                raise UsageError(
+                    f"refusing to serve the {provider.name} web endpoint without a token: its URL is public",
+                    hint="set TRAINKIT_API_TOKEN",
+                )
+            serve_remote()
+            return
+    if no_token and not is_loopback(host):
+        raise UsageError(
+            f"refusing to serve on {host!r} without a token: anyone who can reach it could start jobs",
+            hint="set TRAINKIT_API_TOKEN, or listen on 127.0.0.1 (the default)",
+        )
+
+    try:
+        import uvicorn
+
+        from trainkit_api.app import create_app
+    except ImportError as exc:
+        from trainkit_core.errors import MissingExtraError
+
+        raise MissingExtraError(
+            f"the web API is not installed ({exc.name} is missing)", hint="pip install trainkit-api"
+        ) from None
+
+    app = create_app(state.settings, provider=provider)
+    click.echo(f"trainkit API on http://{host}:{port} (provider {provider.name}; Ctrl-C stops)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+
+
 def register(cli: click.Group) -> None:
-    @cli.command()
-    @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-    @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
-    @click.option(
-        "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
-    )
-    @click.option(
-        "--provider",
-        "provider_name",
-        metavar="NAME",
-        default=None,
-        help="Provider to serve (same as `trainkit --provider NAME serve`).",
-    )
-    @pass_state
-    def serve(state: CliState, host: str, port: int, log_level: str, provider_name: str | None) -> None:
-        """Serve the web API (see the README's "Web API"): uvicorn here, or the provider's endpoint."""
-        from trainkit_core.errors import UsageError
-
-        if provider_name is not None:
-            state.provider_name = provider_name
-        provider = state.provider
-        no_token = state.settings.api.api_token is None
-        if provider.capabilities.web_endpoint:
-            serve_remote = getattr(provider.deployment(), "serve", None)
-            if callable(serve_remote):
-                if no_token:
-                    raise UsageError(
-                        f"refusing to serve the {provider.name} web endpoint without a token: its URL is public",
-                        hint="set TRAINKIT_API_TOKEN",
-                    )
-                serve_remote()
-                return
-        if no_token and not is_loopback(host):
-            raise UsageError(
-                f"refusing to serve on {host!r} without a token: anyone who can reach it could start jobs",
-                hint="set TRAINKIT_API_TOKEN, or listen on 127.0.0.1 (the default)",
-            )
-
-        try:
-            import uvicorn
-
-            from trainkit_api.app import create_app
-        except ImportError as exc:
-            from trainkit_core.errors import MissingExtraError
-
-            raise MissingExtraError(
-                f"the web API is not installed ({exc.name} is missing)", hint="pip install trainkit-api"
-            ) from None
-
-        app = create_app(state.settings, provider=provider)
-        click.echo(f"trainkit API on http://{host}:{port} (provider {provider.name}; Ctrl-C stops)", err=True)
-        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    cli.add_command(serve)

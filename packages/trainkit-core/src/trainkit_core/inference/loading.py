@@ -25,8 +25,8 @@ from typing import Any
 
 from trainkit_core.chat_format import ChatFormat, get_format
 from trainkit_core.errors import UsageError
-from trainkit_core.local.volume import LocalVolume
 from trainkit_core.models import ModelPath, TrainedModelCard, check_model_path, local_model_dir, read_card
+from trainkit_core.volumes.folder import FolderVolume
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,9 @@ def resolve_base(card: TrainedModelCard, hf_cache: Path | None) -> str:
     """Where to load the base model from: a local folder for `tiny`, else the hub id.
 
     The tiny base is built on the hf-cache volume (never downloaded); it is built again,
-    identically, when the cache was emptied (`trainkit_core.training.layout`).
+    identically, when the cache was emptied (`trainkit_core.models.layout`).
     """
-    from trainkit_core.training.layout import resolve_base_model
+    from trainkit_core.models.layout import resolve_base_model
 
     return resolve_base_model(card.model_dump(), hf_cache)
 
@@ -142,8 +142,8 @@ def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any
 
 def _base_names(card: TrainedModelCard) -> set[str]:
     """The names an adapter's recorded base may carry for this card's base model."""
+    from trainkit_core.models.layout import base_model_path
     from trainkit_core.presets import PRESETS
-    from trainkit_core.training.layout import base_model_path
 
     names = {card.base_model}
     extras = card.extras
@@ -236,7 +236,7 @@ class ModelCache:
 
     def __init__(self, models_root: Path, hf_cache: Path | None = None, *, device: str | None = None) -> None:
         self.models_root = Path(models_root)
-        self.volume = LocalVolume.at(self.models_root)
+        self.volume = FolderVolume(self.models_root)
         self.hf_cache = hf_cache
         self.device = device
         self._bases: OrderedDict[tuple[str, str, bool], _BaseEntry] = OrderedDict()

@@ -1,7 +1,7 @@
 """The generation request, shared by the CLI, the API, the infer job and the warm servers.
 
 Plain pydantic, no heavy imports. One of `prompt` or `messages`; `model_path` (a
-trained model) or `model_size` (the legacy form: that preset's newest trained
+trained model) or `model_size` (the short form: that preset's newest trained
 model). `base=True` generates with the model's base alone, for comparison.
 Sampling: `temperature` 0 means greedy (the default, so answers are reproducible);
 `top_k` 0 means no top-k cut.

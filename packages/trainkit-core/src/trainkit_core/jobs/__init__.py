@@ -15,7 +15,7 @@ from typing import Any
 from trainkit_core.errors import NotFoundError
 from trainkit_core.jobs.context import JobContext
 
-#: name -> "module:function". Later features add train, infer, eval.
+#: name -> "module:function" of every job function.
 JOBS: dict[str, str] = {
     "ping": "trainkit_core.jobs.ping:ping",
     "gpu_ping": "trainkit_core.jobs.ping:gpu_ping",

@@ -26,13 +26,13 @@ def evaluate(
 ) -> dict[str, Any]:
     from trainkit_core.errors import UsageError
     from trainkit_core.evals import sets
-    from trainkit_core.evals.runner import evaluate as run
+    from trainkit_core.evals.scoring import evaluate as run
     from trainkit_core.inference.loading import ModelCache
-    from trainkit_core.local.volume import LocalVolume
+    from trainkit_core.volumes.folder import FolderVolume
 
     os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # base models live on the hf-cache volume
     report_id = sets.check_report_id(report_id) if report_id else sets.new_report_id()
-    eval_volume = LocalVolume.at(ctx.path("eval"))
+    eval_volume = FolderVolume(ctx.path("eval"))
     cache = ModelCache(ctx.path("models"), ctx.path("hf-cache"))
     loaded = cache.get(model_path)  # validated before anything is read
     if eval_set is not None:

@@ -16,13 +16,13 @@ def infer(ctx: JobContext, **request: Any) -> dict[str, Any]:
     from trainkit_core.inference.generation import generate
     from trainkit_core.inference.loading import ModelCache
     from trainkit_core.inference.request import GenerateRequest
-    from trainkit_core.local.volume import LocalVolume
     from trainkit_core.models import default_model_for_preset
+    from trainkit_core.volumes.folder import FolderVolume
 
     os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # base models live on the hf-cache volume
     req = GenerateRequest.parse(request)
     if req.model_path is None:
-        ref = default_model_for_preset(LocalVolume.at(ctx.path("models")), req.model_size or "")
+        ref = default_model_for_preset(FolderVolume(ctx.path("models")), req.model_size or "")
         req = req.model_copy(update={"model_path": ref.path, "model_size": None})
     cache = ModelCache(ctx.path("models"), ctx.path("hf-cache"))
     return generate(cache.get(req.model_path or ""), req)

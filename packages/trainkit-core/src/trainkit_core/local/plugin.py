@@ -10,9 +10,9 @@ from trainkit_core.errors import MissingExtraError, NotFoundError, UsageError
 from trainkit_core.hookspecs import VOLUME_KINDS, Capabilities, DeploymentStatus, ProviderManifest, hookimpl
 from trainkit_core.jobs import JOB_EXTRAS, JOBS, JobContext
 from trainkit_core.local.kv import LocalKV, db_path
-from trainkit_core.local.paths import check_folder_setting
 from trainkit_core.local.runner import LocalRunner
-from trainkit_core.local.volume import LocalVolume, volume_root
+from trainkit_core.volumes.folder import FolderVolume
+from trainkit_core.volumes.paths import check_folder_setting, clean_relative
 
 if TYPE_CHECKING:
     from trainkit_core.settings import Settings
@@ -31,16 +31,23 @@ def home_of(settings: Settings) -> Path:
     return check_folder_setting(Path(settings.provider.home).expanduser(), "TRAINKIT_HOME")
 
 
-def local_volume(settings: Settings, name: str) -> LocalVolume:
+def volume_root(home: Path, name: str) -> Path:
+    """The folder of volume `name`: ``<home>/volumes/<name>``; `UsageError` for a name that is not one folder."""
+    if "/" in name:
+        raise UsageError(f"volume name {name!r} must not contain '/'")
+    return Path(home) / "volumes" / clean_relative(name, what="volume name")
+
+
+def local_volume(settings: Settings, name: str) -> FolderVolume:
     """The volume `name` under the home; `UsageError` naming the setting when a file is in the way."""
     home = home_of(settings)
     variable = "TRAINKIT_HOME"
     for kind in VOLUME_KINDS:
         if settings.volumes.name_for(kind) == name:
             variable = "TRAINKIT_VOL_" + kind.upper().replace("-", "_")
-    check_folder_setting(volume_root(home, name), variable)
+    root = check_folder_setting(volume_root(home, name), variable)
     try:
-        return LocalVolume(home, name)
+        return FolderVolume(root, name)
     except OSError as exc:
         raise UsageError(f"{variable}: cannot create the volume folder of {name!r} ({exc.strerror})") from None
 
@@ -81,7 +88,8 @@ class LocalDeployment:
 
     def deploy(self) -> DeploymentStatus:
         for kind in VOLUME_KINDS:
-            LocalVolume(self.home, self.settings.volumes.name_for(kind))
+            name = self.settings.volumes.name_for(kind)
+            FolderVolume(volume_root(self.home, name), name)
         LocalKV(self.home, "runs").keys("")  # creates the database
         return self.status()
 
@@ -114,7 +122,7 @@ def provider_manifest() -> ProviderManifest:
 
 
 @hookimpl
-def volume(provider: str, settings: Settings, name: str) -> LocalVolume | None:
+def volume(provider: str, settings: Settings, name: str) -> FolderVolume | None:
     return local_volume(settings, name) if provider == NAME else None
 
 
@@ -138,6 +146,6 @@ def inference_server(provider: str, settings: Settings) -> object | None:
     """The warm local inference worker (started on first request, gone after the idle timeout)."""
     if provider != NAME:
         return None
-    from trainkit_core.inference.warm import LocalInferenceServer
+    from trainkit_core.local.inference_server import LocalInferenceServer
 
     return LocalInferenceServer(home_of(settings), settings.compute.infer_idle_timeout_s)

@@ -90,11 +90,7 @@ def _shown(value: object) -> str:
 
 
 def default_model_for_preset(volume: Volume, preset: str) -> ModelPath:
-    """The legacy `--model-size` form: the newest trained model of that preset.
-
-    The seed's `infer --model-size 4b` used one fixed adapter per size; here a
-    preset's default adapter is the most recently trained model of that preset.
-    """
+    """The `--model-size` form: the newest trained model of that preset, its default adapter."""
     from trainkit_core.presets import PRESETS
 
     if not isinstance(preset, str) or preset not in PRESETS:

@@ -35,6 +35,11 @@ DONE_MARKER = "done"
 _EXPECTED = "expected trained/<run id> or trained/<run id>/checkpoints/<8-digit step>"
 
 
+def trained_dir(run_id: str) -> str:
+    """Where a run's result lives on the models volume."""
+    return f"trained/{run_id}"
+
+
 @dataclass(frozen=True)
 class ModelPath:
     """A model path that passed the checks: where the adapter is, which run made it."""
@@ -46,7 +51,7 @@ class ModelPath:
     @property
     def run_dir(self) -> str:
         """The run's final model folder (the checkpoint's parent run for a checkpoint)."""
-        return f"trained/{self.run_id}"
+        return trained_dir(self.run_id)
 
     @property
     def is_checkpoint(self) -> bool:

@@ -2,7 +2,7 @@
 
 ``train(ctx, run_id, resume=False)`` reads the run's record (created by
 `trainkit_core.training.submit.start_run`), trains, and leaves the result on the models
-volume (layout in `trainkit_core.training.layout`). It never imports a provider SDK:
+volume (layout in `trainkit_core.models.layout`). It never imports a provider SDK:
 state goes through `RunStore.for_job(ctx)`, files through `ctx.path(kind)`, and
 `ctx.commit("models")` follows every checkpoint and the end.
 
@@ -41,11 +41,12 @@ from typing import Any
 from trainkit_core.chat_format import check_loss_mask, encode_for_training, get_format, render
 from trainkit_core.errors import JobError
 from trainkit_core.jobs.context import JobContext
+from trainkit_core.models.layout import base_model_path as local_base_path
+from trainkit_core.models.layout import make_card, resolve_base_model, write_card
+from trainkit_core.models.paths import trained_dir
 from trainkit_core.presets import TINY_BASE_MODEL
-from trainkit_core.runs import RunStore, TrainingRun, trained_dir
+from trainkit_core.runs import RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
-from trainkit_core.training.layout import base_model_path as local_base_path
-from trainkit_core.training.layout import make_card, resolve_base_model, write_card
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ FIXED_PROMPTS = (
 
 def _card(run: TrainingRun, out_dir: Path) -> Any:
     from trainkit_core.models.card import TrainedModelCard
-    from trainkit_core.training.layout import base_model_path
+    from trainkit_core.models.layout import base_model_path
 
     config = run.config
     base = run.source_model or str(config.get("base_model") or "")
@@ -154,7 +154,7 @@ def after_training(ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any
     if not dataset:
         return metrics
     from trainkit_core.datasets.reader import read_synced
-    from trainkit_core.evals.runner import evaluate
+    from trainkit_core.evals.scoring import evaluate
 
     synced = read_synced(ctx.path("data"), dataset)
     examples = [e for e in synced.eval if e.get("messages") and e["messages"][-1]["role"] == "assistant"]

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.event_batch import EventBatcher
+from trainkit_core.models.layout import DONE_FILE, checkpoint_path
 from trainkit_core.runs import TrainingRun
 from trainkit_core.training.background import RecordSaver, StopWatcher
-from trainkit_core.training.layout import DONE_FILE, checkpoint_path
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,9 @@
-"""Local volumes: one directory per volume under the trainkit home."""
+"""Folder volumes: a folder that behaves like a cloud volume.
+
+The `local` provider's volumes are folders under its home; inside a job, every
+provider's volumes are folders too (`JobContext.path`), which the job code reads and
+writes through this class.
+"""
 
 from __future__ import annotations
 
@@ -9,36 +14,21 @@ from pathlib import Path
 
 from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.hookspecs import FileEntry
-from trainkit_core.local.paths import clean_relative, inside
+from trainkit_core.volumes.paths import clean_relative, inside
 
 _CHUNK = 1 << 20
 
 
-def volume_root(home: Path, name: str) -> Path:
-    return Path(home) / "volumes" / clean_relative(name, what="volume name")
+class FolderVolume:
+    """A folder that behaves like a cloud volume: relative paths only, atomic writes."""
 
-
-class LocalVolume:
-    """A directory that behaves like a cloud volume: relative paths only, atomic writes."""
-
-    def __init__(self, home: Path, name: str) -> None:
-        if "/" in name:
-            raise UsageError(f"volume name {name!r} must not contain '/'")
-        self.name = name
-        self.root = volume_root(home, name)
+    def __init__(self, root: Path, name: str | None = None) -> None:
+        self.name = name or Path(root).name
+        self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
-    @classmethod
-    def at(cls, root: Path, name: str | None = None) -> LocalVolume:
-        """A volume over an existing directory: a mount point inside a job's container."""
-        volume = cls.__new__(cls)
-        volume.name = name or Path(root).name
-        volume.root = Path(root)
-        volume.root.mkdir(parents=True, exist_ok=True)
-        return volume
-
     def __repr__(self) -> str:
-        return f"<LocalVolume {self.name} at {self.root}>"
+        return f"<FolderVolume {self.name} at {self.root}>"
 
     def _path(self, path: str, *, allow_root: bool = False) -> Path:
         return inside(self.root, clean_relative(path, allow_root=allow_root))

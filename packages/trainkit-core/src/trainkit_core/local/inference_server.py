@@ -1,7 +1,7 @@
 """Client side of the warm local inference worker: find it, start it, call it.
 
 The local provider's `inference_server` answer. The first request starts the worker
-(`trainkit_core.inference.server`) as a detached process; later requests find it
+(`trainkit_core.local.warm_worker`) as a detached process; later requests find it
 through its record in ``<TRAINKIT_HOME>/inference/worker.json`` while it lives.
 A file lock keeps two commands from starting two workers. Standard library only.
 """
@@ -22,11 +22,19 @@ from typing import Any
 
 from trainkit_core import errors
 from trainkit_core.errors import ProviderError
-from trainkit_core.inference.server import TOKEN_HEADER, record_path, worker_dir
 from trainkit_core.local.runner import alive
 
 START_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 1800.0
+TOKEN_HEADER = "X-Trainkit-Token"
+
+
+def worker_dir(home: Path) -> Path:
+    return Path(home) / "inference"
+
+
+def record_path(home: Path) -> Path:
+    return worker_dir(home) / "worker.json"
 
 
 @contextmanager
@@ -102,7 +110,7 @@ class LocalInferenceServer:
         record_path(self.home).unlink(missing_ok=True)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "trainkit_core.inference.server"],
+                [sys.executable, "-m", "trainkit_core.local.warm_worker"],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -1,6 +1,6 @@
-"""The warm local inference worker (`python -m trainkit_core.inference.server`).
+"""The warm local inference worker (`python -m trainkit_core.local.warm_worker`).
 
-A long-lived process, started on first use by `trainkit_core.inference.warm`, that
+A long-lived process, started on first use by `trainkit_core.local.inference_server`, that
 keeps loaded models in a `ModelCache` and answers generation requests over HTTP on
 127.0.0.1 (a free port). It records its pid, port and a random token in
 ``<TRAINKIT_HOME>/inference/worker.json`` (mode 0600: only its user can call it) and
@@ -25,19 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import TrainkitError
+from trainkit_core.local.inference_server import TOKEN_HEADER, record_path
 
 log = logging.getLogger(__name__)
 
-TOKEN_HEADER = "X-Trainkit-Token"
 MAX_BODY = 4 * 1024 * 1024
-
-
-def worker_dir(home: Path) -> Path:
-    return Path(home) / "inference"
-
-
-def record_path(home: Path) -> Path:
-    return worker_dir(home) / "worker.json"
 
 
 def error_body(exc: BaseException) -> tuple[int, dict[str, Any]]:

@@ -31,8 +31,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from trainkit_core.models.paths import trained_dir
 from trainkit_core.presets import TINY_BASE_MODEL
-from trainkit_core.runs import trained_dir
 
 CARD_FILE = "trained_model.json"
 DONE_FILE = "done"

@@ -23,8 +23,8 @@ from trainkit_core.provider import call_kwargs
 from trainkit_core.runs import RUNS_NAMESPACE
 from trainkit_core.settings import Settings
 from trainkit_modal import errors, own_app
-from trainkit_modal.container import CALLS_NAMESPACE, cancel_key, ended_key, record_key, started_key
 from trainkit_modal.kv import ModalKV
+from trainkit_modal.records import CALLS_NAMESPACE, cancel_key, deployment_record, ended_key, record_key, started_key
 from trainkit_modal.spec import (
     AppSpec,
     FunctionSpec,
@@ -274,8 +274,6 @@ class ModalRunner:
     def app_info(self) -> dict[str, str]:
         """The app the calls run in: this container's own app when it is not the recorded deployment
         (an ephemeral dev app), else the deployment `trainkit app deploy` recorded; {} when none is known."""
-        from trainkit_modal.deploy import deployment_record
-
         known = deployment_record(self.sdk, self.settings) or {}
         own = own_app.container_app_id(self.sdk)
         if own and own != known.get("app_id"):

@@ -1,0 +1,105 @@
+"""Training runs: start, list, show, stop, cancel, resume, checkpoints.
+
+Under `/v1/jobs`, the API's name for a run: each is a `TrainingRun`, its id the run
+id. Starting and resuming go through `trainkit_core.training.submit`, the same
+functions the CLI calls, so the API adds no behaviour of its own. Blocking calls (SQLite, the provider) run in FastAPI's
+thread pool: these handlers are plain `def`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Path, Query, status
+
+from trainkit_api.auth import require_token
+from trainkit_api.errors import ERROR_RESPONSES
+from trainkit_api.schemas import Checkpoint, CheckpointList, JobList
+from trainkit_api.state import ApiState, get_state
+from trainkit_api.training import JobCreate, JobResume, resume_job, start_job
+from trainkit_core.ids import RUN_ID_PATTERN
+from trainkit_core.runs import RunStore, TrainingRun
+
+RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN.pattern, description="A run id, `run-YYYYMMDD-HHMMSS-xxxxxx`.")]
+Status = Annotated[
+    str | None,
+    Query(pattern="^(pending|running|succeeded|failed|stopped|preempted)$", description="Only runs with this status."),
+]
+
+
+def list_page(
+    store: RunStore, *, status: str | None, group_id: str | None, limit: int, after: str | None
+) -> tuple[list[TrainingRun], bool]:
+    """One page of runs, newest first, and whether more follow (`RunStore.page`).
+
+    Reads the runs index and the page's records only, so the cost does not grow with
+    the number of runs (see bench/bench_api_jobs.py). Unfinished runs on the page are
+    reconciled first, so a run whose job died is listed (and filtered) as `failed`.
+    """
+    return store.page(status=status, group_id=group_id, limit=limit, after=after)
+
+
+router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+
+
+@router.post("/jobs", response_model=TrainingRun, status_code=status.HTTP_201_CREATED)
+def create_job(body: JobCreate, state: ApiState = Depends(get_state)) -> TrainingRun:
+    """Start a training run on a dataset already synced to the data volume."""
+    return start_job(state, body)
+
+
+@router.get("/jobs", response_model=JobList)
+def list_jobs(
+    state: ApiState = Depends(get_state),
+    status: Status = None,
+    group_id: Annotated[str | None, Query(max_length=200, description="Only runs of this sweep group.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Runs per page.")] = 100,
+    after: Annotated[
+        str | None,
+        Query(pattern=RUN_ID_PATTERN.pattern, description="Start after this run id (the last of the previous page)."),
+    ] = None,
+) -> JobList:
+    """Runs, newest first, filtered by status and sweep group, a page at a time."""
+    page, has_more = list_page(state.store, status=status, group_id=group_id, limit=limit, after=after)
+    return JobList(data=page, has_more=has_more, next_after=page[-1].id if has_more else None)
+
+
+@router.get("/jobs/{run_id}", response_model=TrainingRun)
+def get_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
+    """One run's record: status, phase, step, timings, metrics, error text."""
+    return state.run(run_id)
+
+
+@router.post("/jobs/{run_id}/stop", response_model=TrainingRun, status_code=status.HTTP_202_ACCEPTED)
+def stop_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
+    """Ask the run to stop gracefully: it saves its adapter and ends `stopped`. Safe to repeat."""
+    run = state.run(run_id)
+    run.close("stop requested through the API")
+    return run
+
+
+@router.post("/jobs/{run_id}/cancel", response_model=TrainingRun)
+def cancel_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
+    """End the run's job now, without saving; 409 when the run already ended."""
+    run = state.run(run_id)
+    run.cancel()
+    return run
+
+
+@router.post("/jobs/{run_id}/resume", response_model=TrainingRun, status_code=status.HTTP_202_ACCEPTED)
+def resume(
+    run_id: RunId, state: ApiState = Depends(get_state), body: Annotated[JobResume | None, Body()] = None
+) -> TrainingRun:
+    """Continue a stopped, failed or preempted run from its latest checkpoint (409 when it cannot)."""
+    return resume_job(state, run_id, body)
+
+
+@router.get("/jobs/{run_id}/checkpoints", response_model=CheckpointList)
+def list_checkpoints(run_id: RunId, state: ApiState = Depends(get_state)) -> CheckpointList:
+    """Complete checkpoints on the models volume, oldest first."""
+    run = state.run(run_id, reconcile=False)
+    return CheckpointList(data=[Checkpoint(step=c.step, path=c.path) for c in run.checkpoints()])
+
+
+def build_router() -> APIRouter:
+    return router

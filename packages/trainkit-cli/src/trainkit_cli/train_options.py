@@ -1,0 +1,52 @@
+"""The options that make a `TrainConfig`, shared by `trainkit train` and `trainkit sweep`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+
+def config_options(func: Any) -> Any:
+    """Add the options that make a `TrainConfig` to a command."""
+    options = [
+        click.option("--dataset", required=True, help="Dataset name (a folder of the datasets dir)."),
+        click.option(
+            "--model-size", default=None, help="Preset: tiny (CPU, built locally), 4b, 12b or 31b. Default tiny."
+        ),
+        click.option(
+            "--base-model",
+            default=None,
+            help="Instead of a preset: a Hugging Face id, a model folder (local provider), or hf-cache:FOLDER.",
+        ),
+        click.option("--chat-format", default=None, type=click.Choice(["gemma3", "gemma4"]), help="Override."),
+        click.option("--steps", default=None, type=int, help="Optimizer steps (default: the preset's)."),
+        click.option("--epochs", default=None, type=float, help="Epochs, instead of --steps."),
+        click.option("--lr", "learning_rate", default=None, type=float, help="Learning rate."),
+        click.option(
+            "--lr-scheduler",
+            default=None,
+            type=click.Choice(["constant", "linear", "cosine"]),
+            help="Learning-rate schedule (default: the preset's).",
+        ),
+        click.option("--warmup-steps", default=None, type=int, help="Warm-up steps (default: the preset's)."),
+        click.option("--lora-r", default=None, type=int, help="LoRA rank."),
+        click.option("--lora-alpha", default=None, type=int, help="LoRA alpha."),
+        click.option("--batch-size", default=None, type=int, help="Per-device batch size."),
+        click.option("--grad-accum", default=None, type=int, help="Gradient accumulation steps."),
+        click.option("--max-seq-length", default=None, type=int, help="Longest example, in tokens."),
+        click.option("--save-every", default=None, type=int, help="Checkpoint every N steps (default 50)."),
+        click.option("--seed", default=None, type=int, help="Random seed (default 42)."),
+        click.option("--backend", default=None, type=click.Choice(["auto", "hf", "unsloth"]), help="Force a backend."),
+        click.option("--gpu", default=None, help="GPU for this run (default TRAINKIT_GPU, else the preset's)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def config_values(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The given (non-None) `TrainConfig` fields out of the command's keyword arguments."""
+    from trainkit_core.training.config import TrainConfig
+
+    return {k: v for k, v in kwargs.items() if k in TrainConfig.model_fields and v is not None}
