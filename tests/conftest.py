@@ -38,14 +38,12 @@ def _end_leftover_processes(home: Path) -> None:
     """
     import signal
 
-    from trainkit_core.local.kv import LocalKV, db_path
-    from trainkit_core.local.runner import CALLS_NAMESPACE, LocalRunHandle, alive
+    from trainkit_core.local.kv import db_path
+    from trainkit_core.local.runner import LocalRunner, alive
 
     if db_path(home).exists():
-        calls = LocalKV(home, CALLS_NAMESPACE)
-        for call_id, record in calls.items():
-            if record.get("state") in ("pending", "running"):
-                LocalRunHandle(calls, call_id).cancel(grace_s=2.0)
+        for handle in LocalRunner(home).unfinished():
+            handle.cancel(grace_s=2.0)
     try:
         from trainkit_core.inference.warm import read_record
     except ImportError:
