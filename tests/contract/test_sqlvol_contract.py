@@ -51,8 +51,9 @@ def test_its_settings_are_listed_and_reach_its_jobs(cli_env: dict[str, str], tmp
 
 
 def test_staged_folders_stage_in_and_write_back_on_commit(tmp_path: Path) -> None:
-    from trainkit_core.jobs.staging import StagedVolumes
     from trainkit_sqlvol import SqlVolume
+
+    from trainkit_core.jobs.staging import StagedVolumes
 
     volume = SqlVolume(tmp_path / "db.sqlite", "data")
     volume.write_bytes("keep.txt", b"kept")

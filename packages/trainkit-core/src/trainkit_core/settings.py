@@ -289,6 +289,13 @@ def settings_table(plugins: tuple[type[BaseSettings], ...] = ()) -> list[tuple[s
     each provider's own).
     """
     rows = []
-    for cls in (ProviderSettings, ComputeSettings, VolumeSettings, DatasetSettings, ApiSettings, *plugins):
+    core: tuple[type[BaseSettings], ...] = (
+        ProviderSettings,
+        ComputeSettings,
+        VolumeSettings,
+        DatasetSettings,
+        ApiSettings,
+    )
+    for cls in (*core, *plugins):
         rows += settings_rows(cls)
     return rows
