@@ -9,7 +9,13 @@ import pytest
 
 from trainkit_core.plugins import reset_plugin_manager
 
-_SWITCHES = ("TRAINKIT_LOAD_PLUGINS", "TRAINKIT_DISABLE_PLUGINS", "TRAINKIT_TRACE_PLUGINS", "TRAINKIT_PROVIDER")
+_SWITCHES = (
+    "TRAINKIT_LOAD_PLUGINS",
+    "TRAINKIT_DISABLE_PLUGINS",
+    "TRAINKIT_TRACE_PLUGINS",
+    "TRAINKIT_DEBUG",
+    "TRAINKIT_PROVIDER",
+)
 
 
 @pytest.fixture(autouse=True)

@@ -7,13 +7,15 @@ import sys
 from typing import Any
 
 import pytest
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from trainkit_core import get_provider, list_providers
 from trainkit_core.errors import NotFoundError, PluginLoadError, ProviderError, UsageError
 from trainkit_core.hookspecs import Capabilities, ProviderManifest, hookimpl
 from trainkit_core.local.kv import LocalKV
 from trainkit_core.plugins import build_plugin_manager, check_pending, plugin_info, register
-from trainkit_core.settings import Settings
+from trainkit_core.settings import Settings, settings_table
 
 
 class DictKV:
@@ -199,3 +201,32 @@ def test_trace_prints_hook_calls_without_secrets(cli_env: dict[str, str]) -> Non
         [sys.executable, "-c", code], env={**env, "TRAINKIT_TRACE_PLUGINS": "0"}, capture_output=True, text=True
     )
     assert "trainkit: hook" not in quiet.stderr
+
+
+class ColourSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TRAINKIT_COLOUR_", extra="ignore")
+
+    shade: str = Field(default="blue", description="The colour of the fake provider.")
+
+
+class ColourProvider(FakeProvider):
+    """A plugin with settings of its own, registered through its `trainkit_settings` attribute."""
+
+    trainkit_settings = ColourSettings
+
+    @hookimpl
+    def kv_store(self, provider: str, settings: Settings, namespace: str) -> Any:
+        return DictKV(settings.plugin(ColourSettings).shade) if provider == self.name else None
+
+
+def test_plugin_settings_are_read_listed_and_passed_on(pm, monkeypatch: pytest.MonkeyPatch) -> None:
+    register(pm, ColourProvider("colour", None), name="colour")
+    monkeypatch.setenv("TRAINKIT_COLOUR_SHADE", "green")
+    provider = get_provider("colour", Settings.from_env(), pm=pm)
+    assert provider.kv("x").namespace == "green"
+    assert provider.settings.to_env()["TRAINKIT_COLOUR_SHADE"] == "green"  # what job processes get
+    [listed] = list_providers(pm)
+    assert listed.as_dict()["settings"] == [
+        {"variable": "TRAINKIT_COLOUR_SHADE", "default": "blue", "meaning": "The colour of the fake provider."}
+    ]
+    assert ("TRAINKIT_COLOUR_SHADE", "blue", "The colour of the fake provider.") in settings_table((ColourSettings,))

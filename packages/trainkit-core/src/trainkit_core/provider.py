@@ -10,6 +10,7 @@ hook, instead of surfacing as a traceback far away in whatever used the answer.
 
 from __future__ import annotations
 
+import functools
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -50,18 +51,23 @@ HOOK_PROTOCOLS: dict[str, type] = {
 }
 
 
-def protocol_members(protocol: type) -> list[str]:
+@functools.cache
+def protocol_members(protocol: type) -> tuple[str, ...]:
     """The attributes and methods a protocol requires (what `isinstance` checks)."""
     names = list(getattr(protocol, "__annotations__", {}))
     names += [n for n, v in vars(protocol).items() if callable(v) and not n.startswith("_")]
-    return names
+    return tuple(names)
 
 
 def check_answer(answer: Any, protocol: type, *, plugin: str, hook: str, provider: str) -> Any:
-    """`answer`, or `ProviderError` naming the plugin, the hook and what the answer lacks."""
-    if isinstance(answer, protocol):
-        return answer
+    """`answer`, or `ProviderError` naming the plugin, the hook and what the answer lacks.
+
+    The same test as ``isinstance(answer, protocol)`` for a runtime-checkable protocol
+    (every member present), without its cost on each call through the facade.
+    """
     missing = [n for n in protocol_members(protocol) if not hasattr(answer, n)]
+    if not missing:
+        return answer
     lacks = f" (it lacks {', '.join(missing)})" if missing else ""
     raise ProviderError(
         f"plugin {plugin!r} answered the {hook!r} hook for provider {provider!r} with"
@@ -181,6 +187,7 @@ class Provider:
         self.settings = settings
         #: The plugin that declared this provider (asked first).
         self.plugin = plugin
+        self._caller_cache: dict[str, tuple[tuple[int, ...], list[tuple[str, Any]]]] = {}
 
     @property
     def name(self) -> str:
@@ -193,16 +200,29 @@ class Provider:
     def __repr__(self) -> str:
         return f"<Provider {self.name}>"
 
+    def _callers(self, hook: str) -> list[tuple[str, Any]]:
+        """(plugin name, a caller of that plugin's implementation alone), ours first.
+
+        Kept while the hook's implementations stay the same (they change only when a
+        plugin is registered or unregistered).
+        """
+        caller = getattr(self._pm.hook, hook, None)
+        impls = list(reversed(caller.get_hookimpls())) if caller is not None else []
+        key = tuple(id(impl.plugin) for impl in impls)
+        cached = self._caller_cache.get(hook)
+        if cached is None or cached[0] != key:
+            impls.sort(key=lambda impl: impl.plugin_name != self.plugin)  # stable: ours first
+            plugins = self._pm.get_plugins()
+            callers = [
+                (impl.plugin_name, self._pm.subset_hook_caller(hook, [p for p in plugins if p is not impl.plugin]))
+                for impl in impls
+            ]
+            cached = self._caller_cache[hook] = (key, callers)
+        return cached[1]
+
     def _ask(self, hook: str, **kwargs: Any) -> tuple[Any, str | None]:
         """The first non-None answer and the plugin that gave it, asking our plugin first."""
-        caller = getattr(self._pm.hook, hook, None)
-        if caller is None:
-            return None, None
-        impls = list(reversed(caller.get_hookimpls()))
-        impls.sort(key=lambda impl: impl.plugin_name != self.plugin)  # stable: ours first
-        plugins = self._pm.get_plugins()
-        for impl in impls:
-            one = self._pm.subset_hook_caller(hook, remove_plugins=[p for p in plugins if p is not impl.plugin])
+        for plugin_name, one in self._callers(hook):
             try:
                 answer = one(provider=self.name, settings=self.settings, **kwargs)
             except TrainkitError:
@@ -210,13 +230,13 @@ class Provider:
             except Exception as exc:
                 detail = "\n" + traceback.format_exc().rstrip() if debug_enabled() else ""
                 raise ProviderError(
-                    f"plugin {impl.plugin_name!r} failed in the {hook!r} hook for provider {self.name!r}:"
+                    f"plugin {plugin_name!r} failed in the {hook!r} hook for provider {self.name!r}:"
                     f" {type(exc).__name__}: {exc}{detail}",
-                    hint=f"TRAINKIT_DEBUG=1 shows the traceback; TRAINKIT_DISABLE_PLUGINS={impl.plugin_name}"
+                    hint=f"TRAINKIT_DEBUG=1 shows the traceback; TRAINKIT_DISABLE_PLUGINS={plugin_name}"
                     " leaves the plugin out",
                 ) from exc
             if answer is not None:
-                return answer, impl.plugin_name
+                return answer, plugin_name
         return None, None
 
     def _answer(self, hook: str, **kwargs: Any) -> Any:
