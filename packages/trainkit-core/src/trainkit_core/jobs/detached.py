@@ -175,10 +175,10 @@ class DetachedRunHandle:
         self._calls.put(f"{self.call_id}/cancel", time.time())
         proc = self._calls.get(f"{self.call_id}/proc") or {}
         pgid = proc.get("supervisor_pid")
-        if pgid and alive(pgid, proc.get("supervisor_start")):
+        # The supervisor leads the call's process group; the group outlives it while the
+        # worker lives, and its id is not reused while it exists.
+        if pgid and (alive(pgid, proc.get("supervisor_start")) or alive(proc.get("pid"), proc.get("pid_start"))):
             end_group(pgid, grace_s, lambda: self.still_running(self._raw()))
-        elif proc.get("pid") and alive(proc.get("pid"), proc.get("pid_start")):
-            end_group(proc["pid"], 0, lambda: alive(proc.get("pid"), proc.get("pid_start")))
         _end(self._calls, self.call_id, "cancelled", error="cancelled")
 
     def logs(self) -> str:
@@ -257,8 +257,8 @@ class DetachedRunner:
         return self.handle_class(self.calls, call_id)
 
     def get(self, call_id: str) -> DetachedRunHandle:
-        rest = call_id[len(self.call_prefix) :] if isinstance(call_id, str) else ""
-        if not call_id.startswith(self.call_prefix) or not rest.isalnum():
+        prefixed = isinstance(call_id, str) and call_id.startswith(self.call_prefix)
+        if not prefixed or not call_id[len(self.call_prefix) :].isalnum():
             raise UsageError(f"{call_id!r} is not a call id of provider {self.provider!r} ({self.call_prefix}…)")
         return self.handle_class(self.calls, call_id)
 
