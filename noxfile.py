@@ -36,6 +36,7 @@ SOURCES = {
     "api": "packages/trainkit-api",
     "modal": "packages/trainkit-modal",
     "dirstore": "tests/fixtures/trainkit-dirstore",
+    "sqlvol": "tests/fixtures/trainkit-sqlvol",
 }
 #: Source paths, for sessions that install from source (not the shared wheels).
 CORE, CLI, API, MODAL = (f"./{SOURCES[name]}" for name in ("core", "cli", "api", "modal"))
@@ -148,11 +149,13 @@ def modal_container(session: nox.Session) -> None:
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
 def plugin_discovery(session: nox.Session) -> None:
-    """The fixture third-party provider, installed non-editable, is found and passes the suite.
+    """The fixture third-party providers, installed non-editable, are found and pass the suite.
 
-    ``TRAINKIT_REQUIRE_DIRSTORE=1`` turns the tests' skip-when-not-installed into a failure.
+    Two: `dirstore` (volumes and state only) and `sqlvol` (volumes as SQLite rows, jobs
+    run detached, settings of its own). ``TRAINKIT_REQUIRE_DIRSTORE=1`` turns the tests'
+    skip-when-not-installed into a failure.
     """
-    _install(session, ["core", "cli", "dirstore"], "test")
+    _install(session, ["core", "cli", "dirstore", "sqlvol"], "test")
     session.env["TRAINKIT_REQUIRE_DIRSTORE"] = "1"
     _pytest(session, "-m", "not ml", folder="tests/contract")
 

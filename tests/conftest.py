@@ -9,7 +9,13 @@ import pytest
 
 from trainkit_core.plugins import reset_plugin_manager
 
-_SWITCHES = ("TRAINKIT_LOAD_PLUGINS", "TRAINKIT_DISABLE_PLUGINS", "TRAINKIT_TRACE_PLUGINS", "TRAINKIT_PROVIDER")
+_SWITCHES = (
+    "TRAINKIT_LOAD_PLUGINS",
+    "TRAINKIT_DISABLE_PLUGINS",
+    "TRAINKIT_TRACE_PLUGINS",
+    "TRAINKIT_DEBUG",
+    "TRAINKIT_PROVIDER",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -38,14 +44,12 @@ def _end_leftover_processes(home: Path) -> None:
     """
     import signal
 
-    from trainkit_core.local.kv import LocalKV, db_path
-    from trainkit_core.local.runner import CALLS_NAMESPACE, LocalRunHandle, alive
+    from trainkit_core.local.kv import db_path
+    from trainkit_core.local.runner import LocalRunner, alive
 
     if db_path(home).exists():
-        calls = LocalKV(home, CALLS_NAMESPACE)
-        for call_id, record in calls.items():
-            if record.get("state") in ("pending", "running"):
-                LocalRunHandle(calls, call_id).cancel(grace_s=2.0)
+        for handle in LocalRunner(home).unfinished():
+            handle.cancel(grace_s=2.0)
     try:
         from trainkit_core.local.inference_server import read_record
     except ImportError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,21 +43,55 @@ def test_switches(cli_env: dict[str, str]) -> None:
     assert "trainkit: hook" not in traced.stdout
 
 
-def test_a_plugin_that_fails_to_import_is_named(cli_env: dict[str, str], tmp_path: Path) -> None:
-    """A throw-away distribution on PYTHONPATH whose plugin module raises on import."""
-    (tmp_path / "tk_broken_plugin.py").write_text("raise RuntimeError('half-installed dependency')\n")
-    dist_info = tmp_path / "tk_broken-0.0.1.dist-info"
+def fake_distribution(folder: Path, name: str, module_source: str) -> dict[str, str]:
+    """A throw-away distribution on PYTHONPATH whose entry point `name` is the module `tk_<name>`."""
+    (folder / f"tk_{name}.py").write_text(module_source)
+    dist_info = folder / f"tk_{name}-0.0.1.dist-info"
     dist_info.mkdir()
-    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: tk-broken\nVersion: 0.0.1\n")
-    (dist_info / "entry_points.txt").write_text("[trainkit]\nbroken = tk_broken_plugin\n")
-    env = {**cli_env, "PYTHONPATH": str(tmp_path)}
-    done = trainkit("providers", env=env)
-    assert done.returncode == 5
-    assert 'error importing plugin "broken" (tk_broken_plugin): RuntimeError: half-installed dependency' in done.stderr
-    assert "TRAINKIT_DISABLE_PLUGINS=broken" in done.stderr
-    assert "Traceback" not in done.stderr
-    # The switch the hint names works.
-    assert "local" in names(trainkit("providers", "--json", env={**env, "TRAINKIT_DISABLE_PLUGINS": "broken"}))
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tk-{name}\nVersion: 0.0.1\n")
+    (dist_info / "entry_points.txt").write_text(f"[trainkit]\n{name} = tk_{name}\n")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)}
+
+
+def test_a_plugin_that_fails_to_import_does_not_take_the_others_down(cli_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**cli_env, **fake_distribution(tmp_path, "broken", "raise RuntimeError('half-installed dependency')\n")}
+    done = trainkit("providers", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    listed = {p["name"]: p for p in json.loads(done.stdout)}
+    assert listed["local"]["state"] == "ok"
+    assert listed["broken"]["state"] == "broken" and listed["broken"]["package"] == "tk-broken"
+    assert (
+        'error importing plugin "broken" (tk_broken): RuntimeError: half-installed dependency'
+        in (listed["broken"]["error"])
+    )
+    table = trainkit("providers", env={**env, "COLUMNS": "300"})
+    assert table.returncode == 0 and "half-installed dependency" in table.stdout
+    # Other providers keep working; the one that is broken fails with its error and the way out.
+    assert trainkit("ping", env=env).returncode == 0
+    needed = trainkit("--provider", "broken", "ping", env=env)
+    assert needed.returncode == 5
+    assert "RuntimeError: half-installed dependency" in needed.stderr
+    assert "TRAINKIT_DISABLE_PLUGINS=broken" in needed.stderr and "Traceback" not in needed.stderr
+    debug = trainkit("--provider", "broken", "ping", env={**env, "TRAINKIT_DEBUG": "1"})
+    assert "Traceback (most recent call last)" in debug.stderr and 'tk_broken.py", line 1' in debug.stderr
+    # The switch the hint names works, and the provider is then reported as disabled.
+    disabled = {**env, "TRAINKIT_DISABLE_PLUGINS": "broken"}
+    assert "broken" not in names(trainkit("providers", "--json", env=disabled))
+    refused = trainkit("--provider", "broken", "ping", env=disabled)
+    assert "'broken' is installed but disabled by TRAINKIT_DISABLE_PLUGINS" in refused.stderr
+
+
+def test_a_misspelt_hook_is_named_with_the_right_one(cli_env: dict[str, str], tmp_path: Path) -> None:
+    source = (
+        "from trainkit_core.hookspecs import hookimpl\n"
+        "@hookimpl\n"
+        "def kv_stroe(provider, settings, namespace):\n"
+        "    return None\n"
+    )
+    env = {**cli_env, **fake_distribution(tmp_path, "typo", source)}
+    listed = {p["name"]: p for p in json.loads(trainkit("providers", "--json", env=env).stdout)}
+    assert "unknown hook 'kv_stroe' (did you mean 'kv_store'?)" in listed["typo"]["error"]
+    assert listed["local"]["state"] == "ok"
 
 
 def test_unknown_provider_lists_the_installed_ones(cli_env: dict[str, str]) -> None:

@@ -769,7 +769,8 @@ def _python_child(entry: str, call_id: str, **popen: Any) -> subprocess.Popen[by
             env=env,
             stdin=subprocess.DEVNULL,
             stderr=log,
-            **popen,
+            # Modal's logs hold what a container prints on stdout and stderr alike.
+            **{**popen, "stdout": log if popen.get("stdout") == "log" else popen.get("stdout")},
         )
 
 
@@ -951,7 +952,7 @@ def _start_attempt(call_id: str, name: str, attempt: int, outcome_path: Path) ->
     attempt_env = {"FAKE_MODAL_ATTEMPT": str(attempt), "FAKE_MODAL_OUTCOME": str(outcome_path)}
     container = (_read_json(_root() / "containers.json") or {}).get(name)
     if container is None:
-        return _python_child("worker_main", call_id, stdout=subprocess.DEVNULL, env=attempt_env)
+        return _python_child("worker_main", call_id, stdout="log", env=attempt_env)
     # The strict container simulation (tests/modal/container_sim): the image's Python, its
     # /root and only the environment the app declares.
     env = {**container["env"], "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id, **attempt_env}
@@ -961,7 +962,7 @@ def _start_attempt(call_id: str, name: str, attempt: int, outcome_path: Path) ->
             cwd=container["cwd"],
             env=env,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=log,
             stderr=log,
         )
 

@@ -14,7 +14,18 @@ implementation may accept fewer arguments than the spec names; that is how a spe
 grows without breaking older plugins.
 
 The objects the hooks return follow the protocols at the end of this module. The
-conformance suite in `trainkit_core.testing` checks a provider against them.
+provider facade (`trainkit_core.provider`) checks every answer against its protocol
+and reports a wrong one, ``None`` for the plugin's own provider, or an exception
+that is not trainkit's own, naming the plugin and the hook. The conformance suite in
+`trainkit_core.testing` checks a provider against them.
+
+A plugin with settings of its own names its pydantic-settings model (with a prefix
+of its own, e.g. ``TRAINKIT_MYPROVIDER_``) in a module attribute
+``trainkit_settings``; its hooks read it with ``settings.plugin(MySettings)``. The
+public pieces a provider can reuse are in `trainkit_core.jobs`: `detached` (job
+calls as detached processes), `processes` (liveness and cancel), `extras`
+(`check_extras` for `Deployment.check`) and `staging` (folders for volumes that
+are not folders).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -152,14 +152,57 @@ class ApiSettings(BaseSettings):
         return value
 
 
+PluginSettingsT = TypeVar("PluginSettingsT", bound=BaseSettings)
+
+
+def _model_key(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _env_prefix(cls: type[BaseSettings]) -> str:
+    return str(cls.model_config.get("env_prefix") or "")
+
+
+def _build(cls: type[PluginSettingsT]) -> PluginSettingsT:
+    """`cls()` from the environment; a bad value raises `UsageError` naming the variable."""
+    from pydantic import ValidationError
+
+    from trainkit_core.errors import UsageError
+
+    try:
+        return cls()
+    except ValidationError as exc:
+        prefix = _env_prefix(cls)
+        problems = "; ".join(f"{prefix}{str(err['loc'][0]).upper()}: {err['msg']}" for err in exc.errors())
+        raise UsageError(f"invalid setting: {problems}") from None
+
+
 class Settings(BaseModel):
-    """All of trainkit's settings. Build with `Settings.from_env()`; pass it down."""
+    """All of trainkit's settings. Build with `Settings.from_env()`; pass it down.
+
+    `plugins` holds the settings models provider plugins register (a pydantic-settings
+    class with a prefix of its own, named by the plugin's ``trainkit_settings``
+    attribute); `get_provider` adds its provider's, and a plugin reads them with
+    `settings.plugin(MySettings)`.
+    """
 
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     compute: ComputeSettings = Field(default_factory=ComputeSettings)
     volumes: VolumeSettings = Field(default_factory=VolumeSettings)
     datasets: DatasetSettings = Field(default_factory=DatasetSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    plugins: dict[str, Any] = Field(default_factory=dict)
+
+    def plugin(self, cls: type[PluginSettingsT]) -> PluginSettingsT:
+        """The settings of a plugin, by its model: the ones given, else read from the environment."""
+        found = self.plugins.get(_model_key(cls))
+        return found if isinstance(found, cls) else _build(cls)
+
+    def with_plugin_settings(self, cls: type[BaseSettings]) -> Settings:
+        """These settings with the plugin model `cls` read from the environment, unless present."""
+        if _model_key(cls) in self.plugins:
+            return self
+        return self.model_copy(update={"plugins": {**self.plugins, _model_key(cls): _build(cls)}})
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -195,6 +238,15 @@ class Settings(BaseModel):
                 if isinstance(value, SecretStr):
                     value = value.get_secret_value()
                 env[f"TRAINKIT_{name.upper()}"] = str(value)
+        for model in self.plugins.values():
+            prefix = _env_prefix(type(model))
+            for name in type(model).model_fields:
+                value = getattr(model, name)
+                if value is None:
+                    continue
+                if isinstance(value, SecretStr):
+                    value = value.get_secret_value()
+                env[f"{prefix}{name.upper()}"] = str(value)
         return env
 
 
@@ -211,16 +263,39 @@ def child_environ(settings: Settings | None = None) -> dict[str, str]:
     return env
 
 
-def settings_table() -> list[tuple[str, str, str]]:
-    """(variable, default, meaning) for every setting, for the README and `trainkit settings`."""
+def settings_rows(cls: type[BaseSettings] | None) -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) for every field of one settings model (none for None)."""
+    if cls is None:
+        return []
     rows = []
-    for cls in (ProviderSettings, ComputeSettings, VolumeSettings, DatasetSettings, ApiSettings):
-        for name, field in cls.model_fields.items():
-            if field.default_factory is default_home:
-                default = "user data dir (`~/.local/share/trainkit`)"
-            elif field.default is None or field.default == "":
-                default = "(empty)"
-            else:
-                default = str(field.default)
-            rows.append((f"TRAINKIT_{name.upper()}", default, field.description or ""))
+    prefix = _env_prefix(cls)
+    for name, field in cls.model_fields.items():
+        if field.default_factory is default_home:
+            default = "user data dir (`~/.local/share/trainkit`)"
+        elif field.default_factory is not None:
+            default = "(computed)"
+        elif field.default is None or field.default == "":
+            default = "(empty)"
+        else:
+            default = str(field.default)
+        rows.append((f"{prefix}{name.upper()}", default, field.description or ""))
+    return rows
+
+
+def settings_table(plugins: tuple[type[BaseSettings], ...] = ()) -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) for every setting, for the README and `trainkit settings`.
+
+    `plugins` adds the rows of plugin settings models (`trainkit providers --json` lists
+    each provider's own).
+    """
+    rows = []
+    core: tuple[type[BaseSettings], ...] = (
+        ProviderSettings,
+        ComputeSettings,
+        VolumeSettings,
+        DatasetSettings,
+        ApiSettings,
+    )
+    for cls in (*core, *plugins):
+        rows += settings_rows(cls)
     return rows

@@ -106,22 +106,33 @@ def sleep(
     result: Any = None,
     ignore_sigterm: bool = False,
     until_file: str | None = None,
+    say: str | None = None,
+    beat: str | None = None,
 ) -> Any:
     """Sleep, then return `result`: lets tests see a call running and cancel it.
 
     With `ignore_sigterm` the job shrugs off SIGTERM, so a test can see a cancel
     fall back to SIGKILL after its grace period. With `until_file` it returns as soon
     as that file exists, so a test decides when the call ends, however slow the
-    machine.
+    machine. `say` is printed first (the conformance suite finds it in `logs()`).
+    With `beat`, the job counts its heartbeats under that key of the ``beats``
+    store while it sleeps, so a test can see that a cancelled job really stopped.
     """
+    if say is not None:
+        print(say, flush=True)
+    beats = ctx.kv("beats") if beat else None
     if ignore_sigterm:
         import signal
 
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     deadline = time.monotonic() + float(seconds)
+    count = 0
     while time.monotonic() < deadline:
         if until_file and os.path.exists(until_file):
             break
+        if beats is not None and beat:
+            count += 1
+            beats.put(beat, count)
         time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
     return result
 

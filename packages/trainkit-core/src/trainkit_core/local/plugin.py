@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainkit_core.errors import MissingExtraError, NotFoundError, UsageError
+from trainkit_core.errors import UsageError
 from trainkit_core.hookspecs import VOLUME_KINDS, Capabilities, DeploymentStatus, ProviderManifest, hookimpl
-from trainkit_core.jobs import JOB_EXTRAS, JOBS, JobContext
+from trainkit_core.jobs import JobContext
+from trainkit_core.jobs.extras import EXTRA_MODULES, check_extras
 from trainkit_core.local.kv import LocalKV, db_path
 from trainkit_core.local.runner import LocalRunner
 from trainkit_core.volumes.folder import FolderVolume
@@ -19,11 +19,7 @@ if TYPE_CHECKING:
 
 NAME = "local"
 
-#: The modules each pip extra must make importable.
-EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "train": ("torch", "transformers", "peft", "trl", "datasets", "accelerate"),
-    "gpu": ("unsloth", "bitsandbytes"),
-}
+__all__ = ["EXTRA_MODULES", "NAME", "home_of", "job_context", "local_volume"]
 
 
 def home_of(settings: Settings) -> Path:
@@ -73,18 +69,7 @@ class LocalDeployment:
         self.home = home_of(settings)
 
     def check(self, functions: list[str]) -> None:
-        for function in functions:
-            if function not in JOBS:
-                raise NotFoundError(f"unknown job function {function!r}; known: {', '.join(sorted(JOBS))}")
-            extra = JOB_EXTRAS.get(function)
-            if not extra:
-                continue
-            missing = [m for m in EXTRA_MODULES[extra] if importlib.util.find_spec(m) is None]
-            if missing:
-                raise MissingExtraError(
-                    f"the {function!r} job needs {', '.join(missing)}, which are not installed",
-                    hint=f"pip install 'trainkit-core[{extra}]'",
-                )
+        check_extras(functions, EXTRA_MODULES)
 
     def deploy(self) -> DeploymentStatus:
         for kind in VOLUME_KINDS:

@@ -8,12 +8,17 @@
         provider_name = "myprovider"
 
 That one class runs every check below against the provider as installed (found
-through the ``trainkit`` entry points). It holds the provider to its manifest: the
-key-value store and volumes are always checked; what depends on a capability
-(`durable_kv`, `durable_volumes`, `run_functions`, `stop`) runs when the manifest
-declares it and is skipped, with the reason, when it does not. A declared capability
-must work: ``durable_kv`` means a second process sees the writes, ``stop`` means
-cancel ends a call.
+through the ``trainkit`` entry points). It checks first that every hook answers with
+an object of its protocol and every method with the type it promises, then holds
+the provider to its manifest: the key-value store and volumes are always checked;
+what depends on a capability (`durable_kv`, `durable_volumes`, `run_functions`,
+`stop`) runs when the manifest declares it and is skipped, with the reason, when it
+does not. A declared capability must work: ``durable_kv`` means a second process
+sees the writes; ``stop`` means cancel ends what the job runs, not only its record
+(the job's heartbeat must stop); a call's `logs()` hold what the job printed.
+
+A plugin's own settings (its ``trainkit_settings`` model) are isolated per test: the
+variables with its prefix are removed from the environment, then `plugin_env` is set.
 
 Overridable, for providers tested against in-process fakes:
 
@@ -25,7 +30,9 @@ Overridable, for providers tested against in-process fakes:
   the provider from the installed plugins, which a fake cannot be);
 - `volume_root(volume)` returns the folder behind a volume, for the symbolic-link
   check (default: the volume's ``root`` attribute; ``None`` skips the check);
-- `large_file_mb` sizes the large-file check (default 100).
+- `large_file_mb` sizes the large-file check (default 100);
+- `keeps_logs = False` skips the `logs()` check for a provider that keeps no output;
+- `plugin_env` sets the plugin's own settings for every test.
 
 Tests that start job calls use the ``ping``, ``sleep`` and ``fail`` jobs of
 `trainkit_core.jobs.ping`.
@@ -46,8 +53,19 @@ from typing import Any, ClassVar
 import pytest
 
 from trainkit_core.errors import JobError, JobTimeout, NotFoundError, ProviderError, TrainkitError, UsageError
-from trainkit_core.hookspecs import CallStatus, Capabilities, Deployment, DeploymentStatus, FileEntry, RunHandle
-from trainkit_core.plugins import build_plugin_manager
+from trainkit_core.hookspecs import (
+    CALL_STATES,
+    CallStatus,
+    Capabilities,
+    Deployment,
+    DeploymentStatus,
+    FileEntry,
+    FunctionRunner,
+    KVStore,
+    RunHandle,
+    Volume,
+)
+from trainkit_core.plugins import build_plugin_manager, plugin_info
 from trainkit_core.provider import Provider, get_provider, list_providers
 from trainkit_core.settings import Settings
 
@@ -69,6 +87,12 @@ class ProviderContract:
     large_file_mb: ClassVar[int] = 100
     #: The longest a single job call may take to finish in these checks, in seconds.
     call_timeout_s: ClassVar[float] = 60.0
+    #: False for a provider whose `RunHandle.logs()` keeps nothing (it answers "").
+    keeps_logs: ClassVar[bool] = True
+    #: The plugin's own settings for every test (variables with its prefix).
+    plugin_env: ClassVar[dict[str, str]] = {}
+    #: How long after `cancel` returns a cancelled job may still run (a cloud's cancel lags).
+    cancel_settle_s: ClassVar[float] = 1.0
 
     # ------------------------------------------------------------------ set-up hooks
 
@@ -96,6 +120,7 @@ class ProviderContract:
         home = tmp_path / "trainkit-home"
         home.mkdir()
         monkeypatch.setenv("TRAINKIT_HOME", str(home))
+        self.isolate_plugin_settings(monkeypatch)
         return home
 
     @pytest.fixture
@@ -109,6 +134,18 @@ class ProviderContract:
         return self.make_provider(contract_settings)
 
     # ------------------------------------------------------------------ helpers
+
+    def isolate_plugin_settings(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Remove the variables of the plugin's own settings prefix; set `plugin_env`."""
+        info = plugin_info(build_plugin_manager()).get(self.provider_name)
+        model = info.settings if info is not None else None
+        prefix = str(model.model_config.get("env_prefix") or "") if model is not None else ""
+        if prefix and prefix != "TRAINKIT_":
+            for name in list(os.environ):
+                if name.startswith(prefix):
+                    monkeypatch.delenv(name)
+        for name, value in self.plugin_env.items():
+            monkeypatch.setenv(name, value)
 
     def require(self, provider: Provider, capability: str) -> None:
         if not getattr(provider.capabilities, capability):
@@ -162,6 +199,42 @@ class ProviderContract:
                 handle.wait(timeout=self.call_timeout_s)
             except (JobError, JobTimeout):
                 pass
+
+    # ------------------------------------------------------------------ answer types (first)
+
+    def test_answers_follow_the_protocols(self, provider: Provider) -> None:
+        kv = provider.kv("contract")
+        assert isinstance(kv, KVStore), f"kv_store answered {type(kv).__name__}"
+        assert isinstance(kv.namespace, str)
+        assert kv.put_if_absent("t", 1) is True and kv.put_if_absent("t", 2) is False
+        assert isinstance(kv.keys(), list) and isinstance(kv.items(), list)
+        assert all(isinstance(pair, tuple) and len(pair) == 2 for pair in kv.items())
+        assert kv.delete("t") is True and kv.delete("t") is False
+        vol = provider.volume("data")
+        assert isinstance(vol, Volume), f"volume answered {type(vol).__name__}"
+        assert isinstance(vol.name, str) and vol.name == provider.settings.volumes.name_for("data")
+        vol.write_bytes("types/a.txt", b"a")
+        assert vol.exists("types/a.txt") is True and vol.exists("types/none") is False
+        assert type(vol.read_bytes("types/a.txt")) is bytes
+        entries = vol.listdir("types")
+        assert isinstance(entries, list) and all(isinstance(e, FileEntry) for e in entries)
+        vol.remove("types", recursive=True)
+        try:
+            deployment = provider.deployment()
+        except ProviderError as exc:
+            assert "does not implement" in exc.message, exc.message
+        else:
+            assert isinstance(deployment, Deployment)
+            assert isinstance(deployment.status(), DeploymentStatus)
+        if provider.capabilities.run_functions:
+            runner = provider.runner()
+            assert isinstance(runner, FunctionRunner), f"run_function answered {type(runner).__name__}"
+            handle = provider.spawn("sleep", seconds=0, result=1)
+            assert isinstance(handle, RunHandle) and isinstance(handle.call_id, str)
+            status = handle.status()
+            assert isinstance(status, CallStatus) and status.state in CALL_STATES
+            assert handle.wait(timeout=self.call_timeout_s) == 1
+            assert isinstance(handle.logs(), str)
 
     # ------------------------------------------------------------------ manifest
 
@@ -556,6 +629,44 @@ class ProviderContract:
             assert handle.status().state == "cancelled"
         finally:
             handle.cancel()
+
+    def test_run_cancel_ends_what_the_job_runs(self, provider: Provider) -> None:
+        """Cancel must end the job itself: its heartbeat stops, not only its record's state."""
+        self.require(provider, "run_functions")
+        self.require(provider, "stop")
+        key = f"cancel-{os.getpid()}-{time.monotonic_ns()}"
+        beats = provider.kv("beats")
+        handle = provider.spawn("sleep", seconds=300, beat=key)
+        try:
+            deadline = time.monotonic() + self.call_timeout_s
+            while not beats.get(key):
+                assert time.monotonic() < deadline, f"call {handle.call_id} never beat ({handle.status().state})"
+                time.sleep(0.05)
+            handle.cancel()
+            assert handle.status().state == "cancelled"
+            time.sleep(self.cancel_settle_s)
+            seen = beats.get(key)
+            time.sleep(1.0)  # twenty heartbeats of a job that still runs
+            later = beats.get(key)
+            assert later == seen, (
+                f"call {handle.call_id} is still running after cancel: its heartbeat went on from {seen} to"
+                f" {later}; cancel must end the job's process, not only mark the call cancelled"
+            )
+        finally:
+            handle.cancel()
+
+    def test_run_logs_hold_the_job_output(self, provider: Provider) -> None:
+        self.require(provider, "run_functions")
+        if not self.keeps_logs:
+            pytest.skip(f"{type(self).__name__} declares keeps_logs = False")
+        marker = f"said by the job {os.getpid()}-{time.monotonic_ns()}"
+        handle = provider.spawn("sleep", seconds=0, say=marker)
+        handle.wait(timeout=self.call_timeout_s)
+        deadline = time.monotonic() + self.call_timeout_s
+        while marker not in (logs := handle.logs()):
+            assert time.monotonic() < deadline, f"logs() of {handle.call_id} lack what the job printed: {logs[-500:]!r}"
+            time.sleep(0.1)
+        assert marker in provider.call(handle.call_id).logs()
 
     def test_run_found_from_another_process(self, provider: Provider, contract_settings: Settings) -> None:
         self.require(provider, "run_functions")
