@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def trainkit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -34,6 +36,7 @@ def test_providers_table(cli_env: dict[str, str]) -> None:
     assert "local" in done.stdout and "trainkit-core" in done.stdout and "durable_kv" in done.stdout
 
 
+@pytest.mark.slow
 def test_switches(cli_env: dict[str, str]) -> None:
     assert names(trainkit("providers", "--json", env={**cli_env, "TRAINKIT_LOAD_PLUGINS": "local"})) == ["local"]
     assert "local" not in names(trainkit("providers", "--json", env={**cli_env, "TRAINKIT_DISABLE_PLUGINS": "local"}))
@@ -42,6 +45,7 @@ def test_switches(cli_env: dict[str, str]) -> None:
     assert "trainkit: hook" not in traced.stdout
 
 
+@pytest.mark.slow
 def test_a_plugin_that_fails_to_import_is_named(cli_env: dict[str, str], tmp_path: Path) -> None:
     """A throw-away distribution on PYTHONPATH whose plugin module raises on import."""
     (tmp_path / "tk_broken_plugin.py").write_text("raise RuntimeError('half-installed dependency')\n")
@@ -59,6 +63,7 @@ def test_a_plugin_that_fails_to_import_is_named(cli_env: dict[str, str], tmp_pat
     assert "local" in names(trainkit("providers", "--json", env={**env, "TRAINKIT_DISABLE_PLUGINS": "broken"}))
 
 
+@pytest.mark.slow
 def test_unknown_provider_lists_the_installed_ones(cli_env: dict[str, str]) -> None:
     done = trainkit("--provider", "nosuch", "ping", env={**cli_env, "TRAINKIT_LOAD_PLUGINS": "local"})
     assert done.returncode == 3

@@ -153,6 +153,7 @@ sync_to_volume(SlowVolume(home, "trainkit-data"), folder, lock_kv=LocalKV(home, 
 """
 
 
+@pytest.mark.slow
 def test_killed_sync_leaves_previous_version_and_next_sync_completes(
     tmp_path: Path, trainkit_home: Path, volume: LocalVolume, kv: LocalKV
 ) -> None:

@@ -116,6 +116,7 @@ def test_disable_plugins_deny_list(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "local" not in [p.name for p in list_providers(build_plugin_manager())]
 
 
+@pytest.mark.slow
 def test_trace_prints_hook_calls_without_secrets(cli_env: dict[str, str]) -> None:
     code = "from trainkit_core import get_provider; get_provider('local').kv('runs').put('k', 1)"
     env = {
