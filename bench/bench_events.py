@@ -14,7 +14,7 @@
    store must not touch) and the whole job (which still makes its few dozen
    store calls at phase changes: record, index, events, history), and their ratios.
 
-    .venv/bin/python bench/bench_events.py [--events 20000] [--steps 150] [--delay-ms 50] [--rounds 2]
+    .venv/bin/python bench/bench_events.py [--events 20000] [--steps 150] [--delay-ms 50] [--rounds 2] [--no-appends | --no-training]
 """
 
 from __future__ import annotations
@@ -121,6 +121,7 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=float, default=50.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-appends", action="store_true", help="only the training part")
+    parser.add_argument("--no-training", action="store_true", help="only the appends")
     args = parser.parse_args()
     os.environ.setdefault("TRAINKIT_DATASETS_DIR", str(REPO / "datasets"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -138,6 +139,8 @@ def main() -> None:
                     f"  per CPU second {cpu_rate:10,.0f}  {cpu_rate / base_cpu:6.1f}x"
                 )
 
+        if args.no_training:
+            return
         os.environ["HF_HOME"] = str(home / "hf")
         train_once(home / "warm-up", args.steps, 0.0)  # imports, first-run costs
         results: dict[str, list[tuple[float, float]]] = {"plain": [], "slow": []}
