@@ -1,7 +1,8 @@
 """Test matrix of the trainkit monorepo.
 
 `nox` (no arguments) runs the default sessions: lint, typecheck, the torch-free tests
-of each package on every supported Python, the training stack's tests on 3.11 (the
+of each package alone on 3.11 and of all four together (but the `slow` ones) on every
+other supported Python, the training stack's tests on 3.11 (the
 Python of the CPU torch wheel on these machines), the Modal app in simulated
 containers, plugin discovery, and the release check (`build`). Sessions that install
 torch use pip (not uv): only pip finds the CPU torch wheel on these machines' disks;
@@ -103,15 +104,37 @@ def _pytest(session: nox.Session, *args: str, folder: str) -> None:
     session.run("pytest", folder, *args, *session.posargs, success_codes=[0, 5])
 
 
-@nox.session(python=PYTHONS, venv_backend=LIGHT_BACKEND)
-@nox.parametrize("package", list(LIGHT_INSTALLS))
+#: Where each package's torch-free tests run alone (only its siblings installed) and
+#: in full, `slow` ones included: the Python of the ML sessions.
+PRIMARY_PYTHON = ML_PYTHON
+#: The `tests` sessions: each package alone on the primary Python; on every other
+#: Python the four packages together in one session, without the `slow` tests (a
+#: session per package per Python spent a third of the default run, mostly on tests
+#: whose subject is not the Python version: subprocesses, servers, property searches).
+LIGHT_SESSIONS = [(PRIMARY_PYTHON, package) for package in LIGHT_INSTALLS] + [
+    (python, "all") for python in PYTHONS if python != PRIMARY_PYTHON
+]
+
+
+@nox.session(venv_backend=LIGHT_BACKEND)
+@nox.parametrize(("python", "package"), LIGHT_SESSIONS, ids=[f"{py}-{pkg}" for py, pkg in LIGHT_SESSIONS])
 def tests(session: nox.Session, package: str) -> None:
-    """One package's tests that need no torch, on one Python."""
-    groups = ("test", "parallel", "api-test") if "api" in LIGHT_INSTALLS[package] else ("test", "parallel")
-    _install(session, LIGHT_INSTALLS[package], *groups)
+    """Tests that need no torch: one package's, or (`all`) every package's but the `slow` ones."""
+    if package == "all":
+        installs, folders, markers = (
+            list(LIGHT_INSTALLS),
+            [f"tests/{p}" for p in LIGHT_INSTALLS],
+            f"{LIGHT_MARKERS} and not slow",
+        )
+    else:
+        installs, folders, markers = LIGHT_INSTALLS[package], [f"tests/{package}"], LIGHT_MARKERS
+    groups = ("test", "parallel", "api-test") if "api" in installs else ("test", "parallel")
+    _install(session, installs, *groups)
     # Two workers, one test file each at a time (module fixtures stay shared): most of
     # these tests wait on subprocesses, so the two cores overlap them.
-    _pytest(session, "-m", LIGHT_MARKERS, "-n", "2", "--dist", "loadfile", folder=f"tests/{package}")
+    session.run(
+        "pytest", *folders, "-m", markers, "-n", "2", "--dist", "loadfile", *session.posargs, success_codes=[0, 5]
+    )
 
 
 @nox.session(python=ML_PYTHON)
@@ -123,11 +146,17 @@ def ml(session: nox.Session) -> None:
     Chromium, Playwright or matplotlib is a failure here, not a skip.
     """
     _install(
-        session, ["core", "cli", "api", "modal"], "test", "ml-test", "api-test", extras={"core": "train", "cli": "plot"}
+        session,
+        ["core", "cli", "api", "modal"],
+        *("test", "parallel", "ml-test", "api-test"),
+        extras={"core": "train", "cli": "plot"},
     )
     session.env.update({"TRAINKIT_REQUIRE_BROWSER": "1", "TRAINKIT_REQUIRE_PLOT": "1"})
     markers = "(ml or browser) and not unsloth and not modal_live"
-    _pytest(session, "-m", markers, "-p", "no:cacheprovider", folder="tests")
+    # Two workers, a test file each at a time (module-scoped trained runs stay shared):
+    # the tiny model trains and generates on one torch thread, so one worker leaves
+    # the second core idle.
+    _pytest(session, "-m", markers, "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile", folder="tests")
     session.run("pytest", "tests/cli/test_runs_plot.py", "-p", "no:cacheprovider", *session.posargs)
 
 

@@ -154,6 +154,7 @@ def test_checkpoints_lists_complete_ones(server) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_a_run_whose_job_died_is_reported_failed(server) -> None:
     """The reconciler runs on read: a run left `running` by a dead job shows `failed`."""
     handle = server.provider.spawn("fail", message="worker crashed")

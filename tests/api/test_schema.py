@@ -42,6 +42,7 @@ def no_server_error(ctx, response, case) -> None:
         raise AssertionError(f"{case.operation.label} answered {response.status_code}: {response.text[:500]}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=lambda m: m.value)
 def test_api_conforms_to_its_schema(server, mode) -> None:
     schema = schemathesis.openapi.from_dict(server.app.openapi())

@@ -26,6 +26,7 @@ def trainkit(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.slow
 def test_serve_answers_on_loopback_and_stops(cli_env) -> None:
     port = free_port()
     env = {**cli_env, "TRAINKIT_API_TOKEN": "serve-token-1"}
@@ -52,6 +53,7 @@ def test_serve_answers_on_loopback_and_stops(cli_env) -> None:
     assert "serve-token-1" not in output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])
 def test_serve_refuses_a_network_address_without_a_token(cli_env, host) -> None:
     env = {k: v for k, v in cli_env.items() if k != "TRAINKIT_API_TOKEN"}

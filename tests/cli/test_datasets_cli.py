@@ -107,6 +107,7 @@ def test_strict_validate_fails_on_warnings(datasets_dir: Path) -> None:
     assert code == 2 and json.loads(output)["problems"][0]["code"] == "duplicate"
 
 
+@pytest.mark.slow
 def test_real_command_exit_codes(datasets_dir: Path, cli_env: dict[str, str]) -> None:
     """Through the console entry point, as a user runs it: messages on stderr, exit codes."""
     env = {**cli_env, "TRAINKIT_DATASETS_DIR": str(datasets_dir)}

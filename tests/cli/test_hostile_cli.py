@@ -346,6 +346,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cli-files")
 
 
+@pytest.mark.slow
 @settings(
     max_examples=120,
     deadline=None,

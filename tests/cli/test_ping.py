@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def ping(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -14,6 +16,7 @@ def ping(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_ping_json(cli_env: dict[str, str], trainkit_home: Path) -> None:
     env = {**cli_env, "HF_TOKEN": "hf_secret_value_123"}
     done = ping(env, "--json")
@@ -28,6 +31,7 @@ def test_ping_json(cli_env: dict[str, str], trainkit_home: Path) -> None:
     assert "hf_secret_value_123" not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_ping_text(cli_env: dict[str, str]) -> None:
     env = {k: v for k, v in cli_env.items() if k != "HF_TOKEN"}
     done = ping(env)
@@ -37,6 +41,7 @@ def test_ping_text(cli_env: dict[str, str]) -> None:
     assert "gpu       none" in done.stdout
 
 
+@pytest.mark.slow
 def test_gpu_ping_on_the_local_provider_says_there_is_no_cuda(cli_env: dict[str, str]) -> None:
     """`--model-size` runs the GPU check; locally it runs on this machine, which has no CUDA here."""
     env = {**cli_env, "HF_TOKEN": "hf_secret_value_123"}

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def trainkit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -35,6 +37,7 @@ def test_providers_table(cli_env: dict[str, str]) -> None:
     assert "local" in done.stdout and "trainkit-core" in done.stdout and "durable_kv" in done.stdout
 
 
+@pytest.mark.slow
 def test_switches(cli_env: dict[str, str]) -> None:
     assert names(trainkit("providers", "--json", env={**cli_env, "TRAINKIT_LOAD_PLUGINS": "local"})) == ["local"]
     assert "local" not in names(trainkit("providers", "--json", env={**cli_env, "TRAINKIT_DISABLE_PLUGINS": "local"}))
@@ -53,6 +56,7 @@ def fake_distribution(folder: Path, name: str, module_source: str) -> dict[str, 
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)}
 
 
+@pytest.mark.slow
 def test_a_plugin_that_fails_to_import_does_not_take_the_others_down(cli_env: dict[str, str], tmp_path: Path) -> None:
     env = {**cli_env, **fake_distribution(tmp_path, "broken", "raise RuntimeError('half-installed dependency')\n")}
     done = trainkit("providers", "--json", env=env)
@@ -94,6 +98,7 @@ def test_a_misspelt_hook_is_named_with_the_right_one(cli_env: dict[str, str], tm
     assert listed["local"]["state"] == "ok"
 
 
+@pytest.mark.slow
 def test_unknown_provider_lists_the_installed_ones(cli_env: dict[str, str]) -> None:
     done = trainkit("--provider", "nosuch", "ping", env={**cli_env, "TRAINKIT_LOAD_PLUGINS": "local"})
     assert done.returncode == 3

@@ -98,6 +98,7 @@ def require_matplotlib() -> None:
         pytest.skip("matplotlib is not installed (pip install 'trainkit-cli[plot]')")
 
 
+@pytest.mark.slow
 def test_png_curve_matches_events(cli_env: dict[str, str], tmp_path: Path) -> None:
     require_matplotlib()
     import matplotlib.image
@@ -140,6 +141,7 @@ def test_png_curve_matches_events(cli_env: dict[str, str], tmp_path: Path) -> No
     assert left < right - 100  # image rows grow downwards
 
 
+@pytest.mark.slow
 def test_sparkline_without_out(cli_env: dict[str, str]) -> None:
     run = make_run(FALLING)
     done = trainkit(cli_env, "runs", "plot", run.id, "--width", "30")
@@ -151,6 +153,7 @@ def test_sparkline_without_out(cli_env: dict[str, str]) -> None:
     assert f"{FALLING[1]:.4g} → {FALLING[60]:.4g}" in line
 
 
+@pytest.mark.slow
 def test_plot_reads_history_when_the_store_forgot_the_events(cli_env: dict[str, str]) -> None:
     run = make_run(FALLING)
     expected = expected_points(run)
@@ -161,6 +164,7 @@ def test_plot_reads_history_when_the_store_forgot_the_events(cli_env: dict[str, 
     assert json.loads(done.stdout)["runs"] == [{"run_id": run.id, "steps": expected[0], "losses": expected[1]}]
 
 
+@pytest.mark.slow
 def test_errors_name_the_problem_and_write_nothing(cli_env: dict[str, str], tmp_path: Path) -> None:
     missing = new_run_id()
     done = trainkit(cli_env, "runs", "plot", missing)

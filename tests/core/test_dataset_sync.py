@@ -153,6 +153,7 @@ sync_to_volume(SlowVolume(home / "volumes" / "trainkit-data"), folder, lock_kv=L
 """
 
 
+@pytest.mark.slow
 def test_killed_sync_leaves_previous_version_and_next_sync_completes(
     tmp_path: Path, trainkit_home: Path, volume: FolderVolume, kv: LocalKV
 ) -> None:

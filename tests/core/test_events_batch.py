@@ -45,6 +45,7 @@ def test_a_block_costs_two_store_calls(trainkit_home: Path) -> None:
     assert sum(slow.calls.values()) == 3  # `last`, the events in one `get_many`, a look past `last`
 
 
+@pytest.mark.slow
 def test_two_writers_never_share_a_number(trainkit_home: Path) -> None:
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         pool.starmap(_write_blocks, [(str(trainkit_home), w) for w in range(2)])

@@ -16,6 +16,7 @@ def _infer(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -32,6 +33,7 @@ def test_bad_requests_exit_with_a_message(cli_env: dict[str, str], args: list[st
     assert message in proc.stderr
 
 
+@pytest.mark.slow
 def test_messages_file_is_checked(cli_env: dict[str, str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{nope")

@@ -56,6 +56,7 @@ def local():
     return get_provider("local", Settings.from_env())
 
 
+@pytest.mark.slow
 def test_call_outlives_its_starter_and_is_found_by_another_process(
     cli_env: dict[str, str], local, tmp_path: Path
 ) -> None:

@@ -222,6 +222,7 @@ def test_listing_and_legacy_default(models: FolderVolume) -> None:
         default_model_for_preset(models, "12b")
 
 
+@pytest.mark.slow
 def test_cli_refuses_hostile_path_with_exit_2(cli_env: dict[str, str]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "trainkit_cli", "infer", "--model-path", "trained/../../etc/passwd", "--prompt", "x"],
@@ -234,6 +235,7 @@ def test_cli_refuses_hostile_path_with_exit_2(cli_env: dict[str, str]) -> None:
     assert "contains '..'" in proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_models_lists_json(cli_env: dict[str, str], trainkit_home: Path) -> None:
     _write_model(trainkit_home / "volumes" / "trainkit-models" / "trained" / RUN)
     proc = subprocess.run(

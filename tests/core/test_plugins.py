@@ -184,6 +184,7 @@ def test_a_disabled_provider_is_reported_as_disabled(monkeypatch: pytest.MonkeyP
     assert "TRAINKIT_DISABLE_PLUGINS names 'lcoal', which no installed plugin is (did you mean 'local'?)" in caplog.text
 
 
+@pytest.mark.slow
 def test_trace_prints_hook_calls_without_secrets(cli_env: dict[str, str]) -> None:
     code = "from trainkit_core import get_provider; get_provider('local').kv('runs').put('k', 1)"
     env = {

@@ -157,6 +157,7 @@ def test_records_written_around_the_index_are_found_by_a_rebuild(store: RunStore
     assert ids(store.list(status="failed"))[0] == stray.id
 
 
+@pytest.mark.slow
 def test_versioned_doc_loses_no_update_to_a_race(trainkit_home: Path) -> None:
     doc = VersionedDoc(LocalKV(trainkit_home, "t"), "counter")
     writers = 4
@@ -175,6 +176,7 @@ def _bump(home: str, times: int) -> None:
         doc.update(lambda value: (value or 0) + 1)
 
 
+@pytest.mark.slow
 def test_two_processes_index_their_runs_at_once(store: RunStore, trainkit_home: Path) -> None:
     """Two writers (say a sweep on two machines) create and finish runs in the same buckets."""
     with multiprocessing.get_context("spawn").Pool(2) as pool:

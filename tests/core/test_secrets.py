@@ -39,6 +39,7 @@ def test_child_environ_leaves_the_api_token_out(monkeypatch: pytest.MonkeyPatch)
     assert env["TRAINKIT_HOME"] == str(settings.provider.home)
 
 
+@pytest.mark.slow
 @needs_proc
 def test_a_job_process_does_not_get_the_api_token(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TRAINKIT_API_TOKEN", TOKEN)

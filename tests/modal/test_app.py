@@ -170,6 +170,7 @@ def test_functions_ship_by_reference_not_as_code(built: object) -> None:
         assert b"co_code" not in data and len(data) < 400, (name, len(data))
 
 
+@pytest.mark.slow
 def test_functions_load_in_a_fresh_process(built: object, tmp_path: object) -> None:
     """Loaded with modal's own deserializer in a new process: the module's own attributes, not the app."""
     import json

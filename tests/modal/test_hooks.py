@@ -287,6 +287,7 @@ def test_infer_goes_to_the_warm_class_of_the_trained_models_size(fake_modal: Mod
 # --------------------------------------------------------------------------- warm inference
 
 
+@pytest.mark.slow
 def test_inference_server_validates_the_model_path_in_the_container(
     fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -349,6 +350,7 @@ def test_infer_for_an_expired_run_record_reads_the_models_card(
     assert runner.model_config("eval", {"model_path": "trained/run-missing"}) == {"model_path": "trained/run-missing"}
 
 
+@pytest.mark.slow
 def test_gpu_ping_runs_in_the_sizes_training_image_on_its_gpu(fake_modal: ModuleType) -> None:
     provider = provider_on(fake_modal)
     status = provider.deployment().deploy()

@@ -55,6 +55,7 @@ def _start_job_and_infer(provider: Provider, fake_modal: ModuleType) -> list[dic
         infer.cancel()
 
 
+@pytest.mark.slow
 def test_an_ephemeral_apps_web_container_starts_jobs_in_that_app(container: ModuleType) -> None:
     provider = provider_on(container)
     deployed = provider.deployment().deploy().detail["app_id"]
@@ -67,6 +68,7 @@ def test_an_ephemeral_apps_web_container_starts_jobs_in_that_app(container: Modu
     assert [r["app_id"] for r in records] == [dev, dev]
 
 
+@pytest.mark.slow
 def test_an_ephemeral_app_works_with_no_deployed_app(container: ModuleType) -> None:
     provider = provider_on(container)
     built = provider.deployment().build()  # type: ignore[attr-defined]
@@ -78,6 +80,7 @@ def test_an_ephemeral_app_works_with_no_deployed_app(container: ModuleType) -> N
     assert {r["app_id"] for r in records} == {built.app.app_id}
 
 
+@pytest.mark.slow
 def test_a_deployed_apps_web_container_starts_jobs_in_its_own_app(container: ModuleType) -> None:
     provider = provider_on(container)
     deployed = provider.deployment().deploy().detail["app_id"]

@@ -57,6 +57,7 @@ def _events(run: TrainingRun, kind: str) -> list[dict[str, Any]]:
     return [e for e in run.events.read() if e["type"] == kind]
 
 
+@pytest.mark.slow
 def test_a_failed_attempt_leaves_the_run_resumable_and_the_next_resumes(
     deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,6 +87,7 @@ def test_a_failed_attempt_leaves_the_run_resumable_and_the_next_resumes(
     assert sorted(name for op, name in mine if op == "reload") == sorted(["trainkit-data", "trainkit-models"] * 2)
 
 
+@pytest.mark.slow
 def test_the_last_attempt_that_raises_fails_the_run(
     deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -99,6 +101,7 @@ def test_the_last_attempt_that_raises_fails_the_run(
     assert [e["status"] for e in _events(run, "status")][-2:] == ["running", "failed"]
 
 
+@pytest.mark.slow
 def test_a_crash_loop_stops_at_the_cap(
     deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -117,6 +120,7 @@ def test_a_crash_loop_stops_at_the_cap(
     assert len(trained) == 2
 
 
+@pytest.mark.slow
 def test_runs_know_their_app(deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     status = deployed.deployment().status()
     run = _start(deployed, monkeypatch, {"*": "succeed"})

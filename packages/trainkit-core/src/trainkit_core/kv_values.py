@@ -25,10 +25,28 @@ def check_key(key: object) -> str:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
+def _c_encoder() -> Any:
+    """CPython's C encoder with `_ENCODER`'s options, built once (None where there is none).
+
+    `JSONEncoder.encode` builds this object again on every call: profiled on the event
+    path, that was 40 % of encoding a small event. No circular-reference markers (a
+    cycle ends in RecursionError, reported like any other unencodable value).
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - not CPython
+        return None
+    return make(None, _ENCODER.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
+
+
+_C_ENCODER = _c_encoder()
+
+
 def dump_value(value: Any) -> str:
     try:
+        if _C_ENCODER is not None and isinstance(value, dict):
+            return "".join(_C_ENCODER(value, 0))
         return _ENCODER.encode(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise UsageError(f"value is not JSON-serialisable: {exc}") from None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Path, Query, status
+from fastapi import APIRouter, Body, Depends, Path, Query, Response, status
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
@@ -58,10 +58,14 @@ def list_jobs(
         str | None,
         Query(pattern=RUN_ID_PATTERN.pattern, description="Start after this run id (the last of the previous page)."),
     ] = None,
-) -> JobList:
+) -> Response:
     """Runs, newest first, filtered by status and sweep group, a page at a time."""
     page, has_more = list_page(state.store, status=status, group_id=group_id, limit=limit, after=after)
-    return JobList(data=page, has_more=has_more, next_after=page[-1].id if has_more else None)
+    listing = JobList(data=page, has_more=has_more, next_after=page[-1].id if has_more else None)
+    # Encoded here, in one pydantic call: returned as a model, FastAPI dumps it, checks
+    # the dump against `JobList` again and encodes it with `json` (profiled: 2.5x the CPU
+    # of this for a page of 100). The schema still comes from `response_model`.
+    return Response(listing.model_dump_json(), media_type="application/json")
 
 
 @router.get("/jobs/{run_id}", response_model=TrainingRun)
