@@ -41,6 +41,7 @@ CALLS_NAMESPACE = "_calls"
 JOB_READS: dict[str, tuple[str, ...]] = {
     "train": ("data", "models"),
     "eval": ("data", "models", "eval"),
+    "export": ("models",),
 }
 
 

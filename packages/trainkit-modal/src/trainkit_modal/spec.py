@@ -57,7 +57,8 @@ IDLE_WINDOW_RANGE = (2, 3600)
 _DEFAULT_GPUS = {"tiny": "", "4b": "A10G", "12b": "A100", "31b": "A100-80GB"}
 
 #: Jobs whose hardware depends on the model size, and the image each runs on.
-SIZED_JOBS: dict[str, str] = {"train": "train", "eval": "infer", "gpu_ping": "train"}
+#: (`export` merges a model of that size: its GPU holds the unquantised base, its image has peft.)
+SIZED_JOBS: dict[str, str] = {"train": "train", "eval": "infer", "gpu_ping": "train", "export": "infer"}
 #: The job served by the warm inference class (one class per size).
 INFER_JOB = "infer"
 #: Every other job (ping, sleep, fail, dataset checks) runs on the light image, on CPU.
