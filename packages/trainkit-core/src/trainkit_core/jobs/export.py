@@ -54,7 +54,7 @@ def _base_config(source: str) -> dict[str, Any]:
         from transformers import AutoConfig
 
         return AutoConfig.from_pretrained(source).to_dict()  # type: ignore[no-any-return]
-    except Exception:  # noqa: BLE001 - only for choosing the dtype; loading the model reports properly
+    except Exception:  # only for choosing the dtype; loading the model reports properly
         return {}
 
 
