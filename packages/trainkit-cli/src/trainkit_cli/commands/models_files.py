@@ -1,4 +1,7 @@
-"""`trainkit models download PATH OUT`: a trained model or an export, streamed to a local folder.
+"""`trainkit models download PATH OUT` and `trainkit models rm PATH`: trained models and exports.
+
+`download` streams a trained model or an export to a local folder; `rm` removes one
+(`trainkit_core.retention.delete_model`).
 
 Attached to the `models` group that `commands/models.py` defines (modules register in
 alphabetical order, so the group exists by the time this one runs).
@@ -41,5 +44,28 @@ def download_command(state: CliState, path: str, out: Path, as_json: bool) -> No
     console().print(f"downloaded {path} to {out} ({human_size(written)})")
 
 
+@click.command("rm")
+@click.argument("paths", metavar="PATH [PATH…]", nargs=-1, required=True)
+@click.option("--dry-run", is_flag=True, help="Say what would be removed and the bytes it frees; remove nothing.")
+@json_option
+@pass_state
+def rm_command(state: CliState, paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
+    """Remove trained models (trained/<run id>, with checkpoints), checkpoints or exports (exports/<…>)."""
+    from trainkit_core.retention import delete_model
+    from trainkit_core.runs import RunStore
+
+    store = RunStore.for_provider(state.provider)
+    removed = [delete_model(store, path, dry_run=dry_run).as_dict() for path in dict.fromkeys(paths)]
+    total = sum(r["bytes"] for r in removed)
+    if as_json:
+        print_json({"removed": removed, "bytes": total, "dry_run": dry_run})
+        return
+    for r in removed:
+        console().print(f"  {r['paths'][0]} ({human_size(r['bytes'])})")
+    console().print(f"{'would free' if dry_run else 'freed'} {human_size(total)}")
+
+
 def register(cli: click.Group) -> None:
-    _models_group(cli).add_command(download_command)
+    group = _models_group(cli)
+    group.add_command(download_command)
+    group.add_command(rm_command)
