@@ -186,3 +186,20 @@ def test_gc_removes_incomplete_checkpoints_of_finished_runs_only(store: RunStore
     done = collect_garbage(store, store.models, now=time.time() + 2 * GC_GRACE_S)
     assert done.paths == [f"trained/{RUN}/checkpoints/00000030"] and done.bytes == 70
     assert store.models.exists(f"trained/{OTHER}/checkpoints/00000030")
+
+
+@pytest.mark.parametrize(
+    ("steps", "keep", "current", "losses", "removed"),
+    [
+        ([10, 20, 30], 2, 40, {}, [10, 20]),
+        ([10, 20, 30], 1, 40, {10: 1.0, 20: 0.5, 30: 0.9, 40: 0.7}, [10, 30]),  # 20 is the best
+        ([10, 20, 30], 1, 40, {10: 1.0, 20: 0.9, 30: 0.8, 40: 0.7}, [10, 20, 30]),  # the newest is the best
+        ([10], 3, 20, {}, []),
+    ],
+)
+def test_keep_checkpoints_removes_all_but_the_last_and_the_best(
+    steps: list[int], keep: int, current: int, losses: dict[int, float], removed: list[int]
+) -> None:
+    from trainkit_core.training.keep import checkpoints_to_remove
+
+    assert checkpoints_to_remove(steps, keep, current, losses) == removed

@@ -1,9 +1,11 @@
-"""Merged export of a trained tiny model, from the CLI on the `local` provider.
+"""What a training run leaves behind, from the CLI on the `local` provider: merged
+export, TensorBoard logs, kept checkpoints, and deleting the run.
 
-One short real run is shared by the module. Its merged export is loaded in a bare
-Python (`bare_env`: only transformers, torch and what they require on the path; peft
-and trainkit cannot be imported, checked in the child) and must give the same greedy
-answers as `trainkit infer` on the demo dataset's eval prompts.
+One short real run (`--report-to tensorboard --keep-checkpoints 1`) is shared by the
+module; the tests run in file order and the last one deletes it. Its merged export is
+loaded in a bare Python (`bare_env`: only transformers, torch and what they require on
+the path; peft and trainkit cannot be imported, checked in the child) and must give
+the same greedy answers as `trainkit infer` on the demo dataset's eval prompts.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -102,7 +105,10 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.fixture(scope="module")
 def model_path(env: Env) -> str:
     """A short real run of the tiny preset (its embeddings and untied head trained in full)."""
-    done = env.cli("train", "--dataset", "demo", "--model-size", "tiny", "--steps", "40", "--save-every", "20")
+    done = env.cli(
+        *("train", "--dataset", "demo", "--model-size", "tiny", "--steps", "40", "--save-every", "10"),
+        *("--report-to", "tensorboard", "--keep-checkpoints", "1"),
+    )
     found = re.search(r"model: (trained/run-\S+)", done.stdout)
     assert found, done.stdout
     return found.group(1)
@@ -183,3 +189,69 @@ def test_models_download_streams_an_export_or_a_trained_model(
     assert again.returncode != 0 and "is not an empty folder" in again.stderr
     bad = env.cli("models", "download", "exports/../trained", str(tmp_path / "x"), check=False)
     assert bad.returncode == 2 and "malformed" in bad.stderr and not (tmp_path / "x").exists()
+
+
+def _tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:
+    """Tag -> step -> value from TensorBoard event files: TFRecords (length, its CRC, the
+    record, its CRC) of `Event` protos, read with the protos tensorboardX ships."""
+    from tensorboardX.proto import event_pb2
+
+    found: dict[str, dict[int, float]] = {}
+    for path in sorted(folder.rglob("events.out.tfevents.*")):
+        data, at = path.read_bytes(), 0
+        while at < len(data):
+            (size,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + size])
+            at += 12 + size + 4
+            for value in event.summary.value:
+                found.setdefault(value.tag, {})[event.step] = value.simple_value
+    return found
+
+
+def test_tensorboard_holds_the_loss_series_of_the_run_events(env: Env, model_path: str) -> None:
+    from trainkit_core import get_provider
+    from trainkit_core.runs import RunStore
+    from trainkit_core.settings import ProviderSettings, Settings
+
+    run_id = model_path.split("/")[1]
+    store = RunStore.for_provider(get_provider("local", Settings(provider=ProviderSettings(home=env.home))))
+    events = store.events(run_id).read()
+    losses = {int(step): loss for e in events if e["type"] == "progress" for step, loss in e["losses"]}
+    assert sorted(losses) == list(range(1, 41))
+    folder = env.home / "volumes" / "trainkit-models" / "runs" / run_id / "tensorboard"
+    scalars = _tensorboard_scalars(folder)
+    assert scalars["train/loss"] == pytest.approx(losses, rel=1e-6)
+    shown = env.cli("runs", "show", run_id).stdout
+    assert f"tensorboard: runs/{run_id}/tensorboard" in shown
+
+
+def test_keep_checkpoints_keeps_the_last_and_the_best_by_eval_loss(env: Env, model_path: str) -> None:
+    run_id = model_path.split("/")[1]
+    record = json.loads(env.cli("runs", "show", run_id, "--json").stdout)
+    steps = [c["step"] for c in record["checkpoints"]]
+    scores = {int(k): v for k, v in record["metadata"]["checkpoint_eval_loss"].items()}
+    assert 40 in steps and set(steps) == set(scores) and len(steps) <= 2
+    if len(steps) == 2:  # an older checkpoint survives only as the best
+        assert scores[steps[0]] < scores[40]
+    removed = [e for e in env.cli("runs", "logs", run_id, "--json").stdout.splitlines() if "keep_checkpoints" in e]
+    assert removed, "pruning is logged in the run's events"
+    folder = env.home / "volumes" / "trainkit-models" / "trained" / run_id / "checkpoints"
+    assert sorted(int(p.name) for p in folder.iterdir()) == steps  # nothing half-removed left behind
+
+
+def test_runs_delete_from_the_cli_frees_what_it_reports(env: Env, model_path: str) -> None:
+    run_id = model_path.split("/")[1]
+    volume = env.home / "volumes" / "trainkit-models"
+
+    def disk() -> int:
+        return sum(f.stat().st_size for f in volume.rglob("*") if f.is_file())
+
+    before = disk()
+    dry = json.loads(env.cli("runs", "delete", run_id, "--dry-run", "--json").stdout)
+    assert disk() == before and dry["dry_run"] is True
+    done = json.loads(env.cli("runs", "delete", run_id, "--json").stdout)
+    assert done["bytes"] == dry["bytes"] == before - disk() > 0
+    assert not (volume / "trained" / run_id).exists() and not (volume / "runs" / run_id).exists()
+    gone = env.cli("runs", "show", run_id, check=False)
+    assert gone.returncode != 0 and "no run" in gone.stderr
+    assert json.loads(env.cli("gc", "--dry-run", "--json").stdout)["dry_run"] is True

@@ -51,8 +51,15 @@ def check_export_request(model_path: object, dtype: object = "auto") -> tuple[Mo
     return ref, str(dtype)
 
 
+#: A run's TensorBoard event files (`--report-to tensorboard`), which `models download` may fetch too.
+TENSORBOARD_PATH_PATTERN = re.compile(r"^runs/run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}/tensorboard$")
+
+
 def parse_stored_path(value: object) -> str:
-    """A path `models download` may fetch: a model path (`trained/…`) or an export (`exports/…`)."""
+    """A path `models download` may fetch: a model path (`trained/…`), an export (`exports/…`)
+    or a run's TensorBoard logs (`runs/<run id>/tensorboard`)."""
+    if isinstance(value, str) and TENSORBOARD_PATH_PATTERN.fullmatch(value.rstrip("/")):
+        return value.rstrip("/")
     if isinstance(value, str) and value.startswith(f"{EXPORTS_DIR}/"):
         text = value.rstrip("/")
         if not EXPORT_PATH_PATTERN.fullmatch(text):
@@ -99,6 +106,9 @@ def download(volume: Volume, path: str, dest: Path) -> int:
         raise ConflictError(f"{dest} exists and is not an empty folder", hint="give a new folder")
     if path.startswith(f"{EXPORTS_DIR}/"):
         read_export_info(volume, path)
+    elif path.startswith("runs/"):
+        if not volume.exists(path):
+            raise NotFoundError(f"no TensorBoard logs at {path!r} on volume {volume.name!r}")
     else:
         from trainkit_core.models import check_model_path
 
