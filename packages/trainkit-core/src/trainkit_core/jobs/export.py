@@ -84,8 +84,9 @@ def export(ctx: JobContext, model_path: str, dtype: str = "auto") -> dict[str, A
     source = resolve_base(card, ctx.path("hf-cache"))
     base_config = _base_config(source)
     quantized_base = bool(base_config.get("quantization_config"))
-    # The card records the recipe, not the machine: load_in_4bit quantises on a GPU (and with unsloth).
-    trained_4bit = bool(card.config.get("load_in_4bit"))
+    # The card records the recipe, not the machine: load_in_4bit quantises on a GPU only, so a
+    # run whose torch was a CPU build (the twins in tests, `tiny` never sets it) trained unquantised.
+    trained_4bit = bool(card.config.get("load_in_4bit")) and not str(card.versions.get("torch", "")).endswith("+cpu")
     chosen = _stored_dtype(base_config) if dtype == "auto" else dtype
     torch_dtype = getattr(torch, chosen)
     device = "cuda" if torch.cuda.is_available() else "cpu"
