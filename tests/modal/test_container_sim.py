@@ -215,3 +215,26 @@ def test_an_eval_runs(trained: dict[str, Any], deployed: Deployed) -> None:
             assert time.monotonic() < deadline, f"eval still running\n{deployed.logs()}"
             time.sleep(2)
     assert report.json()["status"] == "done", f"{report.text}\n{deployed.logs()}"
+
+
+def test_an_export_runs_as_a_job_and_writes_to_the_models_volume(
+    trained: dict[str, Any], deployed: Deployed, tmp_path: Path
+) -> None:
+    """`POST /v1/exports`: the merge runs in the infer image's container; then it downloads like any model."""
+    from trainkit_core.exports import download
+
+    with deployed.client() as client:
+        started = client.post("/v1/exports", json={"model_path": f"trained/{trained['id']}"})
+        assert started.status_code == 202, f"{started.status_code} {started.text}\n{deployed.logs()}"
+        name = started.json()["export_path"].split("/", 1)[1]
+        deadline = time.monotonic() + 600
+        while True:
+            export = client.get(f"/v1/exports/{name}")
+            if export.status_code == 200 and export.json()["status"] in ("done", "failed"):
+                break
+            assert time.monotonic() < deadline, f"export still running\n{deployed.logs()}"
+            time.sleep(2)
+    assert export.json()["status"] == "done", f"{export.text}\n{deployed.logs()}"
+    assert export.json()["architectures"] == ["Gemma3ForCausalLM"]
+    written = download(deployed.provider.volume("models"), f"exports/{name}", tmp_path / "merged")
+    assert written > 0 and (tmp_path / "merged" / "model.safetensors").is_file()

@@ -39,6 +39,18 @@ def config_options(func: Any) -> Any:
         click.option("--seed", default=None, type=int, help="Random seed (default 42)."),
         click.option("--backend", default=None, type=click.Choice(["auto", "hf", "unsloth"]), help="Force a backend."),
         click.option("--gpu", default=None, help="GPU for this run (default TRAINKIT_GPU, else the preset's)."),
+        click.option(
+            "--keep-checkpoints",
+            default=None,
+            type=int,
+            help="Keep the last N checkpoints (and the best by eval loss with an eval split); default all.",
+        ),
+        click.option(
+            "--report-to",
+            default=None,
+            type=click.Choice(["none", "tensorboard", "wandb"]),
+            help="Also log to TensorBoard (runs/<id>/tensorboard on the models volume) or W&B.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)

@@ -149,8 +149,6 @@ def _manifests(pm: pluggy.PluginManager) -> dict[str, tuple[ProviderManifest, st
 
 def list_providers(pm: pluggy.PluginManager | None = None) -> list[ProviderInfo]:
     """Every installed provider, sorted by name; broken plugins are listed with their error."""
-    from trainkit_core.settings import settings_rows
-
     pm = pm or get_plugin_manager()
     infos = plugin_info(pm)
     found, broken = _scan(pm)
@@ -160,7 +158,7 @@ def list_providers(pm: pluggy.PluginManager | None = None) -> list[ProviderInfo]
             manifest.description,
             manifest.capabilities,
             infos.get(plugin_name or ""),
-            settings=settings_rows(getattr(infos.get(plugin_name or ""), "settings", None)),
+            settings=_settings_rows(getattr(infos.get(plugin_name or ""), "settings", None)),
         )
         for name, (manifest, plugin_name) in found.items()
     ]
@@ -170,6 +168,16 @@ def list_providers(pm: pluggy.PluginManager | None = None) -> list[ProviderInfo]
         if name not in found
     ]
     return sorted(listed, key=lambda p: p.name)
+
+
+def _settings_rows(model: Any) -> list[tuple[str, str, str]]:
+    """A plugin's settings rows; settings are imported only for a plugin that has a model,
+    so listing plain providers reads no settings."""
+    if model is None:
+        return []
+    from trainkit_core.settings import settings_rows
+
+    return settings_rows(model)
 
 
 class Provider:

@@ -73,6 +73,11 @@ class ComputeSettings(BaseSettings):
     hf_secret: str = Field(
         default="", description="Name of a provider secret holding `HF_TOKEN`. Empty: none attached."
     )
+    wandb_secret: str = Field(
+        default="",
+        description="Name of a provider secret holding `WANDB_API_KEY`, attached to training jobs "
+        "(`--report-to wandb`). Empty: none attached.",
+    )
     train_max_attempts: int = Field(
         default=3,
         ge=1,

@@ -80,6 +80,7 @@ def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) 
     images = {name: _image(modal, image) for name, image in spec.images.items()}
     volumes = {v.mount_path: modal.Volume.from_name(v.name, create_if_missing=True) for v in spec.volumes.values()}
     hf_secrets = [modal.Secret.from_name(spec.hf_secret, required_keys=["HF_TOKEN"])] if spec.hf_secret else []
+    wandb = [modal.Secret.from_name(spec.wandb_secret, required_keys=["WANDB_API_KEY"])] if spec.wandb_secret else []
     app = modal.App(spec.app_name)
     objects: dict[str, Any] = {}
 
@@ -90,7 +91,7 @@ def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) 
             "timeout": fs.timeout_s,
             "retries": _retries(modal, fs.retries),
             "volumes": dict(volumes),
-            "secrets": list(hf_secrets) if fs.uses_hf_secret else [],
+            "secrets": (list(hf_secrets) if fs.uses_hf_secret else []) + (list(wandb) if fs.job == "train" else []),
             "serialized": True,
             "single_use_containers": fs.single_use_containers,
         }

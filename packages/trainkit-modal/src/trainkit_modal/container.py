@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 JOB_READS: dict[str, tuple[str, ...]] = {
     "train": ("data", "models"),
     "eval": ("data", "models", "eval"),
+    "export": ("models",),
 }
 
 

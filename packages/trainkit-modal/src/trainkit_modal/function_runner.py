@@ -40,7 +40,7 @@ _WAIT_SLICE_S = 30.0
 #: How many log entries `ModalRunHandle.logs` fetches.
 LOG_ENTRIES = 1000
 #: Jobs that load a base model from the Hugging Face hub.
-_MODEL_JOBS = ("train", "infer", "eval")
+_MODEL_JOBS = ("train", "infer", "eval", "export")
 
 
 class ModalRunHandle:

@@ -57,7 +57,8 @@ IDLE_WINDOW_RANGE = (2, 3600)
 _DEFAULT_GPUS = {"tiny": "", "4b": "A10G", "12b": "A100", "31b": "A100-80GB"}
 
 #: Jobs whose hardware depends on the model size, and the image each runs on.
-SIZED_JOBS: dict[str, str] = {"train": "train", "eval": "infer", "gpu_ping": "train"}
+#: (`export` merges a model of that size: its GPU holds the unquantised base, its image has peft.)
+SIZED_JOBS: dict[str, str] = {"train": "train", "eval": "infer", "gpu_ping": "train", "export": "infer"}
 #: The job served by the warm inference class (one class per size).
 INFER_JOB = "infer"
 #: Every other job (ping, sleep, fail, dataset checks) runs on the light image, on CPU.
@@ -156,6 +157,8 @@ class AppSpec:
     web: FunctionSpec | None
     #: Why something is left out of the app, for `trainkit app status`.
     notes: tuple[str, ...] = ()
+    #: A secret holding `WANDB_API_KEY`, attached to the training functions (`--report-to wandb`).
+    wandb_secret: str | None = None
 
     def function(self, name: str) -> FunctionSpec:
         try:
@@ -427,6 +430,7 @@ def container_env(settings: Settings) -> dict[str, str]:
         "TRAINKIT_TRAIN_TIMEOUT_S": str(settings.compute.train_timeout_s),
         "TRAINKIT_INFER_IDLE_TIMEOUT_S": str(settings.compute.infer_idle_timeout_s),
         "TRAINKIT_HF_SECRET": settings.compute.hf_secret,
+        "TRAINKIT_WANDB_SECRET": settings.compute.wandb_secret,
         "TRAINKIT_TRAIN_MAX_ATTEMPTS": str(settings.compute.train_max_attempts),
     }
     for kind in VOLUME_KINDS:
@@ -513,6 +517,7 @@ def build_spec(settings: Settings, *, images: bool = True) -> AppSpec:
         images=build_images(settings) if images else {},
         volumes=volumes,
         hf_secret=settings.compute.hf_secret or None,
+        wandb_secret=settings.compute.wandb_secret or None,
         functions=functions,
         web=web,
         notes=tuple(notes),
@@ -526,6 +531,7 @@ def describe(spec: AppSpec) -> dict[str, Any]:
     return {
         "app_name": spec.app_name,
         "hf_secret": spec.hf_secret,
+        "wandb_secret": spec.wandb_secret,
         "volumes": {k: asdict(v) for k, v in spec.volumes.items()},
         "functions": {k: asdict(v) for k, v in spec.functions.items()},
         "web": asdict(spec.web) if spec.web else None,

@@ -18,6 +18,8 @@ ROUTER_BUILDERS = (
     "trainkit_api.routes.models:build_router",
     "trainkit_api.routes.generate:build_router",
     "trainkit_api.routes.evals:build_router",
+    "trainkit_api.routes.exports:build_router",
+    "trainkit_api.routes.retention:build_router",
     "trainkit_api.routes.app:build_router",
     "trainkit_api.dashboard:build_router",
 )

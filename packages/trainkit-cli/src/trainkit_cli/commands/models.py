@@ -17,11 +17,17 @@ def _metric(metrics: dict, *names: str) -> str:  # type: ignore[type-arg]
     return ""
 
 
-@click.command("models")
+@click.group("models", invoke_without_command=True)
 @json_option
 @pass_state
-def models_command(state: CliState, as_json: bool) -> None:
-    """List trained models (trained/<run id>): base, preset, dataset, metrics, created, size."""
+@click.pass_context
+def models_command(ctx: click.Context, state: CliState, as_json: bool) -> None:
+    """List trained models (trained/<run id>): base, preset, dataset, metrics, created, size.
+
+    `models download` and `models rm` are added by `commands/models_files.py`.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     from trainkit_core.models import list_trained_models
 
     models = list_trained_models(state.provider.volume("models"))

@@ -126,6 +126,8 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     for key, value in sorted(run.metrics.items()):
         out.print(f"  {key}: {value}")
     out.print(f"  checkpoints: {', '.join(str(c['step']) for c in checkpoints) or 'none'}")
+    if run.metadata.get("tensorboard_dir"):  # --report-to tensorboard
+        out.print(f"  tensorboard: {run.metadata['tensorboard_dir']} on the models volume")
 
 
 @runs.command("logs")

@@ -24,6 +24,7 @@ JOBS: dict[str, str] = {
     "infer": "trainkit_core.jobs.infer:infer",
     "eval": "trainkit_core.jobs.evaluate:evaluate",
     "train": "trainkit_core.training.job:train",
+    "export": "trainkit_core.jobs.export:export",
 }
 
 #: The pip extra each job needs beyond trainkit-core itself (checked by `Deployment.check`).
@@ -31,6 +32,7 @@ JOB_EXTRAS: dict[str, str] = {}
 JOB_EXTRAS["infer"] = "train"
 JOB_EXTRAS["eval"] = "train"
 JOB_EXTRAS["train"] = "train"
+JOB_EXTRAS["export"] = "train"
 
 
 def resolve(name: str) -> Callable[..., Any]:

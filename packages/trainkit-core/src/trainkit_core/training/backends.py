@@ -188,7 +188,7 @@ def build_trainer(
         fp16=cuda and not bf16,
         gradient_checkpointing=cuda and backend == "hf",
         optim="adamw_8bit" if cuda and config.load_in_4bit else "adamw_torch",
-        report_to="none",
+        report_to=[config.report_to] if config.report_to != "none" else "none",
         max_length=config.max_seq_length,
         packing=False,
         disable_tqdm=True,

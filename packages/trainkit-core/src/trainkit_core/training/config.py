@@ -52,6 +52,17 @@ class TrainConfig(BaseModel):
         None,
         description="Modules trained in full and saved with the adapter (peft modules_to_save); default the preset's.",
     )
+    keep_checkpoints: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Keep the last N checkpoints (and the best by eval loss when the dataset has an eval split); default all.",
+    )
+    report_to: Literal["none", "tensorboard", "wandb"] = Field(
+        "none",
+        description="Also log to TensorBoard (event files under runs/<id>/tensorboard on the models volume) or "
+        "Weights & Biases; trainkit's own events stay the record.",
+    )
 
     @field_validator("dataset")
     @classmethod

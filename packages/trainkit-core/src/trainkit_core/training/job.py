@@ -297,14 +297,19 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
 
     rollout_prompts = [e["messages"] for e in (dataset.eval or dataset.train)[:ROLLOUT_PROMPTS]]
 
+    keep_eval_rows = _keep_eval_rows(config, dataset, tokenizer, fmt)
+
     def checkpoint_extras(folder: Path, step: int) -> None:
         tokenizer.save_pretrained(folder)
         write_card(folder, card(step))
         _record_rollout(run, model, tokenizer, fmt, rollout_prompts, step)
+        if config.keep_checkpoints:
+            _keep_checkpoints(run, config.keep_checkpoints, model, keep_eval_rows, folder, step, card(step))
 
     reporter = Reporter(
         run, models_root=models_root, save_checkpoint_extras=checkpoint_extras, commit=lambda: ctx.commit("models")
     )
+    _tracking(run, config, models_root)
     trainer = build_trainer(backend, model, tokenizer, rows, config, scratch, [make_callback(reporter)])
 
     checkpoint = None
@@ -352,3 +357,70 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     status = "stopped" if reporter.stop_requested else "succeeded"
     _end(ctx, run, status)
     return status
+
+
+def _keep_eval_rows(config: TrainConfig, dataset: Any, tokenizer: Any, fmt: Any) -> list[dict[str, list[int]]]:
+    """The eval rows that score checkpoints for `keep_checkpoints` (none without an eval split)."""
+    from trainkit_core.training.keep import EVAL_EXAMPLES
+
+    if not config.keep_checkpoints or not dataset.eval:
+        return []
+    rows = [
+        encode_for_training(tokenizer, e["messages"], fmt, max_length=config.max_seq_length)
+        for e in dataset.eval[:EVAL_EXAMPLES]
+    ]
+    return [r for r in rows if any(label != -100 for label in r["labels"])]
+
+
+def _keep_checkpoints(
+    run: TrainingRun, keep: int, model: Any, rows: list[Any], folder: Path, step: int, card: dict[str, Any]
+) -> None:
+    """Score the new checkpoint on the eval rows (when there are some), then prune older ones."""
+    from trainkit_core.training.keep import eval_loss, prune
+
+    losses: dict[str, float] = run.metadata.setdefault("checkpoint_eval_loss", {})
+    if rows:
+        losses[str(step)] = round(eval_loss(model, rows), 6)
+        write_card(folder, {**card, "eval_loss": losses[str(step)]})
+    removed = prune(folder.parent, keep, step, {int(k): v for k, v in losses.items()})
+    if removed:
+        for old in removed:
+            losses.pop(str(old), None)
+        run.events.append("log", message=f"removed checkpoints {removed} (keep_checkpoints={keep})", removed=removed)
+
+
+def _tracking(run: TrainingRun, config: TrainConfig, models_root: Path) -> None:
+    """Where trl's TensorBoard / W&B reporters write (`report_to`); trainkit's events stay the record.
+
+    TensorBoard: event files under ``runs/<id>/tensorboard`` on the models volume
+    (committed with each checkpoint and at the end, deleted with the run). W&B: its key
+    comes from the environment (on a cloud provider, a provider secret holding
+    ``WANDB_API_KEY``); ``WANDB_MODE=offline`` writes under ``runs/<id>/wandb`` instead.
+    """
+    import importlib.util
+
+    from trainkit_core.errors import MissingExtraError
+    from trainkit_core.runs import history_dir
+
+    if config.report_to == "tensorboard":
+        if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
+            raise MissingExtraError(
+                "--report-to tensorboard needs tensorboardX or tensorboard",
+                hint="pip install 'trainkit-core[tracking]'",
+            )
+        folder = models_root / history_dir(run.id) / "tensorboard"
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(folder)
+        run.metadata["tensorboard_dir"] = f"{history_dir(run.id)}/tensorboard"
+    elif config.report_to == "wandb":
+        if importlib.util.find_spec("wandb") is None:
+            raise MissingExtraError(
+                "--report-to wandb needs wandb installed where the job runs", hint="pip install wandb"
+            )
+        if not os.environ.get("WANDB_API_KEY") and os.environ.get("WANDB_MODE") not in ("offline", "disabled"):
+            raise JobError(
+                "--report-to wandb needs WANDB_API_KEY in the job's environment (or WANDB_MODE=offline); "
+                "on a cloud provider put it in a provider secret"
+            )
+        os.environ.setdefault("WANDB_PROJECT", "trainkit")
+        os.environ.setdefault("WANDB_NAME", run.id)
+        os.environ.setdefault("WANDB_DIR", str(models_root / history_dir(run.id)))

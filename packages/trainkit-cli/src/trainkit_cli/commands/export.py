@@ -1,0 +1,79 @@
+"""`trainkit export trained/<id> --merged OUT`: a merged model any transformers loads.
+
+The merge runs as the provider's ``export`` job, next to the models volume (a cloud
+container on Modal), and writes ``exports/<run id>``; this command waits for it and
+then streams the export into OUT (`trainkit_core.exports.download`). With
+``--no-download`` it only leaves the export on the volume, for `trainkit models
+download` later.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trainkit_cli.state import CliState, console, human_size, json_option, pass_state, print_json
+from trainkit_core.exports import EXPORT_DTYPES
+
+
+@click.command("export")
+@click.argument("model_path", metavar="MODEL_PATH")
+@click.option(
+    "--merged",
+    "out",
+    metavar="OUT",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Merge the adapter into its base and save full safetensors weights in folder OUT (new or empty).",
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(EXPORT_DTYPES),
+    default="auto",
+    show_default=True,
+    help="Weights' dtype; auto keeps the base's (16-bit for a 4-bit base).",
+)
+@click.option("--no-download", is_flag=True, help="Leave the export on the models volume only (exports/<run id>).")
+@click.option("--timeout", type=float, default=None, help="Seconds to wait for the export job.")
+@json_option
+@pass_state
+def export_command(
+    state: CliState,
+    model_path: str,
+    out: Path | None,
+    dtype: str,
+    no_download: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """Export MODEL_PATH (trained/<run id>[/checkpoints/<step>]) as a merged model."""
+    from trainkit_core.errors import UsageError
+    from trainkit_core.exports import download, start_export
+
+    if out is None and not no_download:
+        raise UsageError("give --merged OUT (the folder to write the merged model to), or --no-download")
+    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out} exists and is not an empty folder", hint="give a new folder for --merged")
+    path, handle = start_export(state.provider, model_path, dtype=dtype)
+    if not as_json:
+        console(stderr=True).print(f"exporting {model_path} → {path} (job {handle.call_id}) …")
+    info: dict[str, Any] = handle.wait(timeout=timeout)
+    written = None
+    if out is not None and not no_download:
+        written = download(state.provider.volume("models"), path, out)
+    if as_json:
+        print_json({**info, "out": str(out) if written is not None else None, "downloaded_bytes": written})
+        return
+    term = console()
+    term.print(f"merged {info['source_model_path']} into {info['base_model']} ({info['dtype']}): {path}")
+    for note in info.get("notes") or []:
+        term.print(f"note: {note}")
+    if written is not None:
+        term.print(f"downloaded to {out} ({human_size(written)})")
+        term.print(f"load it with: AutoModelForCausalLM.from_pretrained({str(out)!r})")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(export_command)

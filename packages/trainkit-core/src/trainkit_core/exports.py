@@ -1,0 +1,118 @@
+"""Merged exports of trained models: where they live, and starting and fetching them.
+
+A trained model is a LoRA adapter that loads only through trainkit (or peft). An
+export merges it into its base and saves full weights that plain
+``transformers.AutoModelForCausalLM.from_pretrained`` (or the model's own class, for
+the multimodal Gemma checkpoints) loads with no trainkit and no peft. The ``export``
+job (`trainkit_core.jobs.export`) does the merging where the models volume is, so on
+a cloud provider the weights never travel through the user's machine; `download`
+then streams any trained model or export to a local folder.
+
+::
+
+    exports/<run id>/                       the merge of trained/<run id>
+    exports/<run id>-step<8 digits>/        the merge of one of its checkpoints
+        config.json, generation_config.json, model*.safetensors
+        tokenizer files, chat_template.jinja
+        trainkit_export.json                how it was made (written last)
+
+No heavy imports here: the CLI and the API use this module directly.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.errors import ConflictError, NotFoundError, UsageError
+from trainkit_core.hookspecs import RunHandle, Volume
+from trainkit_core.models.paths import ModelPath, parse_model_path
+
+EXPORTS_DIR = "exports"
+EXPORT_INFO = "trainkit_export.json"
+EXPORT_PATH_PATTERN = re.compile(r"^exports/(?P<run_id>run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})(?:-step(?P<step>[0-9]{8}))?$")
+
+#: The dtypes an export may be saved in; `auto` keeps the base checkpoint's own (16-bit for a 4-bit base).
+EXPORT_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def export_path(ref: ModelPath) -> str:
+    """Where the merge of a (checked) model path is written on the models volume."""
+    suffix = f"-step{ref.step:08d}" if ref.step is not None else ""
+    return f"{EXPORTS_DIR}/{ref.run_id}{suffix}"
+
+
+def check_export_request(model_path: object, dtype: object = "auto") -> tuple[ModelPath, str]:
+    """The checked model path and dtype of an export request (text only: touches no file)."""
+    ref = parse_model_path(model_path)
+    if dtype not in EXPORT_DTYPES:
+        raise UsageError(f"unknown export dtype {dtype!r}; expected one of {', '.join(EXPORT_DTYPES)}")
+    return ref, str(dtype)
+
+
+#: A run's TensorBoard event files (`--report-to tensorboard`), which `models download` may fetch too.
+TENSORBOARD_PATH_PATTERN = re.compile(r"^runs/run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}/tensorboard$")
+
+
+def parse_stored_path(value: object) -> str:
+    """A path `models download` may fetch: a model path (`trained/…`), an export (`exports/…`)
+    or a run's TensorBoard logs (`runs/<run id>/tensorboard`)."""
+    if isinstance(value, str) and TENSORBOARD_PATH_PATTERN.fullmatch(value.rstrip("/")):
+        return value.rstrip("/")
+    if isinstance(value, str) and value.startswith(f"{EXPORTS_DIR}/"):
+        text = value.rstrip("/")
+        if not EXPORT_PATH_PATTERN.fullmatch(text):
+            raise UsageError(
+                f"export path {value[:80]!r} is malformed; expected exports/<run id> or exports/<run id>-step<8 digits>"
+            )
+        return text
+    return parse_model_path(value).path
+
+
+def start_export(provider: Any, model_path: str, *, dtype: str = "auto") -> tuple[str, RunHandle]:
+    """Check the request, then start the ``export`` job; (export path, job handle).
+
+    The model must exist and hold an adapter before a job is started (`check_model_path`),
+    so a typo costs no container.
+    """
+    from trainkit_core.models import check_model_path
+
+    ref, dtype = check_export_request(model_path, dtype)
+    check_model_path(ref.path, provider.volume("models"))
+    handle = provider.spawn("export", model_path=ref.path, dtype=dtype)
+    return export_path(ref), handle
+
+
+def read_export_info(volume: Volume, path: str) -> dict[str, Any]:
+    """The `trainkit_export.json` of an export; `NotFoundError` while it is not complete."""
+    import json
+
+    info = f"{path}/{EXPORT_INFO}"
+    if not volume.exists(info):
+        raise NotFoundError(f"no finished export at {path!r} on volume {volume.name!r}")
+    return json.loads(volume.read_bytes(info))  # type: ignore[no-any-return]
+
+
+def download(volume: Volume, path: str, dest: Path) -> int:
+    """Stream a trained model or an export from the models volume into folder `dest`; bytes written.
+
+    `dest` must not exist or be an empty folder, so nothing of the user's is overwritten.
+    An export is fetched only once it is complete (its info file is written last).
+    """
+    path = parse_stored_path(path)
+    dest = Path(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ConflictError(f"{dest} exists and is not an empty folder", hint="give a new folder")
+    if path.startswith(f"{EXPORTS_DIR}/"):
+        read_export_info(volume, path)
+    elif path.startswith("runs/"):
+        if not volume.exists(path):
+            raise NotFoundError(f"no TensorBoard logs at {path!r} on volume {volume.name!r}")
+    else:
+        from trainkit_core.models import check_model_path
+
+        check_model_path(path, volume)
+    dest.mkdir(parents=True, exist_ok=True)
+    volume.get_directory(path, dest)
+    return sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())

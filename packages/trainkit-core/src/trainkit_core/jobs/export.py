@@ -1,0 +1,167 @@
+"""The ``export`` job: merge a trained adapter into its base and save full weights.
+
+Runs where the models volume is mounted (a local process, a cloud container), so a
+cloud export never passes the weights through the user's machine. Steps:
+
+1. check the model path again (a job never trusts its caller) and read its card;
+2. load the base *unquantised*: a run trained on a 4-bit base (``load_in_4bit``) is
+   merged into the 16-bit weights of that base; a base checkpoint that is itself
+   stored in 4-bit is dequantised first. Either way `trainkit_export.json` says so,
+   because the merged weights then differ slightly from the 4-bit base + adapter
+   that `trainkit infer` serves;
+3. load the adapter with peft and `merge_and_unload`: LoRA deltas are added to the
+   projections, and `modules_to_save` (the tiny recipe trains its embeddings and its
+   untied head in full) replace the base's modules;
+4. save safetensors, the tokenizer with its chat template, a generation config whose
+   end-of-sequence ids include the chat format's end of turn (so a plain
+   ``generate`` stops where trainkit's does), the base's processor files for the
+   multimodal twins, and last the info file, in a temporary folder on the volume that
+   is renamed into place: a reader sees the old export or the new one, never a part.
+
+The merged model keeps the class the base loads as: `Gemma3ForCausalLM` for tiny,
+and for the multimodal checkpoints (Gemma 3 4b/12b, Gemma 4 31b and their twins) their
+``…ForConditionalGeneration`` class, which ``AutoModelForCausalLM`` maps to in
+transformers 5 (checked for both twins). Heavy imports inside the function only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.jobs.context import JobContext
+
+#: Files of a base checkpoint folder that describe its processor (multimodal bases).
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
+
+
+def _stored_dtype(config: dict[str, Any]) -> str:
+    value = config.get("dtype") or config.get("torch_dtype") or (config.get("text_config") or {}).get("dtype")
+    return str(value) if value in ("float32", "bfloat16", "float16") else "bfloat16"
+
+
+def _base_config(source: str) -> dict[str, Any]:
+    """The base's config.json (a local folder, or the hub cache's copy), {} when not found."""
+    folder = Path(source)
+    if (folder / "config.json").is_file():
+        return json.loads((folder / "config.json").read_text())  # type: ignore[no-any-return]
+    try:
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(source).to_dict()  # type: ignore[no-any-return]
+    except Exception:  # only for choosing the dtype; loading the model reports properly
+        return {}
+
+
+def export(ctx: JobContext, model_path: str, dtype: str = "auto") -> dict[str, Any]:
+    """Merge `model_path`'s adapter into its base; returns the export's description."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainkit_core.exports import EXPORT_INFO, check_export_request, export_path
+    from trainkit_core.inference.loading import check_base, check_card, resolve_base
+    from trainkit_core.models import check_model_path, local_model_dir, read_card
+    from trainkit_core.models.layout import library_versions
+    from trainkit_core.volumes.folder import FolderVolume
+
+    started = time.time()
+    os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # base models live on the hf-cache volume
+    ref, dtype = check_export_request(model_path, dtype)
+    root = ctx.path("models")
+    ctx.reload("models")
+    volume = FolderVolume(root)
+    ref = check_model_path(ref.path, volume)
+    folder = local_model_dir(ref, root)
+    card = read_card(volume, ref)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    fmt = check_card(card, folder, tokenizer)
+    source = resolve_base(card, ctx.path("hf-cache"))
+    base_config = _base_config(source)
+    quantized_base = bool(base_config.get("quantization_config"))
+    # The card records the recipe, not the machine: load_in_4bit quantises on a GPU only, so a
+    # run whose torch was a CPU build (the twins in tests, `tiny` never sets it) trained unquantised.
+    trained_4bit = bool(card.config.get("load_in_4bit")) and not str(card.versions.get("torch", "")).endswith("+cpu")
+    chosen = _stored_dtype(base_config) if dtype == "auto" else dtype
+    torch_dtype = getattr(torch, chosen)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    notes: list[str] = []
+    if quantized_base:
+        from trainkit_core.quantization import bnb_4bit_config
+
+        base = AutoModelForCausalLM.from_pretrained(
+            source, quantization_config=bnb_4bit_config(), device_map={"": 0} if device == "cuda" else None
+        )
+        base = base.dequantize()
+        base = base.to(torch_dtype)
+        notes.append(f"the base checkpoint {source} is stored in 4-bit: it was dequantised to {chosen} and merged")
+    else:
+        base = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
+        base.to(device)  # type: ignore[arg-type]
+    if trained_4bit:
+        notes.append(
+            f"the run's recipe trains on a 4-bit quantised base (load_in_4bit, on a GPU); the adapter is merged into "
+            f"the {chosen} weights of {card.base_model}, so answers may differ slightly from trainkit infer, which "
+            "serves the 4-bit base + adapter on a GPU"
+        )
+    check_base(card, folder, tokenizer, base)
+    model = PeftModel.from_pretrained(base, str(folder), is_trainable=False)
+    merged = model.merge_and_unload()
+    merged.eval()
+
+    eot = tokenizer.convert_tokens_to_ids(fmt.end_of_turn)
+    stops = [eot] + ([tokenizer.eos_token_id] if tokenizer.eos_token_id not in (None, eot) else [])
+    merged.generation_config.eos_token_id = stops
+    if tokenizer.pad_token_id is not None:
+        merged.generation_config.pad_token_id = tokenizer.pad_token_id
+
+    target = export_path(ref)
+    final = root / target
+    tmp = root / "exports" / f".tmp-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir(parents=True)
+    try:
+        merged.save_pretrained(str(tmp), safe_serialization=True, max_shard_size="5GB")
+        tokenizer.save_pretrained(str(tmp))
+        for name in PROCESSOR_FILES:
+            if (Path(source) / name).is_file():
+                shutil.copy2(Path(source) / name, tmp / name)
+        architectures = json.loads((tmp / "config.json").read_text()).get("architectures") or []
+        info = {
+            "format": "merged",
+            "source_model_path": ref.path,
+            "run_id": ref.run_id,
+            "step": ref.step,
+            "base_model": card.base_model,
+            "preset": card.preset,
+            "chat_format": fmt.name,
+            "end_of_turn": fmt.end_of_turn,
+            "dtype": chosen,
+            "architectures": architectures,
+            "quantized_base": quantized_base,
+            "trained_in_4bit": trained_4bit,
+            "notes": notes,
+            "load_with": "transformers.AutoModelForCausalLM.from_pretrained(path)",
+            "versions": library_versions(),
+            "created_at": time.time(),
+            "export_s": round(time.time() - started, 3),
+        }
+        (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n")
+        if final.exists():  # a second export of the same model replaces the first, never mixed with it
+            old = root / "exports" / f".old-{uuid.uuid4().hex[:12]}"
+            final.rename(old)
+            tmp.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    ctx.commit("models")
+    size = sum(f.stat().st_size for f in final.rglob("*") if f.is_file())
+    return {**info, "export_path": target, "size_bytes": size}
