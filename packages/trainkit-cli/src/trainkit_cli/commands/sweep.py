@@ -54,7 +54,7 @@ def register(cli: click.Group) -> None:
             if as_json:
                 print_json({"group_id": group_id, "runs": [r.id for r in runs]})
             return
-        wait_all(runs, timeout=timeout)
+        wait_all(runs, timeout=timeout, poll_interval=2.0)
         rows = compare(runs)
         if as_json:
             print_json({"group_id": group_id, "runs": rows})

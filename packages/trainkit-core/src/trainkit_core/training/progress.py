@@ -202,6 +202,7 @@ class Reporter:
 
     def checkpoint_saved(self, scratch_dir: Path, step: int) -> str:
         """Copy the trainer's checkpoint to the models volume; returns its volume path."""
+        started = time.time()
         rel = checkpoint_path(self.run.id, step)
         target = self.models_root / rel
         if target.exists():
@@ -213,6 +214,8 @@ class Reporter:
             self._saver.request()  # a background save in flight may have carried an older copy
         (target / DONE_FILE).write_text(f"{time.time()}\n")
         self.commit()
+        with self._lock:
+            self.run.record_substep("training", f"checkpoint-{step:08d}", started, time.time(), step=step, ok=True)
         shutil.rmtree(scratch_dir, ignore_errors=True)
         if self._pending is not None:
             self._emit(self._pending)

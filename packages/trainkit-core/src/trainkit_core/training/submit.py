@@ -171,6 +171,7 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
     run.ended_at = None
     run.completed_at = None
     run.error_message = None
+    run.stop_reason = None
     run.attempt += 1
     run.metadata["resumes"] = int(run.metadata.get("resumes", 0)) + 1
     run.save()
