@@ -303,22 +303,31 @@ class TrainingRun(BaseModel):
         now = time.time() if now is None else now
         return (self.duration_seconds or 0.0) + max(0.0, now - self.attempt_started_at)
 
-    def gpu_seconds_at(self, now: float | None = None) -> float | None:
-        seconds = self.job_seconds(now)
-        return None if seconds is None else round(seconds * int(self.price.get("gpus") or 0), 3)
+    def gpu_seconds_at(self, now: float | None = None) -> float:
+        return round((self.job_seconds(now) or 0.0) * int(self.price.get("gpus") or 0), 3)
 
     def cost_at(self, now: float | None = None) -> float | None:
-        """What the run has cost so far, in US dollars; None when it has no price."""
-        seconds = self.job_seconds(now)
+        """What the run has cost so far, in US dollars; None when it has no price (`price`)."""
         rate = self.price.get("usd_per_hour")
-        if seconds is None or not isinstance(rate, (int, float)):
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
             return None
         units = max(1, int(self.price.get("gpus") or 0))
-        return round(seconds / 3600 * units * float(rate), 6)
+        return round((self.job_seconds(now) or 0.0) / 3600 * units * float(rate), 6)
+
+    def accounting(self, now: float | None = None) -> dict[str, Any]:
+        """Time and money so far, as `trained_model.json` records them."""
+        now = time.time() if now is None else now
+        return {
+            "job_seconds": self.job_seconds(now),
+            "gpu_seconds": self.gpu_seconds_at(now),
+            "cost_usd": self.cost_at(now),
+            "price": dict(self.price),
+            "as_of": now,
+        }
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def gpu_seconds(self) -> float | None:
+    def gpu_seconds(self) -> float:
         """GPU-seconds so far (GPUs x job time); 0 for a CPU run."""
         return self.gpu_seconds_at()
 

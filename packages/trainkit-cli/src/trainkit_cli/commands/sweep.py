@@ -57,14 +57,18 @@ def register(cli: click.Group) -> None:
         wait_all(runs, timeout=timeout, poll_interval=2.0)
         rows = compare(runs)
         if as_json:
-            print_json({"group_id": group_id, "runs": rows})
+            from trainkit_core.pricing import group_totals
+
+            print_json({"group_id": group_id, "runs": rows, "totals": group_totals(runs)})
             return
         from rich.table import Table
 
         keys = list(dict.fromkeys(k for row in rows for k in row["params"]))
         extra = list(dict.fromkeys(k for row in rows for k in row if k.startswith("eval_")))
         table = Table(title=f"sweep {group_id}")
-        for column in ("run", *keys, "status", "step", "first loss", "final loss", *extra, "time"):
+        from trainkit_core.pricing import format_cost, group_totals
+
+        for column in ("run", *keys, "status", "step", "first loss", "final loss", *extra, "time", "cost"):
             table.add_column(column)
 
         def num(value: Any) -> str:
@@ -80,5 +84,8 @@ def register(cli: click.Group) -> None:
                 num(row["final_loss"]),
                 *(num(row.get(k)) for k in extra),
                 f"{row['duration_s']:.0f}s" if row["duration_s"] else "-",
+                format_cost(row["cost_usd"]),
             )
         console().print(table)
+        totals = group_totals(runs)
+        console().print(f"sweep total: {totals['gpu_seconds']:.0f} GPU-s, cost {format_cost(totals['cost_usd'])}")

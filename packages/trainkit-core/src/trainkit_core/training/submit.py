@@ -20,6 +20,7 @@ from typing import Any
 
 from trainkit_core.errors import ConflictError, NotFoundError, TrainkitError, UsageError
 from trainkit_core.ids import new_run_id
+from trainkit_core.pricing import price_for_run
 from trainkit_core.runs import APP_FIELDS, RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
 
@@ -89,6 +90,7 @@ def start_run(
             config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
     provider.deployment().check(["train"])
+    price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
     dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress, strict=strict_dataset)
 
     store = RunStore.for_provider(provider)
@@ -105,6 +107,7 @@ def start_run(
         metadata=dict(metadata or {}),
         app_name=provider.settings.provider.app_name,
         source_model=config.model_id,
+        price=price,
     ).attach(store)
     run.save()
     run.events.append("status", status="pending", dataset_sync=sync)

@@ -112,6 +112,8 @@ def compare(runs: Sequence[TrainingRun]) -> list[dict[str, Any]]:
                 "final_loss": metrics.get("final_loss"),
                 **{k: v for k, v in metrics.items() if k.startswith("eval_")},
                 "duration_s": run.duration_seconds,
+                "gpu_seconds": run.gpu_seconds,
+                "cost_usd": run.cost_usd,
             }
         )
     return sorted(rows, key=lambda r: (r["final_loss"] is None, r["final_loss"] or 0.0))
