@@ -98,3 +98,51 @@ def test_a_running_run_costs_what_its_attempt_has_used_so_far() -> None:
     )
     assert run.job_seconds(now=1040.0) == 100.0 and run.cost_at(now=1040.0) == 1.0
     assert run.accounting(now=1040.0)["gpu_seconds"] == 100.0
+
+
+# --------------------------------------------------------------------------- budgets
+
+
+def test_a_budget_is_checked_before_a_run_starts() -> None:
+    from trainkit_core.training.budget import check_budget
+
+    priced = {"provider": "modal", "gpu": "A10G", "gpus": 1, "usd_per_hour": 1.1}
+    assert check_budget({"max_cost_usd": 2, "max_duration_s": None}, priced) == {"max_cost_usd": 2.0}
+    with pytest.raises(UsageError, match="max_duration_s must be a positive number"):
+        check_budget({"max_duration_s": -5}, priced)
+    with pytest.raises(UsageError, match="unknown budget limit 'max_gpus'"):
+        check_budget({"max_gpus": 1}, priced)
+    with pytest.raises(UsageError, match="no price for GPU Z99 on provider modal"):
+        check_budget({"max_cost_usd": 2}, {"provider": "modal", "gpu": "Z99", "usd_per_hour": None})
+    assert check_budget({"max_duration_s": 60}, {"usd_per_hour": None}) == {"max_duration_s": 60.0}
+
+
+def test_a_sweeps_budget_counts_the_whole_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainkit_core.training import budget
+
+    monkeypatch.setattr(budget, "clock", lambda: 10_000.0)  # a test clock
+    store = RunStore.for_provider(get_provider("local"))
+    price = {"provider": "modal", "gpu": "A10G", "gpus": 1, "usd_per_hour": 36.0}  # a cent a second
+    done = [_run(store, s, price, "grp-budget") for s in (100.0, 200.0)]  # $1 and $2
+    running = TrainingRun(
+        id=new_run_id(),
+        created_at=time.time(),
+        status="running",
+        attempt_started_at=10_000.0 - 50.0,  # $0.50 so far
+        price=price,
+        budget={"group_max_cost_usd": 4.0},
+        metadata={"group_id": "grp-budget"},
+    ).attach(store)
+    running.save()
+    watch = budget.RunBudget.for_run(running)
+    assert watch is not None
+    watch.start()
+    try:
+        assert watch.spent()["group_max_cost_usd"] == pytest.approx(3.5) and watch.exceeded() is None
+        monkeypatch.setattr(budget, "clock", lambda: 10_000.0 + 50.0)  # a minute in: $1.00 for this run
+        watch.read_group()
+        assert watch.exceeded() == "budget reached: the sweep's max cost $4"
+    finally:
+        watch.close()
+    assert budget.group_over_budget([*done, running], {"group_max_cost_usd": 4.0}) is not None
+    assert budget.group_over_budget(done, {"group_max_cost_usd": 4.0}) is None

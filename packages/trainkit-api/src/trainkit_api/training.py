@@ -33,6 +33,12 @@ class JobCreate(TrainConfig):
     strict_dataset: bool = Field(
         False, description="Refuse a dataset with warnings too (unknown keys, duplicates, lengths), like `--strict`."
     )
+    max_cost_usd: float | None = Field(
+        None, gt=0, le=1e9, description="Stop gracefully (adapter saved, `stopped`) once the run has cost this much."
+    )
+    max_duration_s: float | None = Field(
+        None, gt=0, le=1e9, description="Stop gracefully (adapter saved, `stopped`) after this much job time."
+    )
 
     @field_validator("metadata")
     @classmethod
@@ -41,6 +47,10 @@ class JobCreate(TrainConfig):
             return check_metadata(value)
         except UsageError as exc:
             raise ValueError(exc.message) from None
+
+
+#: Fields of `JobCreate` that are not the run's `TrainConfig`.
+NOT_CONFIG = {"metadata", "strict_dataset", "max_cost_usd", "max_duration_s"}
 
 
 class JobResume(BaseModel):
@@ -52,8 +62,9 @@ class JobResume(BaseModel):
 def start_job(state: ApiState, body: JobCreate) -> TrainingRun:
     from trainkit_core.training.submit import start_run
 
-    config = TrainConfig.model_validate(body.model_dump(exclude={"metadata", "strict_dataset"}))
-    return start_run(state.provider, config, metadata=body.metadata, strict_dataset=body.strict_dataset)
+    config = TrainConfig.model_validate(body.model_dump(exclude=NOT_CONFIG))
+    budget = {"max_cost_usd": body.max_cost_usd, "max_duration_s": body.max_duration_s}
+    return start_run(state.provider, config, metadata=body.metadata, strict_dataset=body.strict_dataset, budget=budget)
 
 
 def resume_job(state: ApiState, run_id: str, body: JobResume | None) -> TrainingRun:

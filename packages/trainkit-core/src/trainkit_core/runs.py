@@ -460,14 +460,17 @@ class TrainingRun(BaseModel):
         return phase
 
     @aio_method
-    def record_substep(self, step: str, name: str, start: float, end: float | None, **extra: Any) -> None:
-        """Note a timed piece of work of phase `step` in `substep_times[step][name]` (not saved)."""
+    def record_substep(self, phase: str, name: str, start: float, end: float | None, **extra: Any) -> None:
+        """Note a timed piece of work of `phase` in `substep_times[phase][name]` (not saved).
+
+        `extra` figures are numbers or booleans, as the seed's type says.
+        """
         seconds = None if end is None else round(max(0.0, end - start), 6)
-        self.substep_times.setdefault(step, {})[name] = {"start": start, "end": end, "seconds": seconds, **extra}
+        self.substep_times.setdefault(phase, {})[name] = {"start": start, "end": end, "seconds": seconds, **extra}
 
     @contextlib.contextmanager
-    def substep(self, step: str, name: str, **extra: Any) -> Iterator[dict[str, Any]]:
-        """Time the block as substep `name` of phase `step`; `ok` says whether it ended without raising.
+    def substep(self, phase: str, name: str, **extra: Any) -> Iterator[dict[str, Any]]:
+        """Time the block as substep `name` of `phase`; `ok` says whether it ended without raising.
 
         The yielded dict takes more figures (e.g. how many examples were tokenized).
         """
@@ -478,7 +481,7 @@ class TrainingRun(BaseModel):
             yield figures
             ok = True
         finally:
-            self.record_substep(step, name, start, time.time(), ok=ok, **figures)
+            self.record_substep(phase, name, start, time.time(), ok=ok, **figures)
 
     @aio_method
     def wait(self, *, timeout: float | None = None, poll_s: float = 0.5) -> TrainingRun:

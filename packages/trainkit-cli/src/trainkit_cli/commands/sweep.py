@@ -11,13 +11,14 @@ from typing import Any
 
 import click
 
-from trainkit_cli.commands.train import config_options, config_values
+from trainkit_cli.commands.train import budget_options, config_options, config_values
 from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
 
 
 def register(cli: click.Group) -> None:
     @cli.command()
     @config_options
+    @budget_options
     @click.option(
         "--grid", "axes", multiple=True, required=True, metavar="NAME=V1,V2", help="A field and its values (repeat)."
     )
@@ -33,6 +34,8 @@ def register(cli: click.Group) -> None:
         detach: bool,
         timeout: float | None,
         as_json: bool,
+        max_cost: float | None,
+        max_duration: float | None,
         **kwargs: Any,
     ) -> None:
         """Start one run per combination of the grid, then compare them."""
@@ -45,8 +48,18 @@ def register(cli: click.Group) -> None:
             if not as_json:
                 err.print(f"started {run.id}: " + ", ".join(f"{k}={v}" for k, v in combo.items()))
 
+        def skipped(combo: dict[str, str], reason: str) -> None:
+            if not as_json:
+                err.print(f"not started ({reason}): " + ", ".join(f"{k}={v}" for k, v in combo.items()))
+
         group_id, runs = start_sweep(
-            state.provider, config_values(kwargs), list(axes), max_parallel=max_parallel, on_start=started
+            state.provider,
+            config_values(kwargs),
+            list(axes),
+            max_parallel=max_parallel,
+            on_start=started,
+            on_skip=skipped,
+            budget={"group_max_cost_usd": max_cost, "group_max_duration_s": max_duration},
         )
         if not as_json:
             err.print(f"sweep group [bold]{group_id}[/bold]: {len(runs)} runs")

@@ -53,6 +53,24 @@ def config_options(func: Any) -> Any:
     return func
 
 
+def budget_options(func: Any) -> Any:
+    """`--max-cost` and `--max-duration` (shared with `trainkit sweep`, where they bound the whole group)."""
+    func = click.option(
+        "--max-duration",
+        default=None,
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="SECONDS",
+        help="Stop gracefully (adapter saved, status stopped) after this much job time.",
+    )(func)
+    return click.option(
+        "--max-cost",
+        default=None,
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="USD",
+        help="Stop gracefully (adapter saved, status stopped) once the run has cost this much (see the price table).",
+    )(func)
+
+
 def config_values(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The given (non-None) `TrainConfig` fields out of the command's keyword arguments."""
     from trainkit_core.training.config import TrainConfig
@@ -63,10 +81,18 @@ def config_values(kwargs: dict[str, Any]) -> dict[str, Any]:
 def register(cli: click.Group) -> None:
     @cli.command()
     @config_options
+    @budget_options
     @click.option("--detach", is_flag=True, help="Start the run and return at once.")
     @json_option
     @pass_state
-    def train(state: CliState, detach: bool, as_json: bool, **kwargs: Any) -> None:
+    def train(
+        state: CliState,
+        detach: bool,
+        as_json: bool,
+        max_cost: float | None,
+        max_duration: float | None,
+        **kwargs: Any,
+    ) -> None:
         """Fine-tune a model with LoRA on a dataset."""
         from trainkit_cli.commands.runs import follow_run, print_run_summary
         from trainkit_core.errors import JobError
@@ -74,7 +100,7 @@ def register(cli: click.Group) -> None:
         from trainkit_core.training.submit import start_run
 
         config = TrainConfig.parse(config_values(kwargs))
-        run = start_run(state.provider, config)
+        run = start_run(state.provider, config, budget={"max_cost_usd": max_cost, "max_duration_s": max_duration})
         err = console(stderr=True)
         if not as_json:
             err.print(

@@ -247,7 +247,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     base_model_path = local_base_path(base_model)  # tiny and the twins: their folder on the hf-cache volume
     source = resolve_base_model({"base_model": base_model}, hf_cache)
     run.source_model = base_model
-    with run.substep("loading_model", "load_model", backend=backend):
+    with run.substep("loading_model", "load_model"):
         model = load_model(backend, source, config)
 
     _phase(run, "loading_dataset")

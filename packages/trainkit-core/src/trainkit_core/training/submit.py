@@ -70,13 +70,17 @@ def start_run(
     metadata: dict[str, Any] | None = None,
     sync_progress: Any = None,
     strict_dataset: bool = False,
+    budget: dict[str, Any] | None = None,
 ) -> TrainingRun:
     """Validate, sync the dataset if changed, create the record, spawn the `train` job.
 
     `strict_dataset` refuses a dataset with warnings too (unknown keys, duplicates,
-    lengths), as ``trainkit sync --strict`` does.
+    lengths), as ``trainkit sync --strict`` does. `budget` holds limits that stop the
+    run gracefully (`trainkit_core.training.budget`: max_cost_usd, max_duration_s, and
+    a sweep's group_max_cost_usd, group_max_duration_s).
     """
     from trainkit_core.metadata import check_metadata
+    from trainkit_core.training.budget import check_budget
 
     if not isinstance(config, TrainConfig):
         config = TrainConfig.parse(config)
@@ -91,6 +95,7 @@ def start_run(
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
     provider.deployment().check(["train"])
     price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
+    limits = check_budget(budget, price)
     dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress, strict=strict_dataset)
 
     store = RunStore.for_provider(provider)
@@ -108,6 +113,7 @@ def start_run(
         app_name=provider.settings.provider.app_name,
         source_model=config.model_id,
         price=price,
+        budget=limits,
     ).attach(store)
     run.save()
     run.events.append("status", status="pending", dataset_sync=sync)
