@@ -35,3 +35,17 @@ def test_a_groups_total_is_the_sum_of_its_runs(server: Server) -> None:
         assert body["totals"]["cost_usd"] == sum(r["cost_usd"] for r in body["runs"]) == 0.4
         missing = client.get("/v1/groups/grp-none")
         assert missing.status_code == 404 and "no run in group" in missing.text
+
+
+def test_a_dry_run_answers_the_plan_and_starts_nothing(server: Server) -> None:
+    with server.client() as client:
+        before = client.get("/v1/jobs").json()["data"]
+        answer = client.post("/v1/jobs", params={"dry_run": "true"}, json={"dataset": "demo", "model_size": "4b"})
+        assert answer.status_code == 200, answer.text
+        plan = answer.json()
+        assert plan["dataset"] == "demo" and plan["gpu"] == "A10G" and plan["examples"] > 0
+        assert plan["tokens_exact"] is False and plan["tokens_method"] == "4 characters per token"  # an estimate
+        assert plan["steps"] >= 1 and plan["estimated_seconds"] > 0
+        assert client.get("/v1/jobs").json()["data"] == before
+        bad = client.post("/v1/jobs", params={"dry_run": "true"}, json={"dataset": "no-such-set"})
+        assert bad.status_code == 404 and "no-such-set" in bad.text

@@ -116,6 +116,12 @@ def test_a_run_whose_budget_runs_out_mid_way_ends_stopped_with_its_adapter(
     assert [k for k in sub["training"]] == [f"checkpoint-{stored.step:08d}"]
     assert sub["saving"]["adapter_gate"]["ok"] is True and sub["saving"]["save_adapter"]["ok"] is True
     assert sub["evaluating"]["eval"]["examples"] == 3
+    # The plan counted, before the run, exactly the tokens the job then trained on.
+    from trainkit_core.training.plan import make_plan
+
+    plan = make_plan(provider, {"dataset": "mini", "steps": 200, "save_every": 1000, "batch_size": 4})
+    assert plan.tokens_exact and plan.tokens_per_epoch == sub["loading_dataset"]["tokenize"]["tokens"]
+    assert plan.examples == 16 and plan.steps_per_epoch == 4 and plan.usd_per_hour == 3600.0
     for step in sub.values():
         for entry in step.values():
             assert entry["end"] >= entry["start"] and entry["seconds"] >= 0
