@@ -27,7 +27,7 @@ def print_plan(state: CliState, config: Any, *, plan_only: bool, as_json: bool) 
             print_json(plan.model_dump(mode="json"))
         else:
             for line in plan.lines():
-                console().print(line, highlight=False, markup=False)
+                console().print(line, highlight=False, markup=False, soft_wrap=True)
         return True
     if as_json:
         return False
@@ -38,5 +38,5 @@ def print_plan(state: CliState, config: Any, *, plan_only: bool, as_json: bool) 
         return False
     err = console(stderr=True)
     for line in plan.lines():
-        err.print(line, highlight=False, markup=False)
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
     return False

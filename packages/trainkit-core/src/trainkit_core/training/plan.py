@@ -77,7 +77,8 @@ class Plan(BaseModel):
         return [
             f"plan: {self.model} on {self.provider} ({self.gpu}), dataset {self.dataset}",
             f"  {self.examples} examples ({self.eval_examples} held out), batch {self.batch_size} x {self.grad_accum}",
-            f"  {self.steps} steps = {self.epochs:g} epochs ({self.steps_per_epoch} steps per epoch)",
+            f"  {self.steps} steps = {self.epochs:g} epoch{'' if self.epochs == 1 else 's'}"
+            f" ({self.steps_per_epoch} steps per epoch)",
             f"  {tokens}; {self.tokens_total:,} tokens in all",
             f"  estimated duration {duration} (estimate: {self.throughput_source})",
             f"  estimated cost {cost} (estimate; price: {self.price_source or 'none'})",
