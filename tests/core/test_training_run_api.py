@@ -94,7 +94,8 @@ def _sleeping_call(store: RunStore, tmp_path: Path) -> tuple[Any, Path]:
 def test_result_releases_the_job_call_of_a_run_that_succeeded(store: RunStore, tmp_path: Path) -> None:
     handle, until = _sleeping_call(store, tmp_path)
     try:
-        run = _new(store, status="succeeded", function_call_id=handle.call_id)
+        # Ended two minutes ago, its call still alive: past the grace a job gets to finish its history.
+        run = _new(store, status="succeeded", function_call_id=handle.call_id, ended_at=time.time() - 120)
         kept = TrainingRun.from_id(run.id, store=store).result(timeout=30, stop_app_on_success=False)
         assert kept.status == "succeeded" and not handle.status().done
         assert run.result(timeout=30) is run

@@ -183,6 +183,9 @@ class ModelRef(BaseModel):
     step: int | None = None
 
 
+#: Seconds a finished run's job call gets to end on its own before `TrainingRun.release` ends it.
+RELEASE_GRACE_S = 30.0
+
 #: The seed's names (seed 002) of two fields trainkit names otherwise: both are read,
 #: written and stored.
 SEED_NAMES = {"training_run_id": "id", "framework_status": "phase"}
@@ -521,18 +524,23 @@ class TrainingRun(BaseModel):
         The seed's run had an app of its own to stop; a trainkit run shares its
         provider's deployed app with other runs, so what it holds of its own is its
         job call (a container or a process finishing up). The shared app is never
-        stopped here (``trainkit app stop`` does that). Safe to call more than once.
+        stopped here (``trainkit app stop`` does that). A job writes its history after
+        the record says it ended, so a call is left `RELEASE_GRACE_S` after the end to
+        finish on its own before it is cancelled. Safe to call more than once.
         """
         if not self.done() or self.store.provider is None or not self.function_call_id:
             return False
         call = self.store.provider.call(self.function_call_id)
+        ended = self.ended_at or self.updated_at
         try:
-            if call.status().done:
-                return False
-            call.cancel()
+            while not call.status().done:
+                if time.time() - ended >= RELEASE_GRACE_S:
+                    call.cancel()
+                    return True
+                time.sleep(0.5)
         except NotFoundError:
             return False
-        return True
+        return False
 
     def close(self, reason: str = "stop requested") -> None:
         """Ask the run to stop gracefully (it saves its adapter and ends `stopped`). Safe to repeat."""
