@@ -278,6 +278,8 @@ def test_sweep_page_overlays_the_group_and_compares(page: Any, server: Server) -
             losses=[0.4 + 6.8 * math.exp(-step * lr * 30) for step in range(1, 81)],
             config={"learning_rate": lr, "lora_r": 8, "model_size": "tiny"},
             metadata={"group_id": group},
+            duration_seconds=1800.0,
+            price={"provider": "modal", "gpu": "A10G", "gpus": 1, "usd_per_hour": 1.0},
         )
         for lr in (1e-3, 3e-3, 1e-2)
     ]
@@ -293,6 +295,8 @@ def test_sweep_page_overlays_the_group_and_compares(page: Any, server: Server) -
     assert runs[2].id in best.inner_text()  # the highest learning rate ends lowest
     headers = page.locator("#sweep-table thead th").all_inner_texts()
     assert [h.lower() for h in headers][2] == "learning_rate"  # only what the sweep varied
+    assert headers[-1] == "Cost" and "$0.5000" in best.inner_text()  # half an hour of a $1/h GPU
+    assert page.locator("#sweep-total").inner_text().split()[-1] == "$1.50"  # the group's total
     shot(page, "sweep")
 
 

@@ -13,7 +13,7 @@ import pytest
 from api_helpers import free_port
 
 from trainkit_cli.commands.serve import is_loopback
-from trainkit_core.hookspecs import Capabilities, ProviderManifest, hookimpl
+from trainkit_core.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
 
 
 def trainkit(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -85,6 +85,20 @@ class WebEndpointPlugin:
         served = self.served
 
         class Deployment:
+            """A whole `Deployment` (the facade checks the answer), plus the `serve()` it hosts."""
+
+            def check(self, functions: list[str]) -> None:
+                pass
+
+            def deploy(self) -> DeploymentStatus:
+                return DeploymentStatus(state="ready")
+
+            def status(self) -> DeploymentStatus:
+                return DeploymentStatus(state="ready")
+
+            def stop(self) -> None:
+                pass
+
             def serve(self) -> None:
                 served.append("served")
 

@@ -32,12 +32,19 @@ def test_resolve_fills_preset_defaults_and_keeps_given_values() -> None:
     assert config.chat_format == "gemma3"
 
 
-def test_gpu_presets_keep_their_step_defaults_and_frozen_weights() -> None:
-    """Only tiny trains whole modules (its random embeddings and head); the GPU presets stay LoRA on frozen weights."""
+def test_gpu_presets_train_an_epoch_by_default_on_frozen_weights() -> None:
+    """A GPU preset's length is one epoch whatever the dataset's size; --steps still wins.
+
+    Only tiny trains whole modules (its random embeddings and head); the GPU presets stay
+    LoRA on frozen weights. Tiny keeps its length in steps (its CPU time is bounded).
+    """
     for size in ("4b", "12b", "31b"):
         config = TrainConfig(dataset="demo", model_size=size).resolve()
-        assert config.steps == 60
+        assert (config.steps, config.epochs) == (None, 1.0)
+        assert TrainConfig(dataset="demo", model_size=size, steps=60).resolve().steps == 60
+        assert TrainConfig(dataset="demo", model_size=size, epochs=3).resolve().epochs == 3
         assert config.modules_to_save == []
+    assert (TrainConfig(dataset="demo").resolve().steps, TrainConfig(dataset="demo").resolve().epochs) == (400, None)
     assert TrainConfig(dataset="demo", base_model="google/gemma-3-1b-it").resolve().modules_to_save == []
     assert TrainConfig(dataset="demo").resolve().modules_to_save == ["embed_tokens", "lm_head"]
     assert TrainConfig(dataset="demo", modules_to_save=[]).resolve().modules_to_save == []

@@ -150,6 +150,19 @@ def test_demo_trains_and_the_loss_falls_below_half(demo: dict[str, Any]) -> None
     assert run.model.path == f"trained/{run.id}"
 
 
+def test_plan_on_the_demo_counts_exactly_the_tokens_the_run_trained_on(env: Env, demo: dict[str, Any]) -> None:
+    assert "plan: trainkit/tiny-gemma" in demo["err"] and "(estimate: 4 characters per token)" in demo["err"]
+    before = len(env.store.list())
+    done = env.cli("train", "--dataset", "demo", "--model-size", "tiny", "--steps", "120", "--plan", "--json")
+    plan = json.loads(done.stdout)
+    tokenized = demo["run"].substep_times["loading_dataset"]["tokenize"]
+    assert plan["tokens_exact"] is True and plan["tokens_per_epoch"] == tokenized["tokens"]
+    assert plan["examples"] == tokenized["examples"] and plan["steps"] == 120
+    text = env.cli("train", "--dataset", "demo", "--model-size", "tiny", "--plan").stdout
+    assert f"{tokenized['tokens']:,} tokens per epoch (exact, the tiny model's tokenizer" in text
+    assert len(env.store.list()) == before  # a plan starts nothing
+
+
 def test_a_second_process_following_the_logs_sees_events_while_the_run_runs(demo: dict[str, Any]) -> None:
     run, arrivals = demo["run"], demo["arrivals"]
     seen_running = [event for at, event in arrivals if event["type"] == "progress" and at < run.ended_at]

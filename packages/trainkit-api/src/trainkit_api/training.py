@@ -7,8 +7,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from fastapi import Query
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trainkit_api.state import ApiState
@@ -17,6 +19,7 @@ from trainkit_core.ids import NAME_PATTERN
 from trainkit_core.metadata import MAX_BYTES, MAX_DEPTH, check_metadata
 from trainkit_core.runs import TrainingRun
 from trainkit_core.training.config import TrainConfig
+from trainkit_core.training.plan import Plan
 
 
 class JobCreate(TrainConfig):
@@ -33,6 +36,12 @@ class JobCreate(TrainConfig):
     strict_dataset: bool = Field(
         False, description="Refuse a dataset with warnings too (unknown keys, duplicates, lengths), like `--strict`."
     )
+    max_cost_usd: float | None = Field(
+        None, gt=0, le=1e9, description="Stop gracefully (adapter saved, `stopped`) once the run has cost this much."
+    )
+    max_duration_s: float | None = Field(
+        None, gt=0, le=1e9, description="Stop gracefully (adapter saved, `stopped`) after this much job time."
+    )
 
     @field_validator("metadata")
     @classmethod
@@ -41,6 +50,10 @@ class JobCreate(TrainConfig):
             return check_metadata(value)
         except UsageError as exc:
             raise ValueError(exc.message) from None
+
+
+#: Fields of `JobCreate` that are not the run's `TrainConfig`.
+NOT_CONFIG = {"metadata", "strict_dataset", "max_cost_usd", "max_duration_s"}
 
 
 class JobResume(BaseModel):
@@ -52,8 +65,29 @@ class JobResume(BaseModel):
 def start_job(state: ApiState, body: JobCreate) -> TrainingRun:
     from trainkit_core.training.submit import start_run
 
-    config = TrainConfig.model_validate(body.model_dump(exclude={"metadata", "strict_dataset"}))
-    return start_run(state.provider, config, metadata=body.metadata, strict_dataset=body.strict_dataset)
+    config = TrainConfig.model_validate(body.model_dump(exclude=NOT_CONFIG))
+    budget = {"max_cost_usd": body.max_cost_usd, "max_duration_s": body.max_duration_s}
+    return start_run(state.provider, config, metadata=body.metadata, strict_dataset=body.strict_dataset, budget=budget)
+
+
+DryRun = Annotated[
+    bool,
+    Query(description="Start nothing: answer 200 with the run's plan (examples, epochs, steps, tokens, time, cost)."),
+]
+
+
+DRY_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": Plan, "description": "With `dry_run`: the plan; nothing was started."}
+}
+
+
+def plan_job(state: ApiState, body: JobCreate) -> JSONResponse:
+    """The plan of the run `body` asks for (`trainkit_core.training.plan`), tokens counted exactly where possible."""
+    from trainkit_core.training.plan import make_plan
+
+    config = TrainConfig.model_validate(body.model_dump(exclude=NOT_CONFIG))
+    plan = make_plan(state.provider, config, exact=True)
+    return JSONResponse(plan.model_dump(mode="json"), status_code=200)
 
 
 def resume_job(state: ApiState, run_id: str, body: JobResume | None) -> TrainingRun:

@@ -57,6 +57,24 @@ def config_options(func: Any) -> Any:
     return func
 
 
+def budget_options(func: Any) -> Any:
+    """`--max-cost` and `--max-duration` (shared with `trainkit sweep`, where they bound the whole group)."""
+    func = click.option(
+        "--max-duration",
+        default=None,
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="SECONDS",
+        help="Stop gracefully (adapter saved, status stopped) after this much job time.",
+    )(func)
+    return click.option(
+        "--max-cost",
+        default=None,
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="USD",
+        help="Stop gracefully (adapter saved, status stopped) once the run has cost this much (see the price table).",
+    )(func)
+
+
 def config_values(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The given (non-None) `TrainConfig` fields out of the command's keyword arguments."""
     from trainkit_core.training.config import TrainConfig

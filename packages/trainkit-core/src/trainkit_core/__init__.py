@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from trainkit_core.provider import Provider, ProviderInfo, get_provider, list_providers
+    from trainkit_core.runs import TrainingRun, wait_all
     from trainkit_core.settings import Settings
 
 __version__ = "0.1.0"
@@ -44,6 +45,8 @@ _LAZY = {
     "get_provider": "trainkit_core.provider",
     "list_providers": "trainkit_core.provider",
     "Settings": "trainkit_core.settings",
+    "TrainingRun": "trainkit_core.runs",
+    "wait_all": "trainkit_core.runs",
 }
 
 __all__ = [
@@ -57,10 +60,12 @@ __all__ = [
     "ProviderError",
     "ProviderInfo",
     "Settings",
+    "TrainingRun",
     "TrainkitError",
     "UsageError",
     "get_provider",
     "list_providers",
+    "wait_all",
 ]
 
 

@@ -174,5 +174,10 @@ class StopFlag:
     def is_set(self) -> bool:
         return self.kv.get(self.key) is not None
 
+    def read(self) -> dict[str, Any] | None:
+        """The request (requested_at, reason), or None when no stop was asked."""
+        value = self.kv.get(self.key)
+        return value if isinstance(value, dict) else None
+
     def clear(self) -> None:
         self.kv.delete(self.key)

@@ -40,8 +40,11 @@ class Preset:
     lora_alpha: int
     learning_rate: float
     batch_size: int
-    steps: int
+    #: The default length: a number of steps (tiny, whose CPU time must not grow with
+    #: the dataset) or, for the GPU presets, of epochs (see docs/MODEL_SIZES.md).
+    steps: int | None
     description: str
+    epochs: float | None = None
     lora_dropout: float = 0.0
     grad_accum: int = 1
     warmup_steps: int = 0
@@ -96,7 +99,10 @@ PRESETS: dict[str, Preset] = {
         grad_accum=4,
         warmup_steps=5,
         lr_scheduler="linear",
-        steps=60,
+        # One pass over the dataset, whatever its size: Unsloth's "full training run";
+        # --steps or --epochs override it (docs/MODEL_SIZES.md gives the anchors).
+        steps=None,
+        epochs=1.0,
         description="Gemma 3 4B instruct, 4-bit QLoRA on an A10G (24 GB).",
     ),
     "12b": Preset(
@@ -113,7 +119,10 @@ PRESETS: dict[str, Preset] = {
         grad_accum=4,
         warmup_steps=5,
         lr_scheduler="linear",
-        steps=60,
+        # One pass over the dataset, whatever its size: Unsloth's "full training run";
+        # --steps or --epochs override it (docs/MODEL_SIZES.md gives the anchors).
+        steps=None,
+        epochs=1.0,
         description="Gemma 3 12B instruct, 4-bit QLoRA on an A100 (40 GB).",
     ),
     "31b": Preset(
@@ -130,7 +139,10 @@ PRESETS: dict[str, Preset] = {
         grad_accum=8,
         warmup_steps=5,
         lr_scheduler="linear",
-        steps=60,
+        # One pass over the dataset, whatever its size: Unsloth's "full training run";
+        # --steps or --epochs override it (docs/MODEL_SIZES.md gives the anchors).
+        steps=None,
+        epochs=1.0,
         description="Gemma 4 31B instruct, 4-bit QLoRA on an A100-80GB (Unsloth's notebook: 18.6 GB reserved).",
     ),
 }

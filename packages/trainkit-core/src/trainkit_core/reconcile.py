@@ -45,10 +45,10 @@ def reconcile_run(run: Any) -> bool:
     if reason is None:
         return False
     now = time.time()
+    # The job's last sign of life is its last write: its time is counted to there, not to now.
+    run.end_attempt(min(now, max(run.updated_at, run.attempt_started_at or 0.0)))
     run.status = "failed"
     run.ended_at = now
-    if run.started_at:
-        run.duration_seconds = now - run.started_at
     run.error_message = reason
     run.save()
     run.events.append("status", status="failed", reason=reason)

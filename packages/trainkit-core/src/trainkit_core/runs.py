@@ -10,18 +10,20 @@ days). No heavy imports here.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
 import mimetypes
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, model_validator
 
+from trainkit_core.aio import BlockingAndAsync, aio_function, aio_method
 from trainkit_core.errors import ConflictError, JobTimeout, NotFoundError, TrainkitError, UsageError
 from trainkit_core.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
 from trainkit_core.hookspecs import KVStore, Volume
@@ -169,10 +171,28 @@ class Checkpoint(BaseModel):
     path: str  # relative to the models volume, e.g. trained/<id>/checkpoints/00000050
 
 
-class TrainingRun(BaseModel):
-    """One fine-tuning run, as stored in the runs namespace and in `runs/<id>/record.json`."""
+#: Seconds a finished run's job call gets to end on its own before `TrainingRun.release` ends it.
+RELEASE_GRACE_S = 30.0
 
-    model_config = ConfigDict(extra="ignore")
+#: The seed's names (seed 002) of two fields trainkit names otherwise: both are read,
+#: written and stored.
+SEED_NAMES = {"training_run_id": "id", "framework_status": "phase"}
+
+
+class TrainingRun(BaseModel):
+    """One fine-tuning run, as stored. Field names follow the seed's record.
+
+    Two of the seed's names are kept beside trainkit's: ``training_run_id`` is `id`
+    and ``framework_status`` is `phase`; both spellings are attributes (read and
+    write), both are in the stored JSON, and a record that has only the seed's name
+    loads. Accounting: `duration_seconds` is the wall time the run's jobs ran (every
+    attempt, not the time between a stop and its resume), `gpu_seconds` and
+    `cost_usd` follow from it and the price fixed at launch (`price`,
+    `trainkit_core.pricing`). Blocking calls have an awaitable twin in Modal's idiom:
+    ``await run.result.aio(...)`` (`trainkit_core.aio`).
+    """
+
+    model_config = ConfigDict(extra="ignore", ignored_types=(BlockingAndAsync,))
 
     id: str
     provider: str = ""
@@ -209,11 +229,118 @@ class TrainingRun(BaseModel):
     max_attempts: int = 1
     latest_rollout: dict[str, Any] | None = None
     dashboard_components: list[dict[str, Any]] = Field(default_factory=list)
+    #: When the attempt under way started its job (None between attempts); its time is
+    #: added to `duration_seconds` when it ends (`end_attempt`).
+    attempt_started_at: float | None = None
+    #: The price fixed at launch: provider, gpu, gpus, usd_per_hour (per GPU, or for the
+    #: machine when gpus is 0), source and table date (`trainkit_core.pricing.price_for`).
+    price: dict[str, Any] = Field(default_factory=dict)
+    #: Limits that stop the run gracefully: max_cost_usd, max_duration_s, and for a sweep
+    #: group_max_cost_usd (`trainkit_core.training.budget`).
+    budget: dict[str, Any] = Field(default_factory=dict)
+    #: Why a `stopped` run stopped (the stop request's reason: the CLI, the API, a budget).
+    stop_reason: str | None = None
 
     _store: RunStore | None = PrivateAttr(default=None)
     #: (status, group) as the index last saw them from this object: `save` writes the
     #: index only when they change, so progress saves cost no index write.
     _indexed: tuple[str, str | None] | None = PrivateAttr(default=None)
+
+    # ------------------------------------------------------------------ the seed's names
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_names(cls, data: Any) -> Any:
+        """A record may carry the seed's names instead of (or beside, agreeing with) trainkit's."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for seed_name, name in SEED_NAMES.items():
+            if seed_name not in data:
+                continue
+            value = data.pop(seed_name)
+            if name not in data:
+                data[name] = value
+            elif data[name] != value:
+                raise ValueError(f"{seed_name} {value!r} disagrees with {name} {data[name]!r}")
+        return data
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def training_run_id(self) -> str:
+        """The seed's name of `id`."""
+        return self.id
+
+    @training_run_id.setter
+    def training_run_id(self, value: str) -> None:
+        self.id = value
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def framework_status(self) -> str:
+        """The seed's name of `phase`: the latest phase the training reported."""
+        return self.phase
+
+    @framework_status.setter
+    def framework_status(self, value: str) -> None:
+        self.phase = value
+
+    # ------------------------------------------------------------------ accounting
+
+    def job_seconds(self, now: float | None = None) -> float | None:
+        """Wall time the run's jobs have run: the ended attempts plus the one under way."""
+        if self.attempt_started_at is None:
+            return self.duration_seconds
+        now = time.time() if now is None else now
+        return (self.duration_seconds or 0.0) + max(0.0, now - self.attempt_started_at)
+
+    def gpu_seconds_at(self, now: float | None = None) -> float:
+        return round((self.job_seconds(now) or 0.0) * int(self.price.get("gpus") or 0), 3)
+
+    def cost_at(self, now: float | None = None) -> float | None:
+        """What the run has cost so far, in US dollars; None when it has no price (`price`)."""
+        rate = self.price.get("usd_per_hour")
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+            return None
+        units = max(1, int(self.price.get("gpus") or 0))
+        return round((self.job_seconds(now) or 0.0) / 3600 * units * float(rate), 6)
+
+    def accounting(self, now: float | None = None) -> dict[str, Any]:
+        """Time and money so far, as `trained_model.json` records them."""
+        now = time.time() if now is None else now
+        return {
+            "job_seconds": self.job_seconds(now),
+            "gpu_seconds": self.gpu_seconds_at(now),
+            "cost_usd": self.cost_at(now),
+            "price": dict(self.price),
+            "as_of": now,
+        }
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def gpu_seconds(self) -> float:
+        """GPU-seconds so far (GPUs x job time); 0 for a CPU run."""
+        return self.gpu_seconds_at()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_usd(self) -> float | None:
+        """Cost so far at the price fixed at launch; None when unpriced."""
+        return self.cost_at()
+
+    def begin_attempt(self, now: float) -> None:
+        """A job attempt starts. One that died without ending is counted to its last write."""
+        if self.attempt_started_at is not None:
+            self.end_attempt(max(self.updated_at, self.attempt_started_at))
+        self.attempt_started_at = now
+
+    def end_attempt(self, now: float) -> None:
+        """The attempt under way ended at `now`: its time joins `duration_seconds`."""
+        if self.attempt_started_at is not None:
+            self.duration_seconds = (self.duration_seconds or 0.0) + max(0.0, now - self.attempt_started_at)
+            self.attempt_started_at = None
+        elif self.duration_seconds is None and self.started_at:
+            self.duration_seconds = max(0.0, now - self.started_at)  # a record from before attempts were timed
 
     # ------------------------------------------------------------------ loading
 
@@ -223,15 +350,25 @@ class TrainingRun(BaseModel):
             data = json.loads(data)
         if not isinstance(data, dict):
             raise UsageError("a stored run must be a JSON object")
-        run = cls.model_validate(data)
+        try:
+            run = cls.model_validate(data)
+        except ValueError as exc:
+            raise UsageError(f"a stored run is not a valid record: {exc}") from None
         run._store = store
         run._indexed = (run.status, run.group_id)
         return run
 
+    @aio_method
     @classmethod
-    def from_id(cls, run_id: str, *, store: RunStore) -> TrainingRun:
-        """The run from the KV store, else from its history on the models volume."""
+    def from_id(cls, run_id: str, *, store: RunStore | None = None) -> TrainingRun:
+        """The run from the KV store, else from its history on the models volume.
+
+        Without `store`, the configured provider's (``TRAINKIT_PROVIDER``, default
+        `local`). ``await TrainingRun.from_id.aio(run_id)`` from async code.
+        """
         check_run_id(run_id)
+        if store is None:
+            store = default_store()
         data = store.records.get(run_id)
         if data is None:
             path = f"{history_dir(run_id)}/record.json"
@@ -259,6 +396,7 @@ class TrainingRun(BaseModel):
 
     # ------------------------------------------------------------------ writing
 
+    @aio_method
     def save(self) -> None:
         """Write the record; first the index, when the status or group changed.
 
@@ -312,6 +450,31 @@ class TrainingRun(BaseModel):
         self.phase = phase
         return phase
 
+    @aio_method
+    def record_substep(self, phase: str, name: str, start: float, end: float | None, **extra: Any) -> None:
+        """Note a timed piece of work of `phase` in `substep_times[phase][name]` (not saved).
+
+        `extra` figures are numbers or booleans, as the seed's type says.
+        """
+        seconds = None if end is None else round(max(0.0, end - start), 6)
+        self.substep_times.setdefault(phase, {})[name] = {"start": start, "end": end, "seconds": seconds, **extra}
+
+    @contextlib.contextmanager
+    def substep(self, phase: str, name: str, **extra: Any) -> Iterator[dict[str, Any]]:
+        """Time the block as substep `name` of `phase`; `ok` says whether it ended without raising.
+
+        The yielded dict takes more figures (e.g. how many examples were tokenized).
+        """
+        start = time.time()
+        figures: dict[str, Any] = dict(extra)
+        ok = False
+        try:
+            yield figures
+            ok = True
+        finally:
+            self.record_substep(phase, name, start, time.time(), ok=ok, **figures)
+
+    @aio_method
     def wait(self, *, timeout: float | None = None, poll_s: float = 0.5) -> TrainingRun:
         """Block until the run is done. Does not stop it."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -327,14 +490,45 @@ class TrainingRun(BaseModel):
                 raise JobTimeout(f"run {self.id} still {self.status} after {timeout:g} s")
             time.sleep(poll_s)
 
-    def result(self, *, timeout: float | None = None) -> TrainingRun:
-        """Wait, then raise `JobError` when the run did not succeed."""
+    @aio_method
+    def result(self, *, timeout: float | None = None, stop_app_on_success: bool = True) -> TrainingRun:
+        """Wait, then raise `JobError` when the run did not succeed.
+
+        With `stop_app_on_success`, a run that succeeded releases what it holds on the
+        provider (`release`): its job call, when that is still alive.
+        """
         from trainkit_core.errors import JobError
 
         self.wait(timeout=timeout)
         if self.status != "succeeded":
             raise JobError(f"run {self.id} ended {self.status}: {self.error_message or 'no error text'}")
+        if stop_app_on_success:
+            self.release()
         return self
+
+    def release(self) -> bool:
+        """End the run's job call when the run has ended but the call still lives; True when it did.
+
+        The seed's run had an app of its own to stop; a trainkit run shares its
+        provider's deployed app with other runs, so what it holds of its own is its
+        job call (a container or a process finishing up). The shared app is never
+        stopped here (``trainkit app stop`` does that). A job writes its history after
+        the record says it ended, so a call is left `RELEASE_GRACE_S` after the end to
+        finish on its own before it is cancelled. Safe to call more than once.
+        """
+        if not self.done() or self.store.provider is None or not self.function_call_id:
+            return False
+        call = self.store.provider.call(self.function_call_id)
+        ended = self.ended_at or self.updated_at
+        try:
+            while not call.status().done:
+                if time.time() - ended >= RELEASE_GRACE_S:
+                    call.cancel()
+                    return True
+                time.sleep(0.5)
+        except NotFoundError:
+            return False
+        return False
 
     def close(self, reason: str = "stop requested") -> None:
         """Ask the run to stop gracefully (it saves its adapter and ends `stopped`). Safe to repeat."""
@@ -354,8 +548,10 @@ class TrainingRun(BaseModel):
         self.reload()
         if not self.done():
             now = time.time()
+            self.end_attempt(now)
             self.status, self.ended_at, self.updated_at = "stopped", now, now
             self.error_message = "cancelled: the job was ended without saving"
+            self.stop_reason = "cancelled"
             self.save()
             self.events.append("status", status="stopped", reason="cancelled")
 
@@ -432,12 +628,38 @@ class TrainingRun(BaseModel):
         return component
 
 
+def default_store() -> RunStore:
+    """The run store of the configured provider (``TRAINKIT_PROVIDER``, default `local`)."""
+    from trainkit_core.provider import get_provider
+
+    return RunStore.for_provider(get_provider())
+
+
+@aio_function
 def wait_all(
-    runs: Sequence[TrainingRun], *, poll_interval: float = 2.0, timeout: float | None = None
+    runs: Sequence[TrainingRun], *, poll_interval: float = 30, timeout: float | None = None
 ) -> list[TrainingRun]:
-    """Wait for every run to end; returns them reloaded."""
+    """Wait for every run to end, looking at all of them every `poll_interval` seconds.
+
+    Each run is released (`TrainingRun.release`) as soon as it is seen done, as the
+    seed's ``wait_all`` closes each run. Returns the runs, reloaded. `JobTimeout` when
+    `timeout` passes first. ``await wait_all.aio(runs)`` from async code.
+    """
+    from trainkit_core.reconcile import reconcile_run
+
     deadline = None if timeout is None else time.monotonic() + timeout
-    for run in runs:
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        run.wait(timeout=left, poll_s=poll_interval)
-    return list(runs)
+    waiting = list(runs)
+    while True:
+        for run in list(waiting):
+            run.reload()
+            if not run.done():
+                reconcile_run(run)
+            if run.done():
+                run.release()
+                waiting.remove(run)
+        if not waiting:
+            return list(runs)
+        if deadline is not None and time.monotonic() >= deadline:
+            left = ", ".join(r.id for r in waiting)
+            raise JobTimeout(f"{len(waiting)} run(s) still unfinished after {timeout:g} s: {left}")
+        time.sleep(poll_interval if deadline is None else max(0.0, min(poll_interval, deadline - time.monotonic())))

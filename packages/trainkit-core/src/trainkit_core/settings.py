@@ -85,6 +85,11 @@ class ComputeSettings(BaseSettings):
         description="Attempts a training job gets on a provider that retries (Modal): a failed or crashed attempt "
         "resumes from its checkpoint; the run fails after the last.",
     )
+    prices_file: Path | None = Field(
+        default=None,
+        description="A TOML price table (US dollars per GPU-hour by provider and GPU, the shape of trainkit's "
+        "own `gpu_prices.toml`) whose entries override trainkit's; how a local run gets a price.",
+    )
 
 
 class VolumeSettings(BaseSettings):

@@ -14,6 +14,7 @@ ROUTER_BUILDERS = (
     "trainkit_api.routes.health:build_public_router",
     "trainkit_api.routes.health:build_router",
     "trainkit_api.routes.runs:build_router",
+    "trainkit_api.routes.groups:build_router",
     "trainkit_api.routes.events:build_router",
     "trainkit_api.routes.models:build_router",
     "trainkit_api.routes.generate:build_router",

@@ -8,7 +8,7 @@ thread pool: these handlers are plain `def`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response, status
 
@@ -16,7 +16,7 @@ from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
 from trainkit_api.schemas import Checkpoint, CheckpointList, JobList
 from trainkit_api.state import ApiState, get_state
-from trainkit_api.training import JobCreate, JobResume, resume_job, start_job
+from trainkit_api.training import DRY_RUN_RESPONSES, DryRun, JobCreate, JobResume, plan_job, resume_job, start_job
 from trainkit_core.ids import RUN_ID_PATTERN
 from trainkit_core.runs import RunStore, TrainingRun
 
@@ -42,10 +42,10 @@ def list_page(
 router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
 
 
-@router.post("/jobs", response_model=TrainingRun, status_code=status.HTTP_201_CREATED)
-def create_job(body: JobCreate, state: ApiState = Depends(get_state)) -> TrainingRun:
-    """Start a training run on a dataset already synced to the data volume."""
-    return start_job(state, body)
+@router.post("/jobs", response_model=TrainingRun, status_code=status.HTTP_201_CREATED, responses=DRY_RUN_RESPONSES)
+def create_job(body: JobCreate, state: ApiState = Depends(get_state), dry_run: DryRun = False) -> Any:
+    """Start a training run on a dataset already synced to the data volume (`dry_run`: its plan only)."""
+    return plan_job(state, body) if dry_run else start_job(state, body)
 
 
 @router.get("/jobs", response_model=JobList)

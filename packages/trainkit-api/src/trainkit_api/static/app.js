@@ -43,6 +43,19 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
+/* Dollars: "$0.0123", "$1.23"; "–" when unpriced (null). */
+function fmtCost(v) {
+  if (v === undefined || v === null || !isFinite(Number(v))) return "–";
+  const n = Number(v);
+  return n < 1 ? `$${n.toFixed(4)}` : `$${n.toFixed(2)}`;
+}
+
+/* A group's total cost: null when a run of it is unpriced. */
+function totalCost(runs) {
+  if (runs.some((r) => r.cost_usd === undefined || r.cost_usd === null)) return null;
+  return runs.reduce((sum, r) => sum + Number(r.cost_usd), 0);
+}
+
 function fmtNum(v, digits) {
   if (v === undefined || v === null || v === "" || !isFinite(Number(v))) return "–";
   const n = Number(v);
@@ -325,10 +338,11 @@ function runsTable(runs, total) {
     h("td", { class: "col-progress" }, progressBar(r.step, r.total_steps)),
     h("td", { class: "num" }, fmtDuration(runDuration(r))),
     h("td", { class: "num" }, fmtNum(runFinalLoss(r))),
+    h("td", { class: "num col-cost" }, fmtCost(r.cost_usd)),
     h("td", {}, runGroup(r) ? h("a", { href: `#/sweeps/${encodeURIComponent(runGroup(r))}` }, runGroup(r)) : "–")));
   return h("table", { class: "table", id: "runs-table" },
-    h("thead", {}, h("tr", {}, ["Run", "Status", "Phase", "Preset", "Dataset", "Progress", "Duration", "Final loss", "Sweep group"]
-      .map((t, i) => h("th", { class: i === 6 || i === 7 ? "num" : "" }, t)))),
+    h("thead", {}, h("tr", {}, ["Run", "Status", "Phase", "Preset", "Dataset", "Progress", "Duration", "Final loss", "Cost", "Sweep group"]
+      .map((t, i) => h("th", { class: i >= 6 && i <= 8 ? "num" : "" }, t)))),
     h("tbody", {}, rows));
 }
 
@@ -465,6 +479,7 @@ async function viewRun(runId) {
       ["Status", run.status], ["Phase", run.phase || "–"], ["Preset", runPreset(run)],
       ["Dataset", run.dataset_id || "–"], ["Progress", progressBar(run.step, run.total_steps)],
       ["Duration", fmtDuration(runDuration(run))],
+      ["GPU time", `${fmtNum(run.gpu_seconds, 0)} GPU-s`], ["Cost", fmtCost(run.cost_usd)],
       done ? ["Final loss", fmtNum(runFinalLoss(run) ?? latestLoss)] : ["Latest loss", fmtNum(latestLoss ?? runFinalLoss(run))],
       ["Learning rate", fmtNum(cfg.learning_rate ?? cfg.lr)], ["LoRA r", cfg.lora_r ?? "–"],
       ["Backend", run.framework || "–"], ["Provider", run.provider || "–"], ["Created", fmtTime(run.created_at)],
@@ -616,14 +631,14 @@ async function viewSweeps() {
       return;
     }
     body.replaceChildren(h("table", { class: "table", id: "sweeps-table" },
-      h("thead", {}, h("tr", {}, h("th", {}, "Group"), h("th", { class: "num" }, "Runs"), h("th", {}, "Statuses"), h("th", { class: "num" }, "Best final loss"))),
+      h("thead", {}, h("tr", {}, h("th", {}, "Group"), h("th", { class: "num" }, "Runs"), h("th", {}, "Statuses"), h("th", { class: "num" }, "Best final loss"), h("th", { class: "num" }, "Total cost"))),
       h("tbody", {}, [...groups.entries()].map(([g, rs]) => {
         const losses = rs.map(runFinalLoss).filter((v) => v !== null);
         const counts = {};
         for (const r of rs) counts[r.status] = (counts[r.status] || 0) + 1;
         return h("tr", {}, h("td", {}, h("a", { href: `#/sweeps/${encodeURIComponent(g)}` }, g)), h("td", { class: "num" }, rs.length),
           h("td", {}, Object.entries(counts).map(([s, n]) => h("span", { class: "badge-line" }, statusBadge(s), ` ${n}`))),
-          h("td", { class: "num" }, losses.length ? fmtNum(Math.min(...losses)) : "–"));
+          h("td", { class: "num" }, losses.length ? fmtNum(Math.min(...losses)) : "–"), h("td", { class: "num" }, fmtCost(totalCost(rs))));
       }))));
   } catch (err) { showError(body, err); }
 }
@@ -680,7 +695,7 @@ function sweepTable(runs, varied, seen) {
   const best = Math.min(...finals.filter((v) => v !== null));
   return h("table", { class: "table", id: "sweep-table" },
     h("thead", {}, h("tr", {}, h("th", {}, "Run"), h("th", {}, "Status"), varied.map((k) => h("th", {}, k)),
-      h("th", { class: "num" }, "Steps"), h("th", { class: "num" }, "Final loss"), h("th", { class: "num" }, "Min loss"), h("th", { class: "num" }, "Duration"))),
+      h("th", { class: "num" }, "Steps"), h("th", { class: "num" }, "Final loss"), h("th", { class: "num" }, "Min loss"), h("th", { class: "num" }, "Duration"), h("th", { class: "num" }, "Cost"))),
     h("tbody", {}, runs.map((r, i) => {
       const losses = (seen.get(r.id) || { losses: [] }).losses;
       const min = losses.length ? Math.min(...losses.map((p) => p[1])) : null;
@@ -688,8 +703,10 @@ function sweepTable(runs, varied, seen) {
         h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.id)}`, class: "mono" }, r.id)), h("td", {}, statusBadge(r.status)),
         varied.map((k) => h("td", { class: "mono" }, JSON.stringify((r.config || {})[k]))),
         h("td", { class: "num" }, r.total_steps ? `${r.step} / ${r.total_steps}` : fmtNum(r.step)),
-        h("td", { class: "num" }, fmtNum(finals[i])), h("td", { class: "num" }, fmtNum(min)), h("td", { class: "num" }, fmtDuration(runDuration(r))));
-    })));
+        h("td", { class: "num" }, fmtNum(finals[i])), h("td", { class: "num" }, fmtNum(min)), h("td", { class: "num" }, fmtDuration(runDuration(r))), h("td", { class: "num" }, fmtCost(r.cost_usd)));
+    })),
+    h("tfoot", {}, h("tr", { id: "sweep-total" }, h("td", { colspan: String(6 + varied.length) }, `Sweep total (${runs.length} runs)`),
+      h("td", { class: "num" }, fmtCost(totalCost(runs))))));
 }
 
 /* ---- models and eval reports */

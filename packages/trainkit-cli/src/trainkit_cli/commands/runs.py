@@ -41,6 +41,8 @@ def _run_row(run: Any) -> dict[str, Any]:
         "created_at": run.created_at,
         "group_id": run.group_id,
         "error": run.error_message,
+        "gpu_seconds": run.gpu_seconds,
+        "cost_usd": run.cost_usd,
     }
 
 
@@ -74,8 +76,10 @@ def list_runs(
         return
     from rich.table import Table
 
+    from trainkit_core.pricing import format_cost, group_totals
+
     table = Table(box=None)
-    for column in ("run", "status", "phase", "step", "dataset", "model", "loss", "created", "group"):
+    for column in ("run", "status", "phase", "step", "dataset", "model", "loss", "cost", "created", "group"):
         table.add_column(column, no_wrap=column in ("run", "created"))
     for run in found:
         row = _run_row(run)
@@ -87,6 +91,7 @@ def list_runs(
             row["dataset"],
             row["model"],
             fmt_loss(row["loss"]),
+            format_cost(row["cost_usd"]),
             _fmt_time(row["created_at"]),
             row["group_id"] or "",
         )
@@ -94,6 +99,12 @@ def list_runs(
         console().print("no runs yet: start one with trainkit train --dataset NAME")
     else:
         console().print(table)
+        if group_id:
+            totals = group_totals(found)
+            console().print(
+                f"group {group_id}: {totals['runs']} runs, {totals['gpu_seconds']:.0f} GPU-s, "
+                f"cost {format_cost(totals['cost_usd'])}"
+            )
 
 
 @runs.command("show")
@@ -121,6 +132,16 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     )
     if run.duration_seconds:
         out.print(f"  duration {run.duration_seconds:.1f} s")
+    from trainkit_core.pricing import format_cost
+
+    price = run.price
+    rate = price.get("usd_per_hour")
+    priced = f"${rate:g}/h x {max(1, int(price.get('gpus') or 0))}" if rate is not None else "no price"
+    out.print(
+        f"  {run.gpu_seconds:.0f} GPU-s on {price.get('gpu') or '?'}, cost {format_cost(run.cost_usd)} ({priced})"
+    )
+    if run.stop_reason:
+        out.print(f"  stopped: {run.stop_reason}")
     config = ", ".join(f"{k}={v}" for k, v in run.config.items() if v is not None)
     out.print(f"  config: {config}")
     for key, value in sorted(run.metrics.items()):

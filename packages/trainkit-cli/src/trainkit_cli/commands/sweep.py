@@ -12,11 +12,12 @@ from typing import Any
 import click
 
 from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
-from trainkit_cli.train_options import config_options, config_values
+from trainkit_cli.train_options import budget_options, config_options, config_values
 
 
 @click.command()
 @config_options
+@budget_options
 @click.option(
     "--grid", "axes", multiple=True, required=True, metavar="NAME=V1,V2", help="A field and its values (repeat)."
 )
@@ -32,6 +33,8 @@ def sweep(
     detach: bool,
     timeout: float | None,
     as_json: bool,
+    max_cost: float | None,
+    max_duration: float | None,
     **kwargs: Any,
 ) -> None:
     """Start one run per combination of the grid, then compare them."""
@@ -44,8 +47,18 @@ def sweep(
         if not as_json:
             err.print(f"started {run.id}: " + ", ".join(f"{k}={v}" for k, v in combo.items()))
 
+    def skipped(combo: dict[str, str], reason: str) -> None:
+        if not as_json:
+            err.print(f"not started ({reason}): " + ", ".join(f"{k}={v}" for k, v in combo.items()))
+
     group_id, runs = start_sweep(
-        state.provider, config_values(kwargs), list(axes), max_parallel=max_parallel, on_start=started
+        state.provider,
+        config_values(kwargs),
+        list(axes),
+        max_parallel=max_parallel,
+        on_start=started,
+        on_skip=skipped,
+        budget={"group_max_cost_usd": max_cost, "group_max_duration_s": max_duration},
     )
     if not as_json:
         err.print(f"sweep group [bold]{group_id}[/bold]: {len(runs)} runs")
@@ -53,17 +66,21 @@ def sweep(
         if as_json:
             print_json({"group_id": group_id, "runs": [r.id for r in runs]})
         return
-    wait_all(runs, timeout=timeout)
+    wait_all(runs, timeout=timeout, poll_interval=2.0)
     rows = compare(runs)
     if as_json:
-        print_json({"group_id": group_id, "runs": rows})
+        from trainkit_core.pricing import group_totals
+
+        print_json({"group_id": group_id, "runs": rows, "totals": group_totals(runs)})
         return
     from rich.table import Table
 
     keys = list(dict.fromkeys(k for row in rows for k in row["params"]))
     extra = list(dict.fromkeys(k for row in rows for k in row if k.startswith("eval_")))
     table = Table(title=f"sweep {group_id}")
-    for column in ("run", *keys, "status", "step", "first loss", "final loss", *extra, "time"):
+    from trainkit_core.pricing import format_cost, group_totals
+
+    for column in ("run", *keys, "status", "step", "first loss", "final loss", *extra, "time", "cost"):
         table.add_column(column)
 
     def num(value: Any) -> str:
@@ -79,8 +96,11 @@ def sweep(
             num(row["final_loss"]),
             *(num(row.get(k)) for k in extra),
             f"{row['duration_s']:.0f}s" if row["duration_s"] else "-",
+            format_cost(row["cost_usd"]),
         )
     console().print(table)
+    totals = group_totals(runs)
+    console().print(f"sweep total: {totals['gpu_seconds']:.0f} GPU-s, cost {format_cost(totals['cost_usd'])}")
 
 
 def register(cli: click.Group) -> None:

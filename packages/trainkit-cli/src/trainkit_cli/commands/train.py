@@ -13,23 +13,41 @@ from typing import Any
 import click
 
 from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
-from trainkit_cli.train_options import config_options, config_values
+from trainkit_cli.train_options import budget_options, config_options, config_values
 
 
 @click.command()
 @config_options
+@budget_options
+@click.option(
+    "--plan",
+    "plan_only",
+    is_flag=True,
+    help="Print the plan (examples, epochs, steps, tokens, GPU, estimated time and cost) and start nothing.",
+)
 @click.option("--detach", is_flag=True, help="Start the run and return at once.")
 @json_option
 @pass_state
-def train(state: CliState, detach: bool, as_json: bool, **kwargs: Any) -> None:
+def train(
+    state: CliState,
+    detach: bool,
+    as_json: bool,
+    max_cost: float | None,
+    max_duration: float | None,
+    plan_only: bool,
+    **kwargs: Any,
+) -> None:
     """Fine-tune a model with LoRA on a dataset."""
+    from trainkit_cli.commands.plan import print_plan
     from trainkit_cli.run_progress import follow_run, print_run_summary
     from trainkit_core.errors import JobError
     from trainkit_core.training.config import TrainConfig
     from trainkit_core.training.submit import start_run
 
     config = TrainConfig.parse(config_values(kwargs))
-    run = start_run(state.provider, config)
+    if print_plan(state, config, plan_only=plan_only, as_json=as_json):
+        return
+    run = start_run(state.provider, config, budget={"max_cost_usd": max_cost, "max_duration_s": max_duration})
     err = console(stderr=True)
     if not as_json:
         err.print(

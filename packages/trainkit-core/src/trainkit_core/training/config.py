@@ -152,7 +152,11 @@ class TrainConfig(BaseModel):
             if values.get(key) is None:
                 values[key] = default
         if values["steps"] is None and values["epochs"] is None:
-            values["steps"] = preset.steps
+            # The preset's length: a step count (tiny) or a number of epochs (the GPU presets).
+            if preset.steps is not None:
+                values["steps"] = preset.steps
+            else:
+                values["epochs"] = preset.epochs or 1.0
         return TrainConfig.model_validate(values)
 
     @property

@@ -137,6 +137,7 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     now = time.time()
     run.status = "running"
     run.started_at = run.started_at or now
+    run.begin_attempt(now)
     run.ended_at = None
     run.error_message = None
     run.phase = "provisioning"
@@ -180,6 +181,7 @@ def _retry_later(ctx: JobContext, run: TrainingRun, error: str) -> None:
     """An attempt failed, and the provider will run another: the run stays resumable, its error kept."""
     run.status = "pending"
     run.error_message = error
+    run.end_attempt(time.time())
     if run.phase in run.step_times and run.step_times[run.phase].get("end") is None:
         run.step_times[run.phase]["end"] = time.time()
     run.save()
@@ -199,11 +201,12 @@ def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = 
     now = time.time()
     run.status = status  # type: ignore[assignment]
     run.ended_at = now
-    if status == "succeeded":
-        run.completed_at = now
-    if run.started_at:
-        run.duration_seconds = now - run.started_at
+    run.completed_at = now if status == "succeeded" else None
+    run.end_attempt(now)
     run.error_message = error
+    if status == "stopped" and run.stop_reason is None:
+        flag = run.store.stop_flag(run.id).read()
+        run.stop_reason = str((flag or {}).get("reason") or "stop requested")
     if status in ("succeeded", "stopped"):
         _phase(run, "done")
     if run.phase in run.step_times and run.step_times[run.phase].get("end") is None:
@@ -245,7 +248,8 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     base_model_path = local_base_path(base_model)  # tiny and the twins: their folder on the hf-cache volume
     source = resolve_base_model({"base_model": base_model}, hf_cache)
     run.source_model = base_model
-    model = load_model(backend, source, config)
+    with run.substep("loading_model", "load_model"):
+        model = load_model(backend, source, config)
 
     _phase(run, "loading_dataset")
     if base_model == TINY_BASE_MODEL:
@@ -267,12 +271,14 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
 
     rows = []
     dropped = 0
-    for example in dataset.train:
-        row = encode_for_training(tokenizer, example["messages"], fmt, max_length=config.max_seq_length)
-        if any(label != -100 for label in row["labels"]):
-            rows.append(row)
-        else:
-            dropped += 1
+    with run.substep("loading_dataset", "tokenize") as tokenized:
+        for example in dataset.train:
+            row = encode_for_training(tokenizer, example["messages"], fmt, max_length=config.max_seq_length)
+            if any(label != -100 for label in row["labels"]):
+                rows.append(row)
+            else:
+                dropped += 1
+        tokenized.update(examples=len(rows), tokens=sum(len(r["input_ids"]) for r in rows))
     if dropped:
         run.events.append(
             "warning", message=f"{dropped} examples have no answer left within max_seq_length {config.max_seq_length}"
@@ -293,6 +299,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             backend=backend,
             metrics=run.metrics,
             step=step,
+            extra={"accounting": run.accounting()},
         )
 
     rollout_prompts = [e["messages"] for e in (dataset.eval or dataset.train)[:ROLLOUT_PROMPTS]]
@@ -342,8 +349,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     out_dir = models_root / trained_dir(run.id)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "trained_model.json").unlink(missing_ok=True)  # the card is written last
-    trainer.model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    with run.substep("saving", "save_adapter"):
+        trainer.model.save_pretrained(out_dir)
+        tokenizer.save_pretrained(out_dir)
 
     from trainkit_core.training.post import after_training
 

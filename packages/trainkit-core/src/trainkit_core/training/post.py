@@ -145,7 +145,8 @@ def adapter_gate(
 
 def after_training(ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path) -> dict[str, Any]:
     """Gate figures and eval metrics of the saved model in `out_dir`, merged into the run's metrics."""
-    figures, (reloaded, tok, fmt, device, adapter) = adapter_gate(ctx, run, model, tokenizer, out_dir)
+    with run.substep("saving", "adapter_gate"):
+        figures, (reloaded, tok, fmt, device, adapter) = adapter_gate(ctx, run, model, tokenizer, out_dir)
     run.events.append(
         "log", message="adapter gate passed: the saved adapter is what was trained, and it has an effect", **figures
     )
@@ -163,7 +164,8 @@ def after_training(ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any
     run.apply_framework_status("evaluating")
     run.save()
     run.events.append("phase", phase="evaluating")
-    result = evaluate(reloaded, tok, fmt, examples[:MAX_EVAL_EXAMPLES], device=device, adapter=adapter)
+    with run.substep("evaluating", "eval", examples=len(examples[:MAX_EVAL_EXAMPLES])):
+        result = evaluate(reloaded, tok, fmt, examples[:MAX_EVAL_EXAMPLES], device=device, adapter=adapter)
     for label, prefix in (("tuned", "eval_"), ("base", "base_eval_")):
         for key, value in (result[label] or {}).items():
             metrics[f"{prefix}{key}"] = value

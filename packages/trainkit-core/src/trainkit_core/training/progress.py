@@ -10,7 +10,9 @@
   each event also carries `losses`, the [step, loss] pairs since the previous one.
 - The run record's step/total_steps/metrics are saved every `save_interval_s`.
 - The stop flag is looked at every step; when set, training stops after this step and
-  a checkpoint is saved, so a stopped run can be resumed.
+  a checkpoint is saved, so a stopped run can be resumed. So is the run's budget
+  (`trainkit_core.training.budget`): once it is spent, the run stops the same way,
+  its `stop_reason` saying which limit was reached.
 - None of the three waits for the store during a step: between `train_begin` and
   `close`, events are queued for a background writer (`EventBatcher`), the record is
   saved by a background thread and the stop flag read by another
@@ -38,6 +40,7 @@ from trainkit_core.event_batch import EventBatcher
 from trainkit_core.models.layout import DONE_FILE, checkpoint_path
 from trainkit_core.runs import TrainingRun
 from trainkit_core.training.background import RecordSaver, StopWatcher
+from trainkit_core.training.budget import RunBudget
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,7 @@ class Reporter:
         self.stop_watcher = StopWatcher(run.store.stop_flag(run.id), poll_s=stop_poll_s)
         self._batcher = EventBatcher(run.events, interval_s=flush_interval_s)
         self._saver = RecordSaver(self._save_snapshot, interval_s=save_interval_s)
+        self.budget = RunBudget.for_run(run)
         self._started = False
 
     # ----------------------------------------------------------------- background
@@ -105,6 +109,8 @@ class Reporter:
             self._batcher.start()
             self._saver.start()
             self.stop_watcher.start()
+            if self.budget is not None:
+                self.budget.start()
 
     def close(self) -> None:
         """Write what is held back and stop the background threads (idempotent; call it on any end)."""
@@ -114,6 +120,8 @@ class Reporter:
         if self._started:
             self._started = False
             self.stop_watcher.close()
+            if self.budget is not None:
+                self.budget.close()
             self._saver.close()
             self._batcher.close()
             self._save_snapshot()  # the record as the last step left it
@@ -167,6 +175,8 @@ class Reporter:
             self.run.step = step
             self.run.total_steps = total_steps
             self.run.metrics.update({"first_loss": self.first_loss, "loss": loss})
+            if event["tokens_per_s"]:
+                self.run.metrics["tokens_per_s"] = event["tokens_per_s"]  # what later plans measure by
         if now - self._last_save >= self.save_interval_s:
             self._last_save = now
             if self._started:
@@ -189,11 +199,17 @@ class Reporter:
 
     def should_stop(self) -> bool:
         """Whether a stop was requested (every step: answered from memory while started)."""
-        if not self.stop_requested and (self.stop_watcher.is_set() if self._started else self.stop_watcher.check_now()):
+        if self.stop_requested:
+            return True
+        reason = self.budget.exceeded() if self.budget is not None else None
+        if reason is not None:
+            with self._lock:
+                self.run.stop_reason = reason
+        if reason is not None or (self.stop_watcher.is_set() if self._started else self.stop_watcher.check_now()):
             self.stop_requested = True
             if self._pending is not None:
                 self._emit(self._pending)
-            self.run.events.append("log", message=f"stop requested: stopping after step {self.run.step}")
+            self.run.events.append("log", message=f"{reason or 'stop requested'}: stopping after step {self.run.step}")
             if self._started:
                 self._batcher.flush_soon()  # written now, but not by the step
         return self.stop_requested
@@ -202,6 +218,7 @@ class Reporter:
 
     def checkpoint_saved(self, scratch_dir: Path, step: int) -> str:
         """Copy the trainer's checkpoint to the models volume; returns its volume path."""
+        started = time.time()
         rel = checkpoint_path(self.run.id, step)
         target = self.models_root / rel
         if target.exists():
@@ -213,6 +230,8 @@ class Reporter:
             self._saver.request()  # a background save in flight may have carried an older copy
         (target / DONE_FILE).write_text(f"{time.time()}\n")
         self.commit()
+        with self._lock:
+            self.run.record_substep("training", f"checkpoint-{step:08d}", started, time.time(), step=step, ok=True)
         shutil.rmtree(scratch_dir, ignore_errors=True)
         if self._pending is not None:
             self._emit(self._pending)

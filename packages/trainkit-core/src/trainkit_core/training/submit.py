@@ -20,6 +20,7 @@ from typing import Any
 
 from trainkit_core.errors import ConflictError, NotFoundError, TrainkitError, UsageError
 from trainkit_core.ids import new_run_id
+from trainkit_core.pricing import price_for_run
 from trainkit_core.runs import APP_FIELDS, RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
 
@@ -69,13 +70,17 @@ def start_run(
     metadata: dict[str, Any] | None = None,
     sync_progress: Any = None,
     strict_dataset: bool = False,
+    budget: dict[str, Any] | None = None,
 ) -> TrainingRun:
     """Validate, sync the dataset if changed, create the record, spawn the `train` job.
 
     `strict_dataset` refuses a dataset with warnings too (unknown keys, duplicates,
-    lengths), as ``trainkit sync --strict`` does.
+    lengths), as ``trainkit sync --strict`` does. `budget` holds limits that stop the
+    run gracefully (`trainkit_core.training.budget`: max_cost_usd, max_duration_s, and
+    a sweep's group_max_cost_usd, group_max_duration_s).
     """
     from trainkit_core.metadata import check_metadata
+    from trainkit_core.training.budget import check_budget
 
     if not isinstance(config, TrainConfig):
         config = TrainConfig.parse(config)
@@ -89,6 +94,8 @@ def start_run(
             config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
     provider.deployment().check(["train"])
+    price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
+    limits = check_budget(budget, price)
     dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress, strict=strict_dataset)
 
     store = RunStore.for_provider(provider)
@@ -105,6 +112,8 @@ def start_run(
         metadata=dict(metadata or {}),
         app_name=provider.settings.provider.app_name,
         source_model=config.model_id,
+        price=price,
+        budget=limits,
     ).attach(store)
     run.save()
     run.events.append("status", status="pending", dataset_sync=sync)
@@ -171,6 +180,7 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
     run.ended_at = None
     run.completed_at = None
     run.error_message = None
+    run.stop_reason = None
     run.attempt += 1
     run.metadata["resumes"] = int(run.metadata.get("resumes", 0)) + 1
     run.save()

@@ -77,20 +77,32 @@ def start_sweep(
     max_parallel: int = 0,
     on_start: Callable[[TrainingRun, dict[str, str]], None] | None = None,
     poll_s: float = 2.0,
+    budget: dict[str, Any] | None = None,
+    on_skip: Callable[[dict[str, str], str], None] | None = None,
 ) -> tuple[str, list[TrainingRun]]:
     """Start every combination under a new group id; returns (group id, runs).
 
     With `max_parallel` > 0, waits for running ones to end before starting more.
+    `budget` is the whole group's (group_max_cost_usd, group_max_duration_s): every run
+    stops once the group has spent it, and a combination not started by then is
+    skipped (`on_skip` hears of it).
     """
+    from trainkit_core.training.budget import group_over_budget
     from trainkit_core.training.submit import start_run
 
     configs = sweep_configs(base, axes)
     group_id = new_group_id()
     runs: list[TrainingRun] = []
+    limits = {k: float(v) for k, v in (budget or {}).items() if v is not None}
     for combo, config in configs:
         while max_parallel and sum(not r.reload().done() for r in runs) >= max_parallel:
             time.sleep(poll_s)
-        run = start_run(provider, config, metadata={"group_id": group_id, "sweep": combo})
+        spent = group_over_budget([r.reload() for r in runs], limits) if limits and runs else None
+        if spent is not None:
+            if on_skip is not None:
+                on_skip(combo, spent)
+            continue
+        run = start_run(provider, config, metadata={"group_id": group_id, "sweep": combo}, budget=limits or None)
         runs.append(run)
         if on_start is not None:
             on_start(run, combo)
@@ -112,6 +124,8 @@ def compare(runs: Sequence[TrainingRun]) -> list[dict[str, Any]]:
                 "final_loss": metrics.get("final_loss"),
                 **{k: v for k, v in metrics.items() if k.startswith("eval_")},
                 "duration_s": run.duration_seconds,
+                "gpu_seconds": run.gpu_seconds,
+                "cost_usd": run.cost_usd,
             }
         )
     return sorted(rows, key=lambda r: (r["final_loss"] is None, r["final_loss"] or 0.0))
