@@ -64,6 +64,17 @@ def test_pages_newest_first_with_filters(store: RunStore) -> None:
     assert store.list(group_id="nobody") == []
 
 
+def test_page_json_gives_each_records_json_and_sees_every_change(store: RunStore) -> None:
+    made = make_runs(store, 5)
+    expected = [(r.id, r.model_dump_json()) for r in store.page(limit=10)[0]]
+    assert store.page_json(limit=10) == (expected, False)
+    newest = max(made)
+    changed = {**store.records.get(newest), "metrics": {"final_loss": 0.25}, "unknown_field": 1}
+    store.records.put(newest, changed)  # behind the store's back: the memo must not hide it
+    assert store.page_json(limit=1)[0] == [(newest, TrainingRun.model_validate(changed).model_dump_json())]
+    assert store.page(limit=1)[0][0].metrics == {"final_loss": 0.25}
+
+
 def test_status_changes_move_runs_between_filters(store: RunStore) -> None:
     made = make_runs(store, 6)
     run = store.get(made[0])
