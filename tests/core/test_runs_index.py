@@ -158,6 +158,21 @@ def test_a_lost_index_is_rebuilt_from_the_records(store: RunStore, trainkit_home
     assert ids(store.list()) == sorted(made, reverse=True)
 
 
+def test_a_status_change_after_the_index_was_lost_rebuilds_it_with_every_run(
+    store: RunStore, trainkit_home: Path
+) -> None:
+    made = make_runs(store, 6)
+    index_kv = LocalKV(trainkit_home, INDEX_NAMESPACE)
+    for key in index_kv.keys(""):
+        index_kv.delete(key)
+    run = store.get(made[0])
+    run.status = "running"
+    run.save()  # rebuilds from the records (this run still succeeded there), then notes the change
+    assert store.index.kv.keys("root@")
+    assert ids(store.list()) == sorted(made, reverse=True)
+    assert ids(store.list(status="running")) == [made[0]]
+
+
 def test_records_written_around_the_index_are_found_by_a_rebuild(store: RunStore) -> None:
     make_runs(store, 3)
     created = time.time()
