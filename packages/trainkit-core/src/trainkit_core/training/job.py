@@ -109,6 +109,7 @@ def _record_rollout(run: TrainingRun, model: Any, tokenizer: Any, fmt: Any, prom
 def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     """Train run `run_id`; returns a summary (status, step, metrics)."""
     store = RunStore.for_job(ctx)
+    store.events(run_id).lazy_hint = True  # one store call per event written here, not two
     run = store.get(run_id)
     same_call = bool(run.attempt_call_id) and run.attempt_call_id == ctx.call_id
     if run.done():
