@@ -55,7 +55,8 @@ ROLLOUT_PROMPTS = 2
 ROLLOUT_TOKENS = 32
 
 
-def _phase(run: TrainingRun, phase: str) -> None:
+def _phase(run: TrainingRun, phase: str, *, save: bool = True) -> None:
+    """Advance the phase and say so; `save=False` when the caller saves the record next."""
     now = time.time()
     previous = run.phase
     if run.apply_framework_status(phase) is None:
@@ -63,7 +64,8 @@ def _phase(run: TrainingRun, phase: str) -> None:
     if previous in run.step_times and run.step_times[previous].get("end") is None:
         run.step_times[previous]["end"] = now
     run.step_times[phase] = {"start": now, "end": None}
-    run.save()
+    if save:
+        run.save()
     run.events.append("phase", phase=phase)
 
 
@@ -206,7 +208,7 @@ def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = 
         run.duration_seconds = now - run.started_at
     run.error_message = error
     if status in ("succeeded", "stopped"):
-        _phase(run, "done")
+        _phase(run, "done", save=False)  # saved below, once
     if run.phase in run.step_times and run.step_times[run.phase].get("end") is None:
         run.step_times[run.phase]["end"] = now
     run.save()
@@ -322,7 +324,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     try:
         result = trainer.train(resume_from_checkpoint=checkpoint)
     finally:
-        reporter.close()  # held-back events written, background threads ended: on any end
+        # Held-back events written, background threads ended: on any end. The record is
+        # saved next on every way on (`saving`, a retry, a failure, a preemption).
+        reporter.close(save=False)
     run.step = trainer.state.global_step
     run.metrics.update(
         {
