@@ -173,6 +173,23 @@ def test_a_status_change_after_the_index_was_lost_rebuilds_it_with_every_run(
     assert ids(store.list(status="running")) == [made[0]]
 
 
+def test_pending_to_running_costs_no_index_write_and_is_listed_as_running(store: RunStore, trainkit_home: Path) -> None:
+    make_runs(store, 3)
+    created = time.time()
+    run = TrainingRun(id=run_id(created, 99), created_at=created, status="pending").attach(store)
+    run.save()
+    index_kv = LocalKV(trainkit_home, INDEX_NAMESPACE)
+    before = {key: index_kv.get(key) for key in index_kv.keys("")}
+    run.status = "running"
+    run.save()
+    assert {key: index_kv.get(key) for key in index_kv.keys("")} == before
+    assert ids(store.list(status="running")) == [run.id]
+    assert ids(store.list(status="pending")) == []
+    run.status = "failed"
+    run.save()
+    assert ids(store.list(status="failed"))[0] == run.id
+
+
 def test_records_written_around_the_index_are_found_by_a_rebuild(store: RunStore) -> None:
     make_runs(store, 3)
     created = time.time()

@@ -363,7 +363,7 @@ class TrainingRun(BaseModel):
     # ------------------------------------------------------------------ writing
 
     def save(self) -> None:
-        """Write the record; first the index, when the status or group changed.
+        """Write the record; first the index, when the status or group changed (as the index tells them).
 
         Index first: a crash between the two writes leaves an index entry that
         disagrees with its record, which the next listing repairs, never a record the
@@ -371,8 +371,10 @@ class TrainingRun(BaseModel):
         """
         self.updated_at = time.time()
         data = self.model_dump(mode="json")
+        from trainkit_core.runs_index import same_entry
+
         indexed = (self.status, self.group_id)
-        if indexed != self._indexed:
+        if self._indexed is None or not same_entry(indexed, self._indexed):
             try:
                 self.store.index.note(data)
                 self._indexed = indexed

@@ -34,7 +34,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from trainkit_core.errors import ConflictError
@@ -54,6 +54,17 @@ GRACE_S = 120.0
 MAX_ATTEMPTS = 64
 
 _UNCHANGED = object()
+
+
+#: Statuses the index need not tell apart: a listing filtered by any status also looks
+#: at every unfinished run (to reconcile it), so a run going from pending to running
+#: costs no index write, and an entry that says pending for a running run is not damage.
+ALIKE = {"running": "pending"}
+
+
+def same_entry(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether two entries' (status, group) are the same as far as the index tells."""
+    return (ALIKE.get(a[0], a[0]), a[1]) == (ALIKE.get(b[0], b[0]), b[1])
 
 
 def bucket_of(run_id: str) -> str:
@@ -356,7 +367,7 @@ class RunIndex:
         if entry is None:
             return True
         fresh = _entry_of(data, now)
-        if fresh[:2] != entry[:2] and (not in_flight or float(data.get("updated_at") or 0) > float(entry[2])):
+        if not same_entry(fresh, entry) and (not in_flight or float(data.get("updated_at") or 0) > float(entry[2])):
             try:
                 self.note(data)  # the record changed behind the index's back
             except ConflictError:
