@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from api_helpers import sse_events
 
+from trainkit_api.schemas import JobList
 from trainkit_api.sse import format_event, parse_last_event_id
 
 
@@ -43,10 +44,15 @@ def test_list_filters_and_pages(server) -> None:
         assert [r["id"] for r in in_group["data"]] == sorted((r.id for r in made[:3]), reverse=True)
         assert in_group["has_more"] is False and in_group["next_after"] is None
 
-        page1 = client.get("/v1/jobs", params={"group_id": group, "limit": 2}).json()
+        raw = client.get("/v1/jobs", params={"group_id": group, "limit": 2})
+        # Built as text from each record's JSON: exactly what pydantic would give for it.
+        assert JobList.model_validate_json(raw.text).model_dump_json() == raw.text
+        page1 = raw.json()
         assert page1["has_more"] is True and len(page1["data"]) == 2
         page2 = client.get("/v1/jobs", params={"group_id": group, "limit": 2, "after": page1["next_after"]}).json()
         assert page2["has_more"] is False
+        raw2 = client.get("/v1/jobs", params={"group_id": group, "limit": 2, "after": page1["next_after"]})
+        assert JobList.model_validate_json(raw2.text).model_dump_json() == raw2.text
         assert [r["id"] for r in page1["data"] + page2["data"]] == [r["id"] for r in in_group["data"]]
 
         failed = client.get("/v1/jobs", params={"group_id": group, "status": "failed"}).json()["data"]

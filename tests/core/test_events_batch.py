@@ -11,7 +11,7 @@ import pytest
 
 from trainkit_core import get_provider
 from trainkit_core.event_batch import EventBatcher
-from trainkit_core.events import EventLog
+from trainkit_core.events import HINT_LAG, EventLog
 from trainkit_core.local.kv import LocalKV
 from trainkit_core.runs import RunStore, TrainingRun
 from trainkit_core.testing.slow_kv import SlowKV, slow_factory
@@ -46,6 +46,23 @@ def test_a_block_costs_two_store_calls(trainkit_home: Path) -> None:
 
 
 @pytest.mark.slow
+def test_with_a_lazy_hint_an_event_costs_one_call_and_readers_still_see_every_one(trainkit_home: Path) -> None:
+    slow = SlowKV(LocalKV(trainkit_home, "events"), delay_s=0)
+    log = EventLog(slow, "run-x")
+    log.lazy_hint = True
+    log.append("log", message="first")  # learns the last number
+    slow.calls.clear()
+    for n in range(HINT_LAG - 2):
+        log.append("log", message=f"event {n}")
+    assert sum(slow.calls.values()) == HINT_LAG - 2  # the claim is the write
+    reader = EventLog(LocalKV(trainkit_home, "events"), "run-x")  # another process: the hint lags
+    assert reader.last_seq() == HINT_LAG - 1 and len(reader.read()) == HINT_LAG - 1
+    assert reader.append("log", message="other") == HINT_LAG
+    log.append("log", message="after")  # past the other writer's event; the hint catches up
+    assert int(LocalKV(trainkit_home, "events").get("run-x/last")) == HINT_LAG + 1
+    assert [e["message"] for e in reader.read()][-2:] == ["other", "after"]
+
+
 def test_two_writers_never_share_a_number(trainkit_home: Path) -> None:
     with multiprocessing.get_context("spawn").Pool(2) as pool:
         pool.starmap(_write_blocks, [(str(trainkit_home), w) for w in range(2)])

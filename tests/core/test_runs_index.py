@@ -64,6 +64,17 @@ def test_pages_newest_first_with_filters(store: RunStore) -> None:
     assert store.list(group_id="nobody") == []
 
 
+def test_page_json_gives_each_records_json_and_sees_every_change(store: RunStore) -> None:
+    made = make_runs(store, 5)
+    expected = [(r.id, r.model_dump_json()) for r in store.page(limit=10)[0]]
+    assert store.page_json(limit=10) == (expected, False)
+    newest = max(made)
+    changed = {**store.records.get(newest), "metrics": {"final_loss": 0.25}, "unknown_field": 1}
+    store.records.put(newest, changed)  # behind the store's back: the memo must not hide it
+    assert store.page_json(limit=1)[0] == [(newest, TrainingRun.model_validate(changed).model_dump_json())]
+    assert store.page(limit=1)[0][0].metrics == {"final_loss": 0.25}
+
+
 def test_status_changes_move_runs_between_filters(store: RunStore) -> None:
     made = make_runs(store, 6)
     run = store.get(made[0])
@@ -145,6 +156,38 @@ def test_a_lost_index_is_rebuilt_from_the_records(store: RunStore, trainkit_home
     for key in index_kv.keys(f"b/{bucket}@"):
         index_kv.delete(key)
     assert ids(store.list()) == sorted(made, reverse=True)
+
+
+def test_a_status_change_after_the_index_was_lost_rebuilds_it_with_every_run(
+    store: RunStore, trainkit_home: Path
+) -> None:
+    made = make_runs(store, 6)
+    index_kv = LocalKV(trainkit_home, INDEX_NAMESPACE)
+    for key in index_kv.keys(""):
+        index_kv.delete(key)
+    run = store.get(made[0])
+    run.status = "running"
+    run.save()  # rebuilds from the records (this run still succeeded there), then notes the change
+    assert store.index.kv.keys("root@")
+    assert ids(store.list()) == sorted(made, reverse=True)
+    assert ids(store.list(status="running")) == [made[0]]
+
+
+def test_pending_to_running_costs_no_index_write_and_is_listed_as_running(store: RunStore, trainkit_home: Path) -> None:
+    make_runs(store, 3)
+    created = time.time()
+    run = TrainingRun(id=run_id(created, 99), created_at=created, status="pending").attach(store)
+    run.save()
+    index_kv = LocalKV(trainkit_home, INDEX_NAMESPACE)
+    before = {key: index_kv.get(key) for key in index_kv.keys("")}
+    run.status = "running"
+    run.save()
+    assert {key: index_kv.get(key) for key in index_kv.keys("")} == before
+    assert ids(store.list(status="running")) == [run.id]
+    assert ids(store.list(status="pending")) == []
+    run.status = "failed"
+    run.save()
+    assert ids(store.list(status="failed"))[0] == run.id
 
 
 def test_records_written_around_the_index_are_found_by_a_rebuild(store: RunStore) -> None:

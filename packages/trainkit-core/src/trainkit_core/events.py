@@ -38,6 +38,10 @@ def _key(run_id: str, seq: int) -> str:
 #: short by a crashed writer; readers skip the hole instead of waiting for it.
 HOLE_GRACE_S = 30.0
 
+#: Events a lazy ``last`` hint may lag behind (`EventLog.lazy_hint`): what a reader
+#: then reads one at a time.
+HINT_LAG = 8
+
 #: Events read in one `get_many` call (one query on the local store).
 READ_CHUNK = 500
 
@@ -58,6 +62,13 @@ class EventLog:
         self.run_id = run_id
         self._last: int | None = None
         self._lock = threading.Lock()
+        #: When set, a block of one event does not also write ``last`` (a hint readers
+        #: look past), until `HINT_LAG` events went without it: one store call per
+        #: event, not two. The job sets it for its run's log (`trainkit_core.training.job`):
+        #: a crash loses no event, only the hint, and a reader reads at most `HINT_LAG`
+        #: events one at a time.
+        self.lazy_hint = False
+        self._hint_written = 0
         self.batcher: Any = None  # an `EventBatcher` while one is attached (`trainkit_core.event_batch`)
 
     def last_seq(self) -> int:
@@ -97,14 +108,16 @@ class EventLog:
                 seq += max(1, int((taken or {}).get("_span", 1)))
             rest = {_key(self.run_id, seq + i): {**event, "seq": seq + i} for i, event in enumerate(events) if i}
             self._last = seq + span - 1
-            put_many(self.kv, {**rest, f"{self.run_id}/last": self._last})
+            if rest or not self.lazy_hint or self._last - self._hint_written >= HINT_LAG:
+                put_many(self.kv, {**rest, f"{self.run_id}/last": self._last})
+                self._hint_written = self._last
             return list(range(seq, seq + span))
 
     def read(self, after: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         """Events with a sequence number above `after`, in order (this process's held ones written first)."""
         if self.batcher is not None:
             self.batcher.flush()
-        last = int(self.kv.get(f"{self.run_id}/last", 0))
+        last = max(int(self.kv.get(f"{self.run_id}/last", 0)), self._last or 0)  # this process's own, if later
         events: list[dict[str, Any]] = []
         seq = max(0, int(after))
         block_end, block_time = 0, 0.0  # the block being read: its last number, its first event's time

@@ -222,8 +222,9 @@ class KVStore(Protocol):
     # Optional, not part of the protocol check: ``put_many(items: Mapping[str, Any])``
     # writes several keys in one call (one transaction, one request), and
     # ``get_many(keys: list[str]) -> dict[str, Any]`` reads several (missing keys left
-    # out). trainkit uses them through `trainkit_core.kv_values.put_many` / `get_many`,
-    # which fall back to one `put` / `get` per key.
+    # out), and ``get_many_text(keys)`` the same as stored JSON text, not decoded.
+    # trainkit uses them through `trainkit_core.kv_values.put_many` / `get_many` /
+    # `get_many_text`, which fall back to one `put` / `get` per key.
 
 
 CALL_STATES = ("pending", "running", "succeeded", "failed", "cancelled")

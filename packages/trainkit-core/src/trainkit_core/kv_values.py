@@ -84,3 +84,19 @@ def get_many(kv: Any, keys: Iterable[str]) -> dict[str, Any]:
         if value is not None:
             found[key] = value
     return found
+
+
+def get_many_text(kv: Any, keys: Iterable[str]) -> dict[str, str]:
+    """The values of several keys as their stored JSON text (missing keys left out).
+
+    For a reader that decodes the text itself, or not at all when it saw the same text
+    before (the run listing: `trainkit_core.runs.RunStore.page_json`). Optional in the
+    `KVStore` protocol as well: the local store returns SQLite's text as it is; other
+    stores get `get_many` with each value encoded again (the same text, since values
+    are stored as compact JSON).
+    """
+    keys = list(keys)
+    many = getattr(kv, "get_many_text", None)
+    if many is not None:
+        return many(keys)  # type: ignore[no-any-return]
+    return {key: dump_value(value) for key, value in get_many(kv, keys).items()}

@@ -16,19 +16,20 @@ import json
 import logging
 import mimetypes
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, computed_field, model_validator
 
 from trainkit_core.aio import BlockingAndAsync, aio_function, aio_method
 from trainkit_core.errors import ConflictError, JobTimeout, NotFoundError, TrainkitError, UsageError
 from trainkit_core.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
 from trainkit_core.hookspecs import KVStore, Volume
 from trainkit_core.ids import check_name, check_run_id
-from trainkit_core.kv_values import get_many
+from trainkit_core.kv_values import get_many_text
 from trainkit_core.models.paths import ModelPath, trained_dir
 
 if TYPE_CHECKING:
@@ -55,6 +56,46 @@ def history_dir(run_id: str) -> str:
     return f"runs/{run_id}"
 
 
+def _index_facts(data: dict[str, Any]) -> dict[str, Any]:
+    """What the index and a listing's filters read of a record (`RunIndex.check`)."""
+    group = (data.get("metadata") or {}).get("group_id")
+    return {
+        "id": data.get("id"),
+        "status": data.get("status") or "pending",
+        "metadata": {"group_id": str(group) if group else None},
+        "updated_at": data.get("updated_at") or 0,
+    }
+
+
+class _ListingMemo:
+    """Finished runs as a listing of this store last encoded them, by run id and stored text.
+
+    A finished run's record rarely changes and a dashboard polls the same page, so
+    `RunStore.page_json` keeps, for each record it read, the facts the index checks and
+    the record as JSON, under the exact stored text: any change to a record (another
+    process, a repair) changes its text, and the memo is not used. Profiled: decoding,
+    validating and encoding the records were four fifths of a page's CPU. Bounded: the
+    oldest entries go first. Shared by the threads of a server.
+    """
+
+    SIZE = 4096
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[str, tuple[dict[str, Any], str]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, run_id: str, text: str) -> tuple[dict[str, Any], str] | None:
+        found = self._entries.get(run_id)
+        return found[1] if found is not None and found[0] == text else None
+
+    def put(self, run_id: str, text: str, listed: tuple[dict[str, Any], str]) -> None:
+        with self._lock:
+            self._entries.pop(run_id, None)
+            while len(self._entries) >= self.SIZE:
+                del self._entries[next(iter(self._entries))]
+            self._entries[run_id] = (text, listed)
+
+
 class RunStore:
     """Where records, events and stop flags live: a provider's KV plus its models volume.
 
@@ -69,6 +110,7 @@ class RunStore:
         self.provider = provider  # a trainkit_core.Provider on the client side, else None
         self._index: RunIndex | None = None
         self._logs: dict[str, EventLog] = {}
+        self._memo = _ListingMemo()
 
     @classmethod
     def for_provider(cls, provider: Any) -> RunStore:
@@ -133,31 +175,92 @@ class RunStore:
         that then comes back empty, when the only run left was reconciled out of the
         status filter.
         """
+        found, more = self._page(status, group_id, limit, after, reconcile, as_json=False)
+        return [cast(TrainingRun, run) for _, run in found], more
+
+    def page_json(
+        self,
+        *,
+        status: str | None = None,
+        group_id: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        reconcile: bool = True,
+    ) -> tuple[list[tuple[str, str]], bool]:
+        """`page`, each run as (id, its record as `TrainingRun.model_dump_json` gives it).
+
+        For a reader that sends the page on as JSON (the API): a finished run's record
+        whose stored text is the same as at an earlier listing of this store is neither
+        decoded, validated nor encoded again (`_ListingMemo`), the bulk of a page's CPU
+        when a dashboard polls the listing.
+        """
+        found, more = self._page(status, group_id, limit, after, reconcile, as_json=True)
+        return [(run_id, cast(str, text)) for run_id, text in found], more
+
+    def _page(
+        self, status: str | None, group_id: str | None, limit: int, after: str | None, reconcile: bool, *, as_json: bool
+    ) -> tuple[list[tuple[str, TrainingRun | str]], bool]:
         wanted = None if status is None else {status, *UNFINISHED}
-        found: list[TrainingRun] = []
+        found: list[tuple[str, TrainingRun | str]] = []
         candidates = self.index.candidates(statuses=wanted, group=group_id, after=after)
         while chunk := list(itertools.islice(candidates, max(1, min(limit + 1 - len(found), 500)))):
-            records = get_many(self.records, [run_id for run_id, _ in chunk])  # one query on SQLite
+            texts = get_many_text(self.records, [run_id for run_id, _ in chunk])  # one query on SQLite
             for run_id, entry in chunk:
-                data = records.get(run_id)
-                if not self.index.check(run_id, entry, data, group=group_id) or not isinstance(data, dict):
+                facts, item = self._read_listed(run_id, texts.get(run_id), as_json=as_json)
+                if not self.index.check(run_id, entry, facts, group=group_id) or facts is None:
                     continue
-                if group_id is not None and str((data.get("metadata") or {}).get("group_id") or "") != group_id:
+                if group_id is not None and (facts["metadata"].get("group_id") or "") != group_id:
                     continue
-                unfinished = data.get("status") in UNFINISHED
-                if status is not None and data.get("status") != status and not (unfinished and reconcile):
+                unfinished = facts["status"] in UNFINISHED
+                if status is not None and facts["status"] != status and not (unfinished and reconcile):
                     continue
                 if len(found) == limit:
                     return found, True
-                run = TrainingRun.from_stored_data(data, store=self)
+                if item is None:  # a record that is not a valid run: raises as it always did
+                    item = TrainingRun.from_stored_data(json.loads(texts[run_id]), store=self)
                 if unfinished and reconcile:
                     from trainkit_core.reconcile import reconcile_run
 
-                    reconcile_run(run)  # a run whose job died must not be listed as running
-                    if status is not None and run.status != status:
+                    assert isinstance(item, TrainingRun)  # unfinished runs are never taken from the memo
+                    reconcile_run(item)  # a run whose job died must not be listed as running
+                    if status is not None and item.status != status:
                         continue
-                found.append(run)
+                if as_json and isinstance(item, TrainingRun):
+                    item = item.model_dump_json()
+                found.append((run_id, item))
         return found, False
+
+    def _read_listed(
+        self, run_id: str, text: str | None, *, as_json: bool
+    ) -> tuple[dict[str, Any] | None, TrainingRun | str | None]:
+        """(what the index checks of a record, the run or, for a finished run with `as_json`, its JSON).
+
+        (None, None) when there is no record or it is not a JSON object; (facts, None)
+        for an object that is not a valid run (the caller raises when it lists it).
+        """
+        if text is None:
+            return None, None
+        if as_json and (hit := self._memo.get(run_id, text)) is not None:
+            return hit
+        try:
+            run = TrainingRun.model_validate_json(text)  # profiled: 1.7x faster than json.loads + model_validate
+        except ValidationError:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                return None, None
+            return _index_facts(data), None
+        run._store, run._indexed = self, (run.status, run.group_id)
+        facts = {
+            "id": run.id,
+            "status": run.status,
+            "metadata": {"group_id": run.group_id},
+            "updated_at": run.updated_at,
+        }
+        if as_json and run.status not in UNFINISHED:  # unfinished runs are reconciled: an object each time
+            listed = (facts, run.model_dump_json())
+            self._memo.put(run_id, text, listed)
+            return listed
+        return facts, run
 
     def list(self, *, status: str | None = None, group_id: str | None = None) -> list[TrainingRun]:
         """Every run (of a status, of a group), newest first; not reconciled. See `page`."""
@@ -398,7 +501,7 @@ class TrainingRun(BaseModel):
 
     @aio_method
     def save(self) -> None:
-        """Write the record; first the index, when the status or group changed.
+        """Write the record; first the index, when the status or group changed (as the index tells them).
 
         Index first: a crash between the two writes leaves an index entry that
         disagrees with its record, which the next listing repairs, never a record the
@@ -406,8 +509,10 @@ class TrainingRun(BaseModel):
         """
         self.updated_at = time.time()
         data = self.model_dump(mode="json")
+        from trainkit_core.runs_index import same_entry
+
         indexed = (self.status, self.group_id)
-        if indexed != self._indexed:
+        if self._indexed is None or not same_entry(indexed, self._indexed):
             try:
                 self.store.index.note(data)
                 self._indexed = indexed

@@ -34,11 +34,12 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from trainkit_core.errors import ConflictError
 from trainkit_core.hookspecs import KVStore
+from trainkit_core.kv_values import get_many, put_many
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,17 @@ GRACE_S = 120.0
 MAX_ATTEMPTS = 64
 
 _UNCHANGED = object()
+
+
+#: Statuses the index need not tell apart: a listing filtered by any status also looks
+#: at every unfinished run (to reconcile it), so a run going from pending to running
+#: costs no index write, and an entry that says pending for a running run is not damage.
+ALIKE = {"running": "pending"}
+
+
+def same_entry(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether two entries' (status, group) are the same as far as the index tells."""
+    return (ALIKE.get(a[0], a[0]), a[1]) == (ALIKE.get(b[0], b[0]), b[1])
 
 
 def bucket_of(run_id: str) -> str:
@@ -95,12 +107,15 @@ class VersionedDoc:
     def read(self) -> tuple[int, Any]:
         """(version, value) of the latest version; (0, None) when there is none."""
         version = int(self.kv.get(self._head, 0) or 0)
-        value = self.kv.get(self._key(version)) if version else None
-        while True:
-            newer = self.kv.get(self._key(version + 1))
-            if newer is None:
-                return version, None if self._gone(value) else value
+        # The version the head names and the next one in one call where the store can
+        # (`get_many`): the next is missing unless the head lags.
+        found = get_many(self.kv, [self._key(v) for v in (version, version + 1) if v])
+        value = found.get(self._key(version)) if version else None
+        newer = found.get(self._key(version + 1))
+        while newer is not None:
             version, value = version + 1, newer
+            newer = self.kv.get(self._key(version + 1))
+        return version, None if self._gone(value) else value
 
     def update(self, change: Callable[[Any], Any]) -> tuple[int, Any]:
         """Apply `change(old value or None)` -> new value (or `UNCHANGED`); returns (version, value)."""
@@ -118,9 +133,10 @@ class VersionedDoc:
 
     def _after_write(self, version: int) -> None:
         now = time.time()
-        self.kv.put(self._head, version)
+        writes: dict[str, Any] = {self._head: version}
         if version > 1:
-            self.kv.put(self._key(version - 1), {"__gone__": now})
+            writes[self._key(version - 1)] = {"__gone__": now}
+        put_many(self.kv, writes)  # one call where the store can
         old = version - 1 - self.KEEP
         if old > 0:
             stone = self.kv.get(self._key(old))
@@ -166,8 +182,6 @@ class RunIndex:
         """Index a run record that is about to be written (status or group changed)."""
         run_id = str(data["id"])
         entry = _entry_of(data, time.time())
-        if self._root().read()[1] is None:
-            self.rebuild()  # the first write after the index was lost (or never built)
         bucket = bucket_of(run_id)
 
         def put(doc: Any) -> Any:
@@ -177,7 +191,12 @@ class RunIndex:
             doc[run_id] = entry
             return doc
 
-        self._publish(bucket, *self._bucket(bucket).update(put))
+        if not self._publish(bucket, *self._bucket(bucket).update(put)):
+            # The first write after the index was lost (or never built): rebuilt from
+            # the records (this run's with its old status), then this change again.
+            self.rebuild()
+            self.note(data)
+            return
         if entry[1]:
             self._add_to_group(entry[1], [run_id])
 
@@ -211,12 +230,22 @@ class RunIndex:
 
         self._group(group).update(add)
 
-    def _publish(self, bucket: str, version: int, doc: Any) -> None:
-        """Tell the root what a bucket now holds (unless a newer version already did)."""
+    def _publish(self, bucket: str, version: int, doc: Any) -> bool:
+        """Tell the root what a bucket now holds (unless a newer version already did).
+
+        False when there is no root (the index was lost or never built): nothing is
+        written, since a root of this bucket alone would hide every other run.
+        """
         summary = _summary(doc or {})
+        missing = False
 
         def put(root: Any) -> Any:
-            root = dict(root or {"buckets": {}})
+            nonlocal missing
+            if root is None:
+                missing = True
+                return UNCHANGED
+            missing = False
+            root = dict(root)
             buckets = dict(root.get("buckets") or {})
             known = buckets.get(bucket)
             if known is not None and known["v"] >= version:
@@ -229,6 +258,7 @@ class RunIndex:
             return root
 
         self._root().update(put)
+        return not missing
 
     def _bucket_from_records(self, bucket: str) -> dict[str, Any]:
         """A lost bucket, rebuilt from the records of its hour."""
@@ -337,7 +367,7 @@ class RunIndex:
         if entry is None:
             return True
         fresh = _entry_of(data, now)
-        if fresh[:2] != entry[:2] and (not in_flight or float(data.get("updated_at") or 0) > float(entry[2])):
+        if not same_entry(fresh, entry) and (not in_flight or float(data.get("updated_at") or 0) > float(entry[2])):
             try:
                 self.note(data)  # the record changed behind the index's back
             except ConflictError:

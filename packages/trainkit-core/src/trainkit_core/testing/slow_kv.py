@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainkit_core.hookspecs import KVStore
-from trainkit_core.kv_values import get_many
+from trainkit_core.kv_values import get_many, get_many_text
 
 
 class SlowKV:
@@ -53,6 +53,10 @@ class SlowKV:
     def get_many(self, keys: list[str]) -> dict[str, Any]:
         self._wait()
         return get_many(self.inner, keys)
+
+    def get_many_text(self, keys: list[str]) -> dict[str, str]:
+        self._wait()
+        return get_many_text(self.inner, keys)
 
     def put_if_absent(self, key: str, value: Any) -> bool:
         self._wait()

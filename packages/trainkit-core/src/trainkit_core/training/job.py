@@ -55,7 +55,8 @@ ROLLOUT_PROMPTS = 2
 ROLLOUT_TOKENS = 32
 
 
-def _phase(run: TrainingRun, phase: str) -> None:
+def _phase(run: TrainingRun, phase: str, *, save: bool = True) -> None:
+    """Advance the phase and say so; `save=False` when the caller saves the record next."""
     now = time.time()
     previous = run.phase
     if run.apply_framework_status(phase) is None:
@@ -63,7 +64,8 @@ def _phase(run: TrainingRun, phase: str) -> None:
     if previous in run.step_times and run.step_times[previous].get("end") is None:
         run.step_times[previous]["end"] = now
     run.step_times[phase] = {"start": now, "end": None}
-    run.save()
+    if save:
+        run.save()
     run.events.append("phase", phase=phase)
 
 
@@ -109,6 +111,7 @@ def _record_rollout(run: TrainingRun, model: Any, tokenizer: Any, fmt: Any, prom
 def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     """Train run `run_id`; returns a summary (status, step, metrics)."""
     store = RunStore.for_job(ctx)
+    store.events(run_id).lazy_hint = True  # one store call per event written here, not two
     run = store.get(run_id)
     same_call = bool(run.attempt_call_id) and run.attempt_call_id == ctx.call_id
     if run.done():
@@ -208,7 +211,7 @@ def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = 
         flag = run.store.stop_flag(run.id).read()
         run.stop_reason = str((flag or {}).get("reason") or "stop requested")
     if status in ("succeeded", "stopped"):
-        _phase(run, "done")
+        _phase(run, "done", save=False)  # saved below, once
     if run.phase in run.step_times and run.step_times[run.phase].get("end") is None:
         run.step_times[run.phase]["end"] = now
     run.save()
@@ -333,7 +336,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     try:
         result = trainer.train(resume_from_checkpoint=checkpoint)
     finally:
-        reporter.close()  # held-back events written, background threads ended: on any end
+        # Held-back events written, background threads ended: on any end. The record is
+        # saved next on every way on (`saving`, a retry, a failure, a preemption).
+        reporter.close(save=False)
     run.step = trainer.state.global_step
     run.metrics.update(
         {

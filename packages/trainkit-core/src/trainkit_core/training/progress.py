@@ -112,8 +112,11 @@ class Reporter:
             if self.budget is not None:
                 self.budget.start()
 
-    def close(self) -> None:
-        """Write what is held back and stop the background threads (idempotent; call it on any end)."""
+    def close(self, *, save: bool = True) -> None:
+        """Write what is held back and stop the background threads (idempotent; call it on any end).
+
+        `save=False` leaves the record to the caller, who saves it next (the job does, on every way on).
+        """
         with self._lock:
             if self._pending is not None:
                 self._emit(self._pending)
@@ -124,7 +127,8 @@ class Reporter:
                 self.budget.close()
             self._saver.close()
             self._batcher.close()
-            self._save_snapshot()  # the record as the last step left it
+            if save:
+                self._save_snapshot()  # the record as the last step left it
 
     def _save_snapshot(self) -> None:
         with self._lock:
@@ -138,10 +142,11 @@ class Reporter:
         self._start_time = time.monotonic()
         self._start_step = step
         self._start_tokens = tokens
-        self.run.step = step
-        self.run.total_steps = total_steps
-        self.run.save()
+        with self._lock:
+            self.run.step = step
+            self.run.total_steps = total_steps
         self.start()
+        self._saver.request()  # by the background saver: the job just saved the record (phase `training`)
 
     def log(self, step: int, total_steps: int, logs: dict[str, Any], tokens: int = 0) -> None:
         """One trainer log entry (every step). Emits a progress event when due; never waits for the store."""
