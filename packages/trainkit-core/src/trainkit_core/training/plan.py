@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import tomllib
 from pydantic import BaseModel
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 from trainkit_core.datasets.validate import CHARS_PER_TOKEN
 from trainkit_core.errors import NotFoundError
