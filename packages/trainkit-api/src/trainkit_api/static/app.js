@@ -537,8 +537,11 @@ async function viewRun(runId) {
         await refreshRun();
       }
       // the stream ended with the run: pick up anything written after the last read
-      if (!ctl.signal.aborted) for (const e of await allEvents(runId, lastSeq, ctl.signal)) handle(e);
-      await refreshCheckpoints();
+      // (leaving the page aborts these reads: not an error to show, nor to leave unhandled)
+      try {
+        if (!ctl.signal.aborted) for (const e of await allEvents(runId, lastSeq, ctl.signal)) handle(e);
+        await refreshCheckpoints();
+      } catch (err) { if (!ctl.signal.aborted) showError(errorBox, err); }
     } finally { streaming = false; }
   };
 

@@ -302,7 +302,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             backend=backend,
             metrics=run.metrics,
             step=step,
-            extra={"accounting": run.accounting()},
+            extra={"accounting": run.accounting(time.time())},  # the clock that timed the attempt
         )
 
     rollout_prompts = [e["messages"] for e in (dataset.eval or dataset.train)[:ROLLOUT_PROMPTS]]
