@@ -283,6 +283,44 @@ def test_the_eval_job_scores_the_twin(pipeline: dict[str, Any], provider: Any) -
     assert report["base_model"] == f"trainkit/{pipeline['size']}"
 
 
+def test_the_merged_export_keeps_the_twins_class_and_answers_as_infer(
+    pipeline: dict[str, Any], provider: Any, tmp_path: Path
+) -> None:
+    """The export job on a multimodal base: its own ConditionalGeneration class, the
+    towers kept, and the merged weights give the infer job's greedy answer."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainkit_core.chat_format import get_format, render_prompt
+    from trainkit_core.exports import download, start_export
+    from trainkit_core.inference import client
+
+    expected = EXPECTED[pipeline["size"]]
+    model_path = f"trained/{pipeline['run'].id}"
+    path, handle = start_export(provider, model_path)
+    info = handle.wait(timeout=600)
+    assert info["architectures"] == [expected["class"]] and info["notes"] == []
+    out = tmp_path / "merged"
+    download(provider.volume("models"), path, out)
+
+    prompt = "Uppercase: snow blue"
+    infer = client.generate(
+        provider, {"model_path": model_path, "prompt": prompt, "max_new_tokens": 6}, use_server=False
+    )
+    tok = AutoTokenizer.from_pretrained(out)
+    merged = AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(merged).__name__ == expected["class"] and merged.model.vision_tower is not None
+    text = render_prompt([{"role": "user", "content": prompt}], get_format(expected["format"]))
+    ids = tok(text, add_special_tokens=False, return_tensors="pt")
+    with torch.inference_mode():
+        output = merged.generate(**ids, max_new_tokens=6, do_sample=False)
+    new = output[0, ids["input_ids"].shape[1] :].tolist()
+    stops = merged.generation_config.eos_token_id
+    stops = stops if isinstance(stops, list) else [stops]
+    new = new[:-1] if new and new[-1] in stops else new
+    assert tok.decode(new, skip_special_tokens=True) == infer["text"]
+
+
 # --------------------------------------------------------------------------- a model folder
 
 

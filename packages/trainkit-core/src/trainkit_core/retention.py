@@ -93,7 +93,7 @@ def delete_run(store: RunStore, run_id: str, *, keep_model: bool = False, dry_ru
     unfinished delete of it.
     """
     check_run_id(run_id)
-    marks = store._kv(DELETING_NAMESPACE)
+    marks = store.kv(DELETING_NAMESPACE)
     mark = marks.get(run_id)
     if mark is None:
         run = store.get(run_id)
@@ -138,7 +138,7 @@ def delete_run(store: RunStore, run_id: str, *, keep_model: bool = False, dry_ru
 
 def unfinished_deletes(store: RunStore) -> list[str]:
     """Ids of runs whose delete was interrupted (`delete_run` them again to finish)."""
-    return store._kv(DELETING_NAMESPACE).keys()
+    return store.kv(DELETING_NAMESPACE).keys()
 
 
 def delete_model(store: RunStore, path: str, *, dry_run: bool = False) -> Removal:

@@ -122,7 +122,7 @@ class RunStore:
 
         return cls(ctx.kv, FolderVolume(ctx.path("models")))
 
-    def _kv(self, namespace: str) -> KVStore:
+    def kv(self, namespace: str) -> KVStore:
         """One store object per namespace for the store's life (a local one holds a connection)."""
         kv = self._kvs.get(namespace)
         if kv is None:
@@ -131,18 +131,18 @@ class RunStore:
 
     @property
     def records(self) -> KVStore:
-        return self._kv(RUNS_NAMESPACE)
+        return self.kv(RUNS_NAMESPACE)
 
     def events(self, run_id: str) -> EventLog:
         """The run's event log; one object per run and store, so a batcher attached to it
         (`trainkit_core.event_batch`) sees every append of this process, in order."""
         log = self._logs.get(run_id)
         if log is None:
-            log = self._logs.setdefault(run_id, EventLog(self._kv(EVENTS_NAMESPACE), run_id))
+            log = self._logs.setdefault(run_id, EventLog(self.kv(EVENTS_NAMESPACE), run_id))
         return log
 
     def stop_flag(self, run_id: str) -> StopFlag:
-        return StopFlag(self._kv(CONTROL_NAMESPACE), run_id)
+        return StopFlag(self.kv(CONTROL_NAMESPACE), run_id)
 
     @property
     def index(self) -> RunIndex:
@@ -150,7 +150,7 @@ class RunStore:
         if self._index is None:
             from trainkit_core.runs_index import INDEX_NAMESPACE, RunIndex
 
-            self._index = RunIndex(self._kv(INDEX_NAMESPACE), lambda: self.records)
+            self._index = RunIndex(self.kv(INDEX_NAMESPACE), lambda: self.records)
         return self._index
 
     def get(self, run_id: str) -> TrainingRun:

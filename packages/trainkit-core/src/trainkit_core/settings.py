@@ -240,16 +240,9 @@ class Settings(BaseModel):
         gets `child_environ`, which leaves out what it must not hold (the API token).
         """
         env: dict[str, str] = {}
-        for concern in (self.provider, self.compute, self.volumes, self.datasets, self.api):
-            for name in type(concern).model_fields:
-                value = getattr(concern, name)
-                if value is None:
-                    continue
-                if isinstance(value, SecretStr):
-                    value = value.get_secret_value()
-                env[f"TRAINKIT_{name.upper()}"] = str(value)
-        for model in self.plugins.values():
-            prefix = _env_prefix(type(model))
+        core = [("TRAINKIT_", c) for c in (self.provider, self.compute, self.volumes, self.datasets, self.api)]
+        plugins = [(_env_prefix(type(m)), m) for m in self.plugins.values()]
+        for prefix, model in core + plugins:
             for name in type(model).model_fields:
                 value = getattr(model, name)
                 if value is None:

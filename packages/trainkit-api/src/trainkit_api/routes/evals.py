@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
+from trainkit_api.job_results import result_or_job_state
 from trainkit_api.state import ApiState, get_state
 from trainkit_core.ids import NAME_PATTERN
 
@@ -102,22 +103,12 @@ def get_report(
     examples: Annotated[bool, Query(description="Include every example with the tuned and base answers.")] = False,
 ) -> EvalReport:
     """An eval report: metrics of the tuned and the base model, or `running` / `failed` until it exists."""
-    from trainkit_core.errors import NotFoundError
     from trainkit_core.evals.client import get_report as read
 
-    try:
-        return EvalReport.model_validate({**read(state.provider, report_id, examples=examples), "status": "done"})
-    except NotFoundError:
-        call_id = state.kv(CALLS_NAMESPACE).get(report_id)
-        if call_id is None:
-            raise
-    call = state.provider.call(call_id).status()
-    if not call.done:
-        return EvalReport(report_id=report_id, status="running")
-    try:  # the job may have written the report just now
-        return EvalReport.model_validate({**read(state.provider, report_id, examples=examples), "status": "done"})
-    except NotFoundError:
-        return EvalReport(report_id=report_id, status="failed", error=call.error or f"the eval job ended {call.state}")
+    answer = result_or_job_state(
+        state, CALLS_NAMESPACE, report_id, lambda: read(state.provider, report_id, examples=examples), "eval"
+    )
+    return EvalReport.model_validate({**answer, "report_id": report_id})
 
 
 def build_router() -> APIRouter:

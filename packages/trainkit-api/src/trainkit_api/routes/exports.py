@@ -10,13 +10,14 @@ Handlers are module-level functions; `build_router` only collects them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
+from trainkit_api.job_results import result_or_job_state
 from trainkit_api.state import ApiState, get_state
 
 EXPORT_NAME = r"^run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}(-step[0-9]{8})?$"
@@ -64,29 +65,12 @@ def start_export(body: ExportIn, state: ApiState = Depends(get_state)) -> Export
 
 def get_export(name: ExportName, state: ApiState = Depends(get_state)) -> ExportOut:
     """A finished export's description, or `running` / `failed` while it has none."""
-    from trainkit_core.errors import NotFoundError
     from trainkit_core.exports import read_export_info
 
     path = f"exports/{name}"
     volume = state.provider.volume("models")
-
-    def done() -> ExportOut:
-        info: dict[str, Any] = read_export_info(volume, path)
-        return ExportOut.model_validate({**info, "export_path": path, "status": "done"})
-
-    try:
-        return done()
-    except NotFoundError:
-        call_id = state.kv(CALLS_NAMESPACE).get(path)
-        if call_id is None:
-            raise
-    call = state.provider.call(call_id).status()
-    if not call.done:
-        return ExportOut(export_path=path, status="running")
-    try:  # the job may have finished just now
-        return done()
-    except NotFoundError:
-        return ExportOut(export_path=path, status="failed", error=call.error or f"the export job ended {call.state}")
+    answer = result_or_job_state(state, CALLS_NAMESPACE, path, lambda: read_export_info(volume, path), "export")
+    return ExportOut.model_validate({**answer, "export_path": path})
 
 
 def build_router() -> APIRouter:

@@ -10,19 +10,8 @@ from __future__ import annotations
 
 import click
 
+from trainkit_cli.commands.runs import runs
 from trainkit_cli.state import CliState, console, human_size, json_option, pass_state, print_json
-
-
-def _runs_group(cli: click.Group) -> click.Group:
-    group = cli.commands.get("runs")
-    if isinstance(group, click.Group):
-        return group
-
-    @cli.group()
-    def runs() -> None:
-        """Training runs."""
-
-    return runs
 
 
 @click.command("delete")
@@ -57,4 +46,4 @@ def delete_command(state: CliState, run_ids: tuple[str, ...], keep_model: bool, 
 
 
 def register(cli: click.Group) -> None:
-    _runs_group(cli).add_command(delete_command)
+    runs.add_command(delete_command)

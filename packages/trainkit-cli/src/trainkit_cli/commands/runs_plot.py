@@ -11,19 +11,8 @@ from pathlib import Path
 
 import click
 
+from trainkit_cli.commands.runs import runs
 from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
-
-
-def _runs_group(cli: click.Group) -> click.Group:
-    group = cli.commands.get("runs")
-    if isinstance(group, click.Group):
-        return group
-
-    @cli.group()
-    def runs() -> None:
-        """Training runs."""
-
-    return runs
 
 
 @click.command("plot")
@@ -74,4 +63,4 @@ def plot(state: CliState, run_ids: tuple[str, ...], out: Path | None, width: int
 
 
 def register(cli: click.Group) -> None:
-    _runs_group(cli).add_command(plot)
+    runs.add_command(plot)

@@ -38,7 +38,7 @@ def train(
     **kwargs: Any,
 ) -> None:
     """Fine-tune a model with LoRA on a dataset."""
-    from trainkit_cli.commands.plan import print_plan
+    from trainkit_cli.plan_report import print_plan
     from trainkit_cli.run_progress import follow_run, print_run_summary
     from trainkit_core.errors import JobError
     from trainkit_core.training.config import TrainConfig
