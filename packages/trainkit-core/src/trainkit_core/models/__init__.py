@@ -1,11 +1,34 @@
 """Trained models on the models volume: validating model paths, reading their
-descriptions and listing them. No heavy imports: the CLI and API use this directly."""
+descriptions and listing them. No heavy imports: the CLI and API use this directly.
+
+The names below are imported on first use (PEP 562 ``__getattr__``), so a module that
+needs only the path rules (`trainkit_core.models.paths`, which `trainkit --help`
+reaches through the export command's options) does not pay for pydantic, which the
+model card's schema imports.
+"""
 
 from __future__ import annotations
 
-from trainkit_core.models.card import TrainedModelCard, read_card
-from trainkit_core.models.listing import TrainedModel, default_model_for_preset, list_trained_models
-from trainkit_core.models.paths import ModelPath, check_model_path, local_model_dir, parse_model_path
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainkit_core.models.card import TrainedModelCard, read_card
+    from trainkit_core.models.listing import TrainedModel, default_model_for_preset, list_trained_models
+    from trainkit_core.models.paths import ModelPath, check_model_path, local_model_dir, parse_model_path
+
+#: Public name -> the module that defines it.
+_LAZY = {
+    "ModelPath": "trainkit_core.models.paths",
+    "check_model_path": "trainkit_core.models.paths",
+    "local_model_dir": "trainkit_core.models.paths",
+    "parse_model_path": "trainkit_core.models.paths",
+    "TrainedModelCard": "trainkit_core.models.card",
+    "read_card": "trainkit_core.models.card",
+    "TrainedModel": "trainkit_core.models.listing",
+    "default_model_for_preset": "trainkit_core.models.listing",
+    "list_trained_models": "trainkit_core.models.listing",
+}
 
 __all__ = [
     "ModelPath",
@@ -18,3 +41,12 @@ __all__ = [
     "parse_model_path",
     "read_card",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trainkit_core.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access is a plain attribute lookup
+    return value
