@@ -419,8 +419,10 @@ class Parent:
             return out
         # The stop flag is read off the step's path (every 0.2 s, trainkit_core.training.background),
         # so a stop asked at the end of step 1 lands at the end of a later step: a real-size step
-        # takes seconds (it lands at step 2 of 4), the CPU dry run's ~0.05 s (30 steps leave room).
-        steps = 30 if spec.get("mini") else 4
+        # takes seconds (it lands at step 2 of 4). The tiny and mini models' steps take
+        # milliseconds, so they get 30 steps and the observer paces the steps after the request
+        # (`Observer.PACE_S`): the stop lands within a step or two on any machine.
+        steps = 30 if spec.get("mini") or size == "tiny" else 4
         stop = self.child("stop", {**spec, "backend": backend, "steps": steps}, need_s=need)
         resume: dict[str, Any] = {"status": "skipped", "reason": "the stop part did not end stopped"}
         if stop.get("status") == "ok":
@@ -742,6 +744,9 @@ class Observer:
       the gate's prompts, for the comparison with inference afterwards.
     """
 
+    #: After the stop request, each step lasts at least this long (the flag is polled every 0.2 s).
+    PACE_S = 0.25
+
     def __init__(self, ctx: Any, *, stop_after: int | None = None) -> None:
         self.ctx = ctx
         self.stop_after = stop_after
@@ -777,7 +782,10 @@ class Observer:
                 def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
                     observer.steps.append((time.perf_counter(), state.global_step, _tokens(state)))
                     if observer.stop_after is not None and state.global_step >= observer.stop_after:
-                        reporter.run.store.stop_flag(reporter.run.id).request("gpu check: stop after step 1")
+                        if state.global_step == observer.stop_after:
+                            reporter.run.store.stop_flag(reporter.run.id).request("gpu check: stop after step 1")
+                        else:
+                            time.sleep(observer.PACE_S)  # a step as long as a real-size one, at least
                     return inner.on_step_end(args, state, control, **kw)
 
                 def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:

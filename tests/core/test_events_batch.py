@@ -15,6 +15,7 @@ from trainkit_core.events import HINT_LAG, EventLog
 from trainkit_core.local.kv import LocalKV
 from trainkit_core.runs import RunStore, TrainingRun
 from trainkit_core.testing.slow_kv import SlowKV, slow_factory
+from trainkit_core.training.background import RecordWriter
 from trainkit_core.training.progress import Reporter
 
 
@@ -143,3 +144,53 @@ def test_training_steps_never_wait_for_a_slow_store(trainkit_home: Path, tmp_pat
     progress = [e for e in fresh.events.read() if e["type"] == "progress"]
     assert [e["step"] for e in progress] == list(range(1, stopped_at + 1))  # every step's event, in order
     assert fresh.step == stopped_at  # the record as the last step left it
+
+
+def test_the_record_writer_writes_the_newest_copy_and_never_an_older_one_after_it() -> None:
+    written: list[int] = []
+    first_write_started, release = threading.Event(), threading.Event()
+
+    def write(data: dict[str, int]) -> None:
+        if not written:
+            first_write_started.set()
+            assert release.wait(30)
+        written.append(data["n"])
+
+    writer = RecordWriter(write).start()
+    writer.submit(lambda: {"n": 1})
+    assert first_write_started.wait(30)  # copy 1 is being written (a slow store)
+    for n in range(2, 6):
+        writer.submit(lambda n=n: {"n": n})  # queued meanwhile: only the newest is kept
+    release.set()
+    writer.close()
+    assert written == [1, 5]
+
+
+def test_the_record_writer_tries_again_and_close_raises_while_the_store_refuses() -> None:
+    written: list[int] = []
+    refusing = {"on": True}
+
+    def write(data: dict[str, int]) -> None:
+        if refusing["on"]:
+            raise ConnectionError("store unavailable")
+        written.append(data["n"])
+
+    writer = RecordWriter(write, retry_s=0.01).start()
+    writer.submit(lambda: {"n": 1})
+    time.sleep(0.05)  # a few failed tries in the background
+    with pytest.raises(ConnectionError):
+        writer.close()  # the copy is still not written: the caller hears of it
+    refusing["on"] = False
+    writer.flush()  # the copy was kept
+    assert written == [1]
+
+    writer = RecordWriter(write, retry_s=0.01).start()
+    refusing["on"] = True
+    writer.submit(lambda: {"n": 2})
+    time.sleep(0.05)
+    refusing["on"] = False  # the store is back: the background retry writes it
+    deadline = time.monotonic() + 30
+    while written != [1, 2]:
+        assert time.monotonic() < deadline, "the failed write was never tried again"
+        time.sleep(0.01)
+    writer.close()

@@ -7,7 +7,9 @@ local provider's job context, SQLite records, events, the models volume) is real
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from trainkit_core.ids import new_run_id
 from trainkit_core.local.plugin import job_context
 from trainkit_core.runs import RunStore, TrainingRun
 from trainkit_core.settings import Settings
+from trainkit_core.testing.slow_kv import slow_factory
 from trainkit_core.training import job
 
 
@@ -154,3 +157,91 @@ def test_a_new_call_counts_its_own_attempts(ctx, monkeypatch: pytest.MonkeyPatch
     job.train(ctx, run.id, resume=True)
     stored = run.reload()
     assert (stored.attempt_call_id, stored.call_attempts, stored.max_attempts) == ("lc-test", 1, 1)
+
+
+class _RefusingKV:
+    """A store whose writes fail while `refusing` is set (a Dict that is down), reads still work."""
+
+    def __init__(self, inner: Any, state: dict[str, bool]) -> None:
+        self.inner = inner
+        self.namespace = inner.namespace
+        self.state = state
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+        if name in ("put", "put_many", "put_if_absent", "delete"):
+
+            def refused(*args: Any, **kwargs: Any) -> Any:
+                if self.state["refusing"]:
+                    raise ConnectionError(f"store unavailable ({self.namespace}.{name})")
+                return method(*args, **kwargs)
+
+            return refused
+        return method
+
+
+def test_the_job_waits_for_a_slow_store_only_to_start_and_to_end(ctx, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Phases, events and record saves inside the job are queued; the job returns with all of them stored."""
+    calls: Counter[str] = Counter()
+    plain = ctx.kv_factory
+    ctx.kv_factory = slow_factory(plain, delay_s=0.02, calls=calls)
+    run = _run(ctx, status="pending")
+    me = threading.current_thread().name
+    seen: dict[str, int] = {}
+
+    def work(ctx: Any, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
+        before = calls[me]
+        for phase in ("loading_model", "loading_dataset", "training"):
+            job._phase(run, phase)
+            run.events.append("log", message=f"working in {phase}")
+        for step in range(1, 41):
+            run.step = step
+            run.save()
+        seen["calls"] = calls[me] - before
+        job._end(ctx, run, "succeeded")
+        return "succeeded"
+
+    monkeypatch.setattr(job, "_train", work)
+    assert job.train(ctx, run.id)["status"] == "succeeded"
+    assert seen["calls"] == 0, "a phase, an event or a save inside the job waited for the store"
+    assert run.writer is None  # saves write directly again after the job
+
+    stored = RunStore(plain, RunStore.for_job(ctx).models).get(run.id)  # another process's view
+    assert (stored.status, stored.phase, stored.step) == ("succeeded", "done", 40)
+    events = stored.events.read()
+    assert [e["message"] for e in events if e["type"] == "log"] == [
+        f"working in {phase}" for phase in ("loading_model", "loading_dataset", "training")
+    ]
+    assert events[-1]["type"] == "status" and events[-1]["status"] == "succeeded"
+    history = RunStore.for_job(ctx).models.read_bytes(f"runs/{run.id}/events.jsonl").decode().splitlines()
+    assert len(history) == len(events)  # the history holds every event, the last status included
+    assert [r.id for r in RunStore(plain, RunStore.for_job(ctx).models).list(status="succeeded")] == [run.id]
+
+
+def test_a_store_refusing_the_end_fails_the_call_and_a_retry_resumes(ctx, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The end's record is written before the job returns: a store that refuses it fails the call, never silently."""
+    state = {"refusing": False}
+    plain = ctx.kv_factory
+    ctx.kv_factory = lambda namespace: _RefusingKV(plain(namespace), state)
+    ctx.max_attempts = 2
+    run = _run(ctx, status="pending")
+
+    def work(ctx: Any, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
+        state["refusing"] = True  # the store goes down mid-run
+        job._end(ctx, run, "succeeded")
+        return "succeeded"
+
+    monkeypatch.setattr(job, "_train", work)
+    with pytest.raises(ConnectionError, match="store unavailable"):
+        job.train(ctx, run.id)
+    state["refusing"] = False
+    stored = RunStore(plain, RunStore.for_job(ctx).models).get(run.id)
+    assert stored.status == "running" and not stored.done()  # as last written: the provider's retry resumes
+
+    def done(ctx: Any, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
+        job._end(ctx, run, "succeeded")
+        return "succeeded"
+
+    monkeypatch.setattr(job, "_train", done)
+    assert job.train(ctx, run.id)["status"] == "succeeded"
+    assert run.reload().status == "succeeded" and run.reload().attempt == 2

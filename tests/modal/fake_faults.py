@@ -6,7 +6,10 @@ attempt, in place of `trainkit_core.training.job._train` (which needs torch; the
 bookkeeping around it stays real, as in `tests/core/test_training_job.py`):
 
 - ``"raise"``: raise `RuntimeError` (the job's code fails);
-- ``"crash"``: SIGKILL its own container process (out of memory, a segfault);
+- ``"crash"``: SIGKILL its own container process (out of memory, a segfault) a second
+  into training, as a real crash comes some way into the work: the job's background
+  writers (`trainkit_core.training.background.JobWrites`) write within a quarter of a
+  second, and what they held in the crash's last fraction of a second is lost by design;
 - ``"succeed"``: end the run `succeeded`.
 
 Each logs an event naming the attempt and whether it was asked to resume, so a test
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +38,7 @@ def install() -> None:
         if action == "raise":
             raise RuntimeError(f"fault injected in attempt {attempt}")
         if action == "crash":
+            time.sleep(1.0)
             os.kill(os.getpid(), signal.SIGKILL)
         job._end(ctx, run, "succeeded")
         return "succeeded"

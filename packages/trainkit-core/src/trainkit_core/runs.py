@@ -348,6 +348,8 @@ class TrainingRun(BaseModel):
     #: (status, group) as the index last saw them from this object: `save` writes the
     #: index only when they change, so progress saves cost no index write.
     _indexed: tuple[str, str | None] | None = PrivateAttr(default=None)
+    #: The job's background writer of this record while one is attached (`save` queues to it).
+    _writer: Any = PrivateAttr(default=None)
 
     # ------------------------------------------------------------------ the seed's names
 
@@ -505,13 +507,36 @@ class TrainingRun(BaseModel):
 
         Index first: a crash between the two writes leaves an index entry that
         disagrees with its record, which the next listing repairs, never a record the
-        index does not know.
+        index does not know. While a job's `RecordWriter` is attached
+        (`trainkit_core.training.background`), the copy is only queued here and
+        written by its thread, so the job never waits for the store.
         """
+        writer = self._writer
+        if writer is not None:
+            writer.submit(self.snapshot)
+            return
+        self.write_record(self.snapshot())
+
+    @property
+    def writer(self) -> Any:
+        """The job's `RecordWriter` that `save` queues to, or None (`save` writes itself)."""
+        return self._writer
+
+    def route_saves(self, writer: Any) -> None:
+        """Have `save` queue its copies to `writer`, or (None) write them itself again."""
+        self._writer = writer
+
+    def snapshot(self) -> dict[str, Any]:
+        """The record as it stands now, stamped with the time, for `write_record`."""
         self.updated_at = time.time()
-        data = self.model_dump(mode="json")
+        return self.model_dump(mode="json")
+
+    def write_record(self, data: dict[str, Any]) -> None:
+        """Write a copy `save` took: the index entry first when it changed, then the record."""
         from trainkit_core.runs_index import same_entry
 
-        indexed = (self.status, self.group_id)
+        group = (data.get("metadata") or {}).get("group_id")
+        indexed = (str(data.get("status") or "pending"), str(group) if group else None)
         if self._indexed is None or not same_entry(indexed, self._indexed):
             try:
                 self.store.index.note(data)

@@ -13,6 +13,15 @@ So the step only touches memory:
   the write, only for the copy).
 
 Progress events go through `trainkit_core.event_batch.EventBatcher`.
+
+The rest of the job keeps off the store's path the same way: `JobWrites` attaches,
+for the whole `train` job, a `RecordWriter` (each `TrainingRun.save` queues a copy of
+the record; a thread writes the newest, its index entry first) and an `EventBatcher`
+(events written in blocks). Phase changes, sample generations and the end's record
+then cost the job a copy in memory, and the store's round trips overlap the work
+that follows (loading the model, tokenizing, training). `JobWrites.close` waits for
+every write, so a job that returns or raises has left its record and events in the
+store; a crash loses at most what was queued in its last fraction of a second.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from trainkit_core.event_batch import EventBatcher
 from trainkit_core.events import StopFlag
 
 log = logging.getLogger(__name__)
@@ -107,3 +117,103 @@ class RecordSaver:
             except Exception as exc:  # the next save carries the same state
                 log.warning("could not save the run record: %s", exc)
             self._closed.wait(self.interval_s)
+
+
+class RecordWriter:
+    """Writes a run's record from a background thread; of the copies queued meanwhile, the newest.
+
+    `submit(snapshot)` takes the copy under the writer's lock, so copies are queued in
+    the order they were taken and an older copy never lands after a newer one (two
+    threads save the record during training: the step's checkpoints and the
+    `RecordSaver`). A write that fails is tried again after `retry_s`, unless a
+    newer copy came meanwhile; `close` writes what is left in the caller's thread and
+    raises if the store still refuses.
+    """
+
+    def __init__(self, write: Callable[[dict[str, Any]], None], *, retry_s: float = 0.5) -> None:
+        self._write = write
+        self.retry_s = retry_s
+        self._pending: dict[str, Any] | None = None
+        self._lock = threading.Lock()  # guards `_pending`; copies are taken under it
+        self._write_lock = threading.Lock()  # one write in flight: copies land in order
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> RecordWriter:
+        self._thread = threading.Thread(target=self._run, name="trainkit-record-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def submit(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        """Queue the copy `snapshot()` takes (replacing an older one not written yet)."""
+        with self._lock:
+            self._pending = snapshot()
+        self._wake.set()
+
+    def flush(self) -> None:
+        """Write the queued copy now, in this thread."""
+        with self._write_lock:
+            with self._lock:
+                data, self._pending = self._pending, None
+            if data is None:
+                return
+            try:
+                self._write(data)
+            except BaseException:
+                with self._lock:
+                    if self._pending is None:  # unless a newer copy came meanwhile
+                        self._pending = data
+                raise
+
+    def close(self) -> None:
+        """Stop the thread and write what is left (safe to repeat)."""
+        self._closed.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.flush()
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._closed.is_set():
+                return  # `close` writes the rest
+            try:
+                self.flush()
+            except Exception as exc:  # a store hiccup: the copy stays queued
+                log.warning("could not save the run record: %s", exc)
+                self._closed.wait(self.retry_s)
+                self._wake.set()
+
+
+class JobWrites:
+    """The job's record saves and events, written in the background until `close`.
+
+    While attached, `run.save()` queues a copy for a `RecordWriter` and
+    `run.events.append` queues the event for an `EventBatcher`. The training
+    callback (`trainkit_core.training.progress.Reporter`) uses the batcher it finds
+    attached instead of starting its own.
+    """
+
+    def __init__(self, run: Any, *, event_interval_s: float = 0.25) -> None:
+        self.run = run
+        self.records = RecordWriter(run.write_record)
+        self.events = EventBatcher(run.events, interval_s=event_interval_s)
+
+    def start(self) -> JobWrites:
+        self.records.start()
+        self.events.start()
+        self.run.route_saves(self.records)
+        return self
+
+    def close(self) -> None:
+        """Detach, and wait until every queued record copy and event is written (safe to repeat)."""
+        if self.run.writer is self.records:
+            self.run.route_saves(None)
+        try:
+            self.events.close()
+        finally:
+            self.records.close()

@@ -46,6 +46,7 @@ from trainkit_core.models.layout import make_card, resolve_base_model, write_car
 from trainkit_core.models.paths import trained_dir
 from trainkit_core.presets import TINY_BASE_MODEL
 from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.training.background import JobWrites
 from trainkit_core.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
         log.warning("run %s already ended %s; nothing to do", run_id, run.status)
         return {"run_id": run_id, "status": run.status, "skipped": True}
     restarted = (run.status in ("running", "preempted") or same_call) and not resume
-    _count_attempt(ctx, run, same_call)
+    _count_attempt(ctx, run, same_call)  # saved below with the status, before any work
     if run.call_attempts > run.max_attempts:
         error = (
             f"gave up after {run.max_attempts} attempt(s): the provider started the job again "
@@ -144,7 +145,10 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     run.ended_at = None
     run.error_message = None
     run.phase = "provisioning"
-    run.save()
+    run.save()  # written now: the attempt is counted before anything can crash
+    # From here on the job's record saves and events are written by background threads
+    # (`JobWrites`): a slow store costs the job nothing until the end waits for them.
+    writes = JobWrites(run).start()
     run.events.append(
         "status", status="running", attempt=run.attempt, call_attempt=run.call_attempts, max_attempts=run.max_attempts
     )
@@ -166,6 +170,7 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        writes.close()  # every record copy and event of the job is in the store
     return {"run_id": run_id, "status": status, "step": run.step, "metrics": run.metrics}
 
 
@@ -177,7 +182,6 @@ def _count_attempt(ctx: JobContext, run: TrainingRun, same_call: bool) -> None:
     elif run.status != "preempted":
         run.call_attempts += 1
     run.max_attempts = max(1, int(ctx.max_attempts))
-    run.save()
 
 
 def _retry_later(ctx: JobContext, run: TrainingRun, error: str) -> None:

@@ -95,7 +95,8 @@ class Reporter:
         self._window: list[list[float]] = []
         self._lock = threading.RLock()  # the run object, between the step and the background saver
         self.stop_watcher = StopWatcher(run.store.stop_flag(run.id), poll_s=stop_poll_s)
-        self._batcher = EventBatcher(run.events, interval_s=flush_interval_s)
+        self._flush_interval_s = flush_interval_s
+        self._own_batcher: EventBatcher | None = None  # when the job attached none (`JobWrites`)
         self._saver = RecordSaver(self._save_snapshot, interval_s=save_interval_s)
         self.budget = RunBudget.for_run(run)
         self._started = False
@@ -106,7 +107,8 @@ class Reporter:
         """Move the store work off the step's path (idempotent)."""
         if not self._started:
             self._started = True
-            self._batcher.start()
+            if self.run.events.batcher is None:
+                self._own_batcher = EventBatcher(self.run.events, interval_s=self._flush_interval_s).start()
             self._saver.start()
             self.stop_watcher.start()
             if self.budget is not None:
@@ -126,15 +128,25 @@ class Reporter:
             if self.budget is not None:
                 self.budget.close()
             self._saver.close()
-            self._batcher.close()
+            if self._own_batcher is not None:
+                self._own_batcher.close()
+                self._own_batcher = None
             if save:
                 self._save_snapshot()  # the record as the last step left it
 
     def _save_snapshot(self) -> None:
+        """Save the record as the step left it: queued to the job's `RecordWriter` when one is
+        attached, else a copy taken under the lock and written outside it (the step never
+        waits for the store, only for the copy)."""
         with self._lock:
-            self.run.updated_at = time.time()
-            data = self.run.model_dump(mode="json")
-        self.run.store.records.put(self.run.id, data)
+            if self.run.writer is not None:
+                self.run.save()
+                return
+            data = self.run.snapshot()
+        self.run.write_record(data)
+
+    def _batcher(self) -> EventBatcher | None:
+        return self.run.events.batcher  # type: ignore[no-any-return]
 
     # ----------------------------------------------------------------- events
 
@@ -199,8 +211,9 @@ class Reporter:
         """Write the last progress event that was held back, and every queued event."""
         if self._pending is not None:
             self._emit(self._pending)
-        if self._started:
-            self._batcher.flush()
+        batcher = self._batcher()
+        if self._started and batcher is not None:
+            batcher.flush()
 
     def should_stop(self) -> bool:
         """Whether a stop was requested (every step: answered from memory while started)."""
@@ -215,8 +228,9 @@ class Reporter:
             if self._pending is not None:
                 self._emit(self._pending)
             self.run.events.append("log", message=f"{reason or 'stop requested'}: stopping after step {self.run.step}")
-            if self._started:
-                self._batcher.flush_soon()  # written now, but not by the step
+            batcher = self._batcher()
+            if self._started and batcher is not None:
+                batcher.flush_soon()  # written now, but not by the step
         return self.stop_requested
 
     # ----------------------------------------------------------------- checkpoints
