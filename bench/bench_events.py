@@ -8,13 +8,15 @@
    Each rate is printed per second of wall time and per second of this process's
    CPU time (threads included), which does not depend on what else the machine runs.
 2. The `train` job on the `tiny` model, run in this process (the local provider's job
-   context) twice on the plain store and twice on one where every key-value call
-   first sleeps 50 ms (`trainkit_core.testing.slow_kv`), alternating, after one
-   warm-up run. Printed: the trainer's own time (the training loop: what a slow
-   store must not touch) and the whole job (which still makes its few dozen
-   store calls at phase changes: record, index, events, history), and their ratios.
+   context) `--rounds` times on the plain store and as often on one where every
+   key-value call first sleeps 50 ms (`trainkit_core.testing.slow_kv`), alternating,
+   after one warm-up run; by default as long as `trainkit train --model-size tiny`
+   trains (the preset's steps). Printed: the trainer's own time (the training loop:
+   what a slow store must not touch), the whole job, their ratios, and the store
+   calls the job's own thread made on the slow store (the rest are made by its
+   background writers, which the job waits for only at its end).
 
-    .venv/bin/python bench/bench_events.py [--events 20000] [--steps 150] [--delay-ms 50] [--rounds 2] [--no-appends | --no-training]
+    .venv/bin/python bench/bench_events.py [--events 20000] [--steps N] [--delay-ms 50] [--rounds 2] [--no-appends | --no-training]
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import argparse
 import os
 import statistics
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,8 +83,8 @@ def _rates(count: int, started: float, cpu: float) -> tuple[float, float]:
     return count / (time.perf_counter() - started), count / (time.process_time() - cpu)
 
 
-def train_once(home: Path, steps: int, delay_s: float) -> tuple[float, float]:
-    """(job wall time, trainer time) of one `train` job in this process."""
+def train_once(home: Path, steps: int, delay_s: float, calls: Counter[str] | None = None) -> tuple[float, float]:
+    """(job wall time, trainer time) of one `train` job in this process; `calls` counts the slow store's calls by thread."""
     from trainkit_core import Settings, get_provider
     from trainkit_core.ids import new_run_id
     from trainkit_core.local.plugin import job_context
@@ -106,7 +110,7 @@ def train_once(home: Path, steps: int, delay_s: float) -> tuple[float, float]:
     run.save()
     ctx = job_context(settings, f"bench-{run.id}")
     if delay_s:
-        ctx.kv_factory = slow_factory(ctx.kv_factory, delay_s)
+        ctx.kv_factory = slow_factory(ctx.kv_factory, delay_s, calls)
     started = time.perf_counter()
     summary = train(ctx, run.id)
     wall = time.perf_counter() - started
@@ -117,7 +121,7 @@ def train_once(home: Path, steps: int, delay_s: float) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20_000)
-    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--steps", type=int, default=None, help="default: the tiny preset's steps")
     parser.add_argument("--delay-ms", type=float, default=50.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-appends", action="store_true", help="only the training part")
@@ -141,19 +145,27 @@ def main() -> None:
 
         if args.no_training:
             return
+        from trainkit_core.presets import get_preset
+
+        steps = args.steps or int(get_preset("tiny").steps or 0)
         os.environ["HF_HOME"] = str(home / "hf")
-        train_once(home / "warm-up", args.steps, 0.0)  # imports, first-run costs
+        train_once(home / "warm-up", steps, 0.0)  # imports, first-run costs
         results: dict[str, list[tuple[float, float]]] = {"plain": [], "slow": []}
+        calls: Counter[str] = Counter()
         for n in range(args.rounds):
             for name, delay in (("plain", 0.0), ("slow", args.delay_ms / 1000)):
-                results[name].append(train_once(home / f"{name}-{n}", args.steps, delay))
+                results[name].append(train_once(home / f"{name}-{n}", steps, delay, calls if name == "slow" else None))
     wall = {k: statistics.median(w for w, _ in v) for k, v in results.items()}
     loop = {k: statistics.median(t for _, t in v) for k, v in results.items()}
-    print(f"\ntrain job, tiny model, {args.steps} steps, median of {args.rounds} (s)")
+    print(f"\ntrain job, tiny model, {steps} steps, median of {args.rounds} (s)")
     print(f"  {'store':28} {'trainer':>9} {'job':>9}")
     print(f"  {'plain local store':28} {loop['plain']:9.2f} {wall['plain']:9.2f}")
     print(f"  {f'+{args.delay_ms:g} ms on every KV call':28} {loop['slow']:9.2f} {wall['slow']:9.2f}")
     print(f"  {'ratio slow / plain':28} {loop['slow'] / loop['plain']:8.3f}x {wall['slow'] / wall['plain']:8.3f}x")
+    own = calls[threading.main_thread().name] / args.rounds
+    print(
+        f"  store calls per slow job: {sum(calls.values()) / args.rounds:.0f}, of them on the job's own thread {own:.0f}"
+    )
 
 
 if __name__ == "__main__":
