@@ -8,8 +8,9 @@ the settings module. Nothing here ever imports torch, transformers or a provider
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trainkit_core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from trainkit_core.errors import (
@@ -69,14 +70,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trainkit_core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next access is a plain attribute lookup
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__ = lazy_attributes(__name__, _LAZY, globals())

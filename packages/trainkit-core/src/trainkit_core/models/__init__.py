@@ -9,8 +9,9 @@ model card's schema imports.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from trainkit_core.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from trainkit_core.models.card import TrainedModelCard, read_card
@@ -43,10 +44,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trainkit_core.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next access is a plain attribute lookup
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY, globals())
