@@ -194,3 +194,29 @@ def test_the_record_writer_tries_again_and_close_raises_while_the_store_refuses(
         assert time.monotonic() < deadline, "the failed write was never tried again"
         time.sleep(0.01)
     writer.close()
+
+
+def test_a_stop_lands_within_two_steps_of_its_request_on_a_slow_store(trainkit_home: Path, tmp_path: Path) -> None:
+    """Steps as long as a real model's shortest (here 0.4 s), the flag read in the background, every call 50 ms slow."""
+    provider = get_provider("local")
+    store = RunStore(slow_factory(provider.kv, delay_s=0.05), provider.volume("models"), provider)
+    run = TrainingRun(id="run-20261201-000000-abcdee", status="running").attach(store)
+    run.save()
+    reporter = Reporter(
+        run, models_root=tmp_path, save_checkpoint_extras=lambda folder, step: None, commit=lambda: None
+    )
+    reporter.train_begin(0, 100)
+    requested_at = None
+    try:
+        for step in range(1, 101):
+            time.sleep(0.4)  # the step's work
+            reporter.log(step, 100, {"loss": 1.0 / step}, tokens=step)
+            if step == 3:
+                RunStore(provider.kv, provider.volume("models")).get(run.id).close("enough")  # another process asks
+                requested_at = step
+            if reporter.should_stop():
+                break
+    finally:
+        reporter.close()
+    assert requested_at == 3
+    assert step <= requested_at + 2, f"asked during step {requested_at}, stopped only after step {step}"
