@@ -188,6 +188,21 @@ def test_gc_removes_incomplete_checkpoints_of_finished_runs_only(store: RunStore
     assert store.models.exists(f"trained/{OTHER}/checkpoints/00000030")
 
 
+def test_gc_removes_what_a_dead_export_job_left_once_nothing_writes_to_it(store: RunStore) -> None:
+    _finished_run(store, RUN)
+    models = store.models
+    models.write_bytes(f"exports/{RUN}/model.safetensors", b"m" * 50)  # a finished export: kept
+    models.write_bytes("exports/.partial-0123456789ab/model-00001-of-00002.safetensors", b"t" * 40)  # killed mid-merge
+    models.write_bytes("exports/.replaced-ba9876543210/model.safetensors", b"o" * 9)  # killed while replacing
+    assert collect_garbage(store, store.models).paths == []  # written just now: a job may still be at work
+    done = collect_garbage(store, store.models, now=time.time() + 2 * GC_GRACE_S)
+    assert (
+        sorted(done.paths) == ["exports/.partial-0123456789ab", "exports/.replaced-ba9876543210"] and done.bytes == 49
+    )
+    assert not models.exists("exports/.partial-0123456789ab") and not models.exists("exports/.replaced-ba9876543210")
+    assert models.read_bytes(f"exports/{RUN}/model.safetensors") == b"m" * 50
+
+
 @pytest.mark.parametrize(
     ("steps", "keep", "current", "losses", "removed"),
     [

@@ -27,11 +27,13 @@ def test_delete_model_rm_and_gc_through_modal_hooks(fake_modal: ModuleType) -> N
     models.write_bytes(f"trained/{RUN}/checkpoints/00000010/adapter_model.safetensors", b"c" * 30)
     models.write_bytes(f"trained/{RUN}/checkpoints/00000020/adapter_model.safetensors", b"x" * 7)
     models.write_bytes(f"exports/{RUN}/model.safetensors", b"m" * 50)
+    models.write_bytes("exports/.partial-0123456789ab/model.safetensors", b"t" * 11)  # an export killed mid-merge
 
     assert delete_model(store, f"trained/{RUN}/checkpoints/00000010").bytes == 30
     assert [c.step for c in run.checkpoints()] == []
     garbage = collect_garbage(store, store.provider.volume("data"), now=time.time() + 2 * GC_GRACE_S)
-    assert garbage.paths == [f"trained/{RUN}/checkpoints/00000020"] and garbage.bytes == 7
+    assert garbage.paths == [f"trained/{RUN}/checkpoints/00000020", "exports/.partial-0123456789ab"]
+    assert garbage.bytes == 7 + 11
 
     running = TrainingRun(id="run-20261201-010204-bcdef0", status="running", created_at=time.time()).attach(store)
     running.save()

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainkit_core.errors import ConflictError, NotFoundError
+from trainkit_core.exports import EXPORT_STAGING_PREFIXES, EXPORTS_DIR
 from trainkit_core.hookspecs import Volume
 from trainkit_core.ids import check_run_id
 from trainkit_core.runs import UNFINISHED, RunStore, history_dir, trained_dir
@@ -28,7 +29,6 @@ from trainkit_core.runs import UNFINISHED, RunStore, history_dir, trained_dir
 log = logging.getLogger(__name__)
 
 DELETING_NAMESPACE = "deleting"
-EXPORTS_DIR = "exports"
 
 
 @dataclass
@@ -185,7 +185,9 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
       abandoned syncs (a ``pending.json`` older than `GC_GRACE_S`), and the blobs no
       kept version uses;
     - on the models volume, checkpoints without their ``done`` marker of runs that
-      are not running (an interrupted save or removal).
+      are not running (an interrupted save or removal), and the staging folders of
+      export jobs that died (``exports/.partial-*``, ``exports/.replaced-*``: a merge
+      killed for memory leaves gigabytes there).
 
     Anything younger than `GC_GRACE_S` stays, so a sync or a save in flight is never
     cut short.
@@ -217,8 +219,7 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
         for entry in versions:
             version = entry.path.rsplit("/", 1)[-1]
             where = manifest_path(name, version)
-            files = data.listdir(entry.path, recursive=True)
-            young = any(now - f.mtime < GC_GRACE_S for f in files) or now - entry.mtime < GC_GRACE_S
+            young = _touched_since(data, entry, now - GC_GRACE_S)
             complete = data.exists(where) and not data.exists(f"{entry.path}/pending.json")
             used_by_run = complete and Manifest.from_json(data.read_bytes(where), where=where).hash in used_hashes
             if version == current or (not complete and young) or used_by_run:
@@ -246,4 +247,18 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
             for ckpt in models.listdir(folder):
                 if ckpt.is_dir and not models.exists(f"{ckpt.path}/{DONE_MARKER}") and now - ckpt.mtime >= GC_GRACE_S:
                     drop(models, ckpt.path)
+    if models.exists(EXPORTS_DIR):
+        for entry in models.listdir(EXPORTS_DIR):
+            name = entry.path.rsplit("/", 1)[-1]
+            if (
+                entry.is_dir
+                and name.startswith(EXPORT_STAGING_PREFIXES)
+                and not _touched_since(models, entry, now - GC_GRACE_S)
+            ):
+                drop(models, entry.path)
     return removal
+
+
+def _touched_since(volume: Volume, entry: Any, since: float) -> bool:
+    """Whether a folder or any file in it changed after `since` (a writer may still be at work)."""
+    return entry.mtime > since or any(f.mtime > since for f in volume.listdir(entry.path, recursive=True))
