@@ -796,7 +796,7 @@ class Observer:
 
             return Observed()
 
-        def observed_gate(ctx: Any, run: Any, model: Any, tokenizer: Any, out_dir: Path) -> Any:
+        def observed_gate(ctx: Any, run: Any, model: Any, tokenizer: Any, out_dir: Path, **options: Any) -> Any:
             from trainkit_core.chat_format import get_format, render_prompt
 
             observer.peak = _peak_memory()
@@ -808,7 +808,7 @@ class Observer:
                 observer.trained_logits = post._logits(model, tokenizer, observer.prompts, device)
             except Exception as exc:  # the check's own observation: the gate below still runs
                 observer.error = f"the trained model's logits: {type(exc).__name__}: {exc}"
-            return gate(ctx, run, model, tokenizer, out_dir)
+            return gate(ctx, run, model, tokenizer, out_dir, **options)
 
         progress.make_callback = observed_callback
         post.adapter_gate = observed_gate

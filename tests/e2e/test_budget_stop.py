@@ -125,3 +125,46 @@ def test_a_run_whose_budget_runs_out_mid_way_ends_stopped_with_its_adapter(
     for step in sub.values():
         for entry in step.values():
             assert entry["end"] >= entry["start"] and entry["seconds"] >= 0
+
+
+def test_a_run_stopped_before_it_learned_ends_stopped_with_a_warning_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped after step 1, in the warm-up (learning rate 0): the adapter does nothing yet, which is no failure.
+
+    The gate's round trip still holds it to what was trained; only "it has an effect" is
+    waived for a stopped run, which says so and can be resumed.
+    """
+    _dataset(tmp_path / "datasets")
+    monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(tmp_path / "datasets"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    settings = Settings.from_env()
+    provider = get_provider("local", settings)
+    sync_dataset(provider, "mini", settings)
+    config = TrainConfig.parse(dataset="mini", steps=50, save_every=1000, batch_size=4).resolve()
+    assert config.warmup_steps > 1  # the first step's learning rate is 0
+    store = RunStore.for_provider(provider)
+    run = TrainingRun(
+        id=new_run_id(),
+        provider="local",
+        config=config.model_dump(mode="json"),
+        dataset_id="mini",
+        created_at=time.time(),
+    ).attach(store)
+    run.save()
+    store.stop_flag(run.id).request("stop at once")  # seen at the end of the first step
+
+    result = job.train(job_context(settings, "lc-stop-early"), run.id)
+
+    stored = run.reload()
+    assert result["status"] == stored.status == "stopped", stored.error_message
+    assert stored.step == 1 and stored.stop_reason == "stop at once"
+    assert stored.metrics["gate_effect_max_abs_diff"] <= stored.metrics["gate_effect_minimum"]
+    assert stored.metrics["gate_round_trip_max_abs_diff"] <= stored.metrics["gate_round_trip_tolerance"]
+    warnings = [e["message"] for e in stored.events.read() if e["type"] == "warning"]
+    assert any("no effect on the base model yet" in m for m in warnings), warnings
+    final = Path(provider.volume("models").root) / "trained" / run.id  # type: ignore[attr-defined]
+    assert (final / "adapter_model.safetensors").is_file() and (final / "trained_model.json").is_file()
+    assert [c.step for c in stored.checkpoints()] == [1]  # resumable

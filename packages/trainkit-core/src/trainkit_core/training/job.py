@@ -364,7 +364,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
 
     from trainkit_core.training.post import after_training
 
-    extra = after_training(ctx, run, trainer.model, tokenizer, out_dir)
+    extra = after_training(ctx, run, trainer.model, tokenizer, out_dir, stopped=reporter.stop_requested)
     if extra:
         run.metrics.update(extra)
         run.events.append("metrics", **extra)

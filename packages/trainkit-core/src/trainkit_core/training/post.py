@@ -88,9 +88,14 @@ def _is_quantized(model: Any) -> bool:
 
 
 def adapter_gate(
-    ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path
+    ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path, *, require_effect: bool = True
 ) -> tuple[dict[str, Any], Any]:
-    """Check round trip and effect; returns (figures, (reloaded model, tokenizer, format, device, adapter))."""
+    """Check round trip and effect; returns (figures, (reloaded model, tokenizer, format, device, adapter)).
+
+    `require_effect=False` for a run that was stopped: stopped in its warm-up (learning
+    rate 0 at the first step) its adapter rightly does nothing yet, and it can be resumed;
+    the round trip still holds it to what was trained.
+    """
     import torch
 
     from trainkit_core.chat_format import get_format, render_prompt
@@ -133,7 +138,7 @@ def adapter_gate(
             f"adapter gate failed: the saved adapter, loaded as inference loads it, gives logits up to {round_trip:.3g} "
             f"away from the trained model's (tolerance {tol:g}) on {len(prompts)} fixed prompts"
         )
-    if not effect > EFFECT_MIN:
+    if not effect > EFFECT_MIN and require_effect:
         raise JobError(
             f"adapter gate failed: the saved adapter changes the base model's logits by at most {effect:.3g} "
             f"(minimum {EFFECT_MIN:g}) on {len(prompts)} fixed prompts: it does nothing"
@@ -143,13 +148,26 @@ def adapter_gate(
     return figures, (reloaded, tok, fmt, device, adapter)
 
 
-def after_training(ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path) -> dict[str, Any]:
+def after_training(
+    ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path, *, stopped: bool = False
+) -> dict[str, Any]:
     """Gate figures and eval metrics of the saved model in `out_dir`, merged into the run's metrics."""
     with run.substep("saving", "adapter_gate"):
-        figures, (reloaded, tok, fmt, device, adapter) = adapter_gate(ctx, run, model, tokenizer, out_dir)
-    run.events.append(
-        "log", message="adapter gate passed: the saved adapter is what was trained, and it has an effect", **figures
-    )
+        figures, (reloaded, tok, fmt, device, adapter) = adapter_gate(
+            ctx, run, model, tokenizer, out_dir, require_effect=not stopped
+        )
+    if figures["gate_effect_max_abs_diff"] > EFFECT_MIN:
+        run.events.append(
+            "log", message="adapter gate passed: the saved adapter is what was trained, and it has an effect", **figures
+        )
+    else:
+        run.events.append(
+            "warning",
+            message=f"the run stopped at step {run.step}, before its adapter learned anything: it has no effect on "
+            f"the base model yet (logits change by at most {figures['gate_effect_max_abs_diff']:.3g}); "
+            "resume the run to train it further",
+            **figures,
+        )
     metrics: dict[str, Any] = dict(figures)
     dataset = str(run.config.get("dataset") or "")
     if not dataset:
