@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,20 +60,26 @@ def _dataset(root: Path) -> None:
     (folder / "eval.jsonl").write_text("".join(line(a, "sky") for a in words[:3]))
 
 
-def test_a_run_whose_budget_runs_out_mid_way_ends_stopped_with_its_adapter(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _local_with_mini(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Settings, Any]:
+    """The local provider, offline, with the `mini` dataset synced."""
     _dataset(tmp_path / "datasets")
-    prices = tmp_path / "prices.toml"
-    prices.write_text('date = "2026-12-01"\n[local.gpus]\ncpu = 3600.0\n')  # $1 a second
     monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(tmp_path / "datasets"))
-    monkeypatch.setenv("TRAINKIT_PRICES_FILE", str(prices))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.setenv(name, "1")
     settings = Settings.from_env()
     provider = get_provider("local", settings)
     sync_dataset(provider, "mini", settings)
+    return settings, provider
+
+
+def test_a_run_whose_budget_runs_out_mid_way_ends_stopped_with_its_adapter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('date = "2026-12-01"\n[local.gpus]\ncpu = 3600.0\n')  # $1 a second
+    monkeypatch.setenv("TRAINKIT_PRICES_FILE", str(prices))
+    settings, provider = _local_with_mini(tmp_path, monkeypatch)
 
     # The record `start_run` writes, without spawning: the job runs here, on the test clock.
     config = TrainConfig.parse(dataset="mini", steps=200, save_every=1000, batch_size=4).resolve()
@@ -135,14 +142,7 @@ def test_a_run_stopped_before_it_learned_ends_stopped_with_a_warning_not_failed(
     The gate's round trip still holds it to what was trained; only "it has an effect" is
     waived for a stopped run, which says so and can be resumed.
     """
-    _dataset(tmp_path / "datasets")
-    monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(tmp_path / "datasets"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    settings = Settings.from_env()
-    provider = get_provider("local", settings)
-    sync_dataset(provider, "mini", settings)
+    settings, provider = _local_with_mini(tmp_path, monkeypatch)
     config = TrainConfig.parse(dataset="mini", steps=50, save_every=1000, batch_size=4).resolve()
     assert config.warmup_steps > 1  # the first step's learning rate is 0
     store = RunStore.for_provider(provider)
