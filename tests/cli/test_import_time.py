@@ -67,6 +67,8 @@ def test_import_trainkit_core_is_lazy() -> None:
         "import sys, trainkit_core\n"
         "assert 'trainkit_core.settings' not in sys.modules, 'settings imported'\n"
         "assert 'pluggy' not in sys.modules, 'pluggy imported'\n"
+        "assert {'TrainingRun', 'get_provider'} <= set(dir(trainkit_core)), 'lazy names missing from dir()'\n"
+        "assert 'trainkit_core.runs' not in sys.modules, 'dir() imported the names'\n"
         "from trainkit_core import Settings, UsageError, get_provider\n"
         "assert Settings.__module__ == 'trainkit_core.settings'\n"
         "assert 'Settings' in dir(trainkit_core)\n"

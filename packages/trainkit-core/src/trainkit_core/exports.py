@@ -35,7 +35,9 @@ EXPORT_INFO = "trainkit_export.json"
 #: export it replaces while the new one is renamed into place. One a job left behind (killed
 #: mid-merge) is removed by `trainkit gc` (`trainkit_core.retention.collect_garbage`). Not
 #: ``.tmp-``: volumes hide those names (a file write in flight), and gc would never see them.
-EXPORT_STAGING_PREFIXES = (".partial-", ".replaced-")
+EXPORT_PARTIAL_PREFIX = ".partial-"
+EXPORT_REPLACED_PREFIX = ".replaced-"
+EXPORT_STAGING_PREFIXES = (EXPORT_PARTIAL_PREFIX, EXPORT_REPLACED_PREFIX)
 EXPORT_PATH_PATTERN = re.compile(r"^exports/(?P<run_id>run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6})(?:-step(?P<step>[0-9]{8}))?$")
 
 #: The dtypes an export may be saved in; `auto` keeps the base checkpoint's own (16-bit for a 4-bit base).

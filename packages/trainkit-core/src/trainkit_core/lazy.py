@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 
-def lazy_attributes(package: str, names: dict[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
-    """The module `__getattr__` of `package`: `names` maps each public name to its module."""
+def lazy_attributes(
+    package: str, names: dict[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The module `__getattr__` and `__dir__` of `package`: `names` maps each public name to its module."""
 
     def __getattr__(name: str) -> Any:
         module = names.get(name)
@@ -23,4 +25,7 @@ def lazy_attributes(package: str, names: dict[str, str], namespace: dict[str, An
         namespace[name] = value  # the next access is a plain attribute lookup
         return value
 
-    return __getattr__
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *names})
+
+    return __getattr__, __dir__

@@ -64,7 +64,13 @@ def export(ctx: JobContext, model_path: str, dtype: str = "auto") -> dict[str, A
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainkit_core.exports import EXPORT_INFO, EXPORT_STAGING_PREFIXES, check_export_request, export_path
+    from trainkit_core.exports import (
+        EXPORT_INFO,
+        EXPORT_PARTIAL_PREFIX,
+        EXPORT_REPLACED_PREFIX,
+        check_export_request,
+        export_path,
+    )
     from trainkit_core.inference.loading import check_base, check_card, resolve_base
     from trainkit_core.models import check_model_path, local_model_dir, read_card
     from trainkit_core.models.layout import library_versions
@@ -123,8 +129,7 @@ def export(ctx: JobContext, model_path: str, dtype: str = "auto") -> dict[str, A
 
     target = export_path(ref)
     final = root / target
-    staging, replaced = EXPORT_STAGING_PREFIXES
-    tmp = root / "exports" / f"{staging}{uuid.uuid4().hex[:12]}"
+    tmp = root / "exports" / f"{EXPORT_PARTIAL_PREFIX}{uuid.uuid4().hex[:12]}"
     tmp.mkdir(parents=True)
     try:
         merged.save_pretrained(str(tmp), safe_serialization=True, max_shard_size="5GB")
@@ -154,7 +159,7 @@ def export(ctx: JobContext, model_path: str, dtype: str = "auto") -> dict[str, A
         }
         (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n")
         if final.exists():  # a second export of the same model replaces the first, never mixed with it
-            old = root / "exports" / f"{replaced}{uuid.uuid4().hex[:12]}"
+            old = root / "exports" / f"{EXPORT_REPLACED_PREFIX}{uuid.uuid4().hex[:12]}"
             final.rename(old)
             tmp.rename(final)
             shutil.rmtree(old, ignore_errors=True)

@@ -44,4 +44,4 @@ __all__ = [
 ]
 
 
-__getattr__ = lazy_attributes(__name__, _LAZY, globals())
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
