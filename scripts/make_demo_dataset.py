@@ -8,7 +8,7 @@ words does, in both directions), so an exact match on eval shows the model learn
 rule word by word, not the lines. The base model, untrained, scores 0.
 
 The tiny preset's defaults reach about 0.9 exact match on eval here (the figures, per
-recipe, are in ``docs/MODEL_SIZES.md``, printed by ``bench/bench_tiny_recipes.py``).
+recipe, are in ``docs/concepts/model-sizes.md``, printed by ``bench/bench_tiny_recipes.py``).
 
 Run ``python scripts/make_demo_dataset.py`` to (re)write the folder; the output is
 the same byte for byte on every run (seeded), so the dataset hash only changes when

@@ -7,7 +7,7 @@ turn, the tuned model's exact match on the demo eval split (combinations train n
 shows) is far above the base's, and `trainkit models` / `trainkit eval` work on it.
 
 The exact-match floor comes from ``bench/bench_tiny_recipes.py`` (figures in
-``docs/MODEL_SIZES.md``): training is deterministic (fixed seeds, one thread), so a
+``docs/concepts/model-sizes.md``): training is deterministic (fixed seeds, one thread), so a
 loaded machine makes it slower, not worse; the margin below the bench's figure
 covers other library versions. A broken loss mask, schedule or adapter saving (the
 eval job reloads the saved adapter, embeddings and head included) falls far below it.
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(2400)]  # the
 
 REPO = Path(__file__).resolve().parent.parent.parent
 #: The default recipe reached 1.0 exact match and end-of-turn rate on the eval split in
-#: bench/bench_tiny_recipes.py (docs/MODEL_SIZES.md), the base 0; half its steps 0.54.
+#: bench/bench_tiny_recipes.py (docs/concepts/model-sizes.md), the base 0; half its steps 0.54.
 MIN_EXACT_MATCH = 0.7
 MIN_END_OF_TURN_RATE = 0.97
 

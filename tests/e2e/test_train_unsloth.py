@@ -6,7 +6,7 @@ CPU"); this proves the backend's code paths end to end through `trainkit train
 branch) on the twins of Gemma 3 multimodal and Gemma 4. Unsloth's CPU fallback ignores
 `finetune_vision_layers`; without trainkit's own LoRA pattern the Gemma 4 twin fails
 ("Target module Gemma4ClippableLinear ... is not supported") and the Gemma 3 twin's
-adapter gets SigLIP weights (docs/MODEL_SIZES.md).
+adapter gets SigLIP weights (docs/concepts/model-sizes.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ saved with the adapter besides LoRA (the tiny preset's embeddings and head, whic
 are random, not pretrained); the GPU presets keep it empty: LoRA on frozen
 pretrained weights. `TRAINKIT_GPU` overrides the GPU of every size; any Hugging Face id
 can be trained instead of a preset (`TrainConfig.base_model`). Sources of each choice
-are in ``docs/MODEL_SIZES.md``; the ids come from Google's model cards and Unsloth's
+are in ``docs/concepts/model-sizes.md``; the ids come from Google's model cards and Unsloth's
 ``unsloth/models/mapper.py``.
 """
 
@@ -41,7 +41,7 @@ class Preset:
     learning_rate: float
     batch_size: int
     #: The default length: a number of steps (tiny, whose CPU time must not grow with
-    #: the dataset) or, for the GPU presets, of epochs (see docs/MODEL_SIZES.md).
+    #: the dataset) or, for the GPU presets, of epochs (see docs/concepts/model-sizes.md).
     steps: int | None
     description: str
     epochs: float | None = None
@@ -75,7 +75,7 @@ PRESETS: dict[str, Preset] = {
         # Its embeddings and head are random, so they train in full beside LoRA; a warm-up
         # and a cosine decay let the last steps settle on exact answers; a length in steps
         # (not epochs) bounds the time on a CPU whatever the dataset's size. Chosen with
-        # bench/bench_tiny_recipes.py (figures in docs/MODEL_SIZES.md).
+        # bench/bench_tiny_recipes.py (figures in docs/concepts/model-sizes.md).
         modules_to_save=("embed_tokens", "lm_head"),
         learning_rate=1e-2,
         lr_scheduler="cosine",
@@ -100,7 +100,7 @@ PRESETS: dict[str, Preset] = {
         warmup_steps=5,
         lr_scheduler="linear",
         # One pass over the dataset, whatever its size: Unsloth's "full training run";
-        # --steps or --epochs override it (docs/MODEL_SIZES.md gives the anchors).
+        # --steps or --epochs override it (docs/concepts/model-sizes.md gives the anchors).
         steps=None,
         epochs=1.0,
         description="Gemma 3 4B instruct, 4-bit QLoRA on an A10G (24 GB).",
@@ -120,7 +120,7 @@ PRESETS: dict[str, Preset] = {
         warmup_steps=5,
         lr_scheduler="linear",
         # One pass over the dataset, whatever its size: Unsloth's "full training run";
-        # --steps or --epochs override it (docs/MODEL_SIZES.md gives the anchors).
+        # --steps or --epochs override it (docs/concepts/model-sizes.md gives the anchors).
         steps=None,
         epochs=1.0,
         description="Gemma 3 12B instruct, 4-bit QLoRA on an A100 (40 GB).",
@@ -140,7 +140,7 @@ PRESETS: dict[str, Preset] = {
         warmup_steps=5,
         lr_scheduler="linear",
         # One pass over the dataset, whatever its size: Unsloth's "full training run";
-        # --steps or --epochs override it (docs/MODEL_SIZES.md gives the anchors).
+        # --steps or --epochs override it (docs/concepts/model-sizes.md gives the anchors).
         steps=None,
         epochs=1.0,
         description="Gemma 4 31B instruct, 4-bit QLoRA on an A100-80GB (Unsloth's notebook: 18.6 GB reserved).",

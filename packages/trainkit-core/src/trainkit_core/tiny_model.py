@@ -10,7 +10,7 @@ embeddings and the head in full (peft ``modules_to_save``) beside LoRA on the
 projections; the head is untied so that the input and output sides of a word learn
 separately. ``initializer_range=0.1``: at the default 0.02 the frozen projections
 are so small that LoRA barely learns. The recipes compared, with their figures, are
-in ``docs/MODEL_SIZES.md`` (``bench/bench_tiny_recipes.py``).
+in ``docs/concepts/model-sizes.md`` (``bench/bench_tiny_recipes.py``).
 
 Its tokenizer is a byte-level BPE (at most `VOCAB_SIZE` tokens) trained with
 `tokenizers` on the dataset's text, with Gemma's special tokens for both chat

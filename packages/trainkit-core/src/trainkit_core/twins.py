@@ -9,7 +9,7 @@ attention: reading ``config.head_dim`` on its text config raises
 configuration class and structure (layer types and their order, sliding window,
 soft-capping, tied embeddings, rope settings per layer type, the towers the real one
 has, the special tokens of its tokenizer incl. the image ones) with tiny dimensions,
-so that every code path a real preset takes runs on a CPU. ``docs/MODEL_SIZES.md``
+so that every code path a real preset takes runs on a CPU. ``docs/concepts/model-sizes.md``
 lists what each twin shares with its real model and what it does not.
 
 Unlike `tiny`, a twin is built like a downloaded checkpoint: the weights, a fixed
