@@ -22,7 +22,7 @@ import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build"]
+nox.options.sessions = ["lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build", "docs"]
 
 ROOT = nox.project.load_toml("pyproject.toml")
 PYTHONS = nox.project.python_versions(nox.project.load_toml("packages/trainkit-cli/pyproject.toml"))
@@ -254,6 +254,21 @@ def build(session: nox.Session) -> None:
         "pytest", "tests/release", "-p", "no:cacheprovider", "-n", "2", *session.posargs,
         env={"TRAINKIT_DIST": str(DIST)},
     )  # fmt: skip
+
+
+@nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
+def docs(session: nox.Session) -> None:
+    """The documentation site: generated pages current, `mkdocs build --strict`, the docs' tests.
+
+    Torch-free (uv): the reference is read from the torch-free packages, and the tests
+    that run the first tutorial train the tiny model, so they are marked `ml` and run in
+    the `ml` session; here every example is parsed. A broken link or anchor, or a page
+    outside the navigation, fails the build (mkdocs.yml's `validation`).
+    """
+    _install(session, ["core", "cli", "api"], "test", "docs")
+    session.run("python", "scripts/docs_reference.py", "--check")
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site"))
+    session.run("pytest", "tests/docs", "-m", "not ml", "-p", "no:cacheprovider", *session.posargs)
 
 
 #: The oldest supported Python, where `minimums` installs the lowest versions.

@@ -40,6 +40,13 @@ def build_cli() -> click.Group:
     return cli
 
 
+def __getattr__(name: str) -> click.Group:
+    """`trainkit_cli.main.cli`, built when asked for: the documentation's CLI page reads it (mkdocs-click)."""
+    if name == "cli":
+        return build_cli()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: trainkit's errors become a message and an exit status."""
     from trainkit_core.errors import TrainkitError
