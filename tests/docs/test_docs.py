@@ -174,6 +174,17 @@ def test_readme_is_short_and_its_links_resolve() -> None:
         assert f"]({page})" in text, f"README does not link to {page}"
 
 
+def test_each_package_readme_installs_and_links_to_the_site() -> None:
+    site = re.search(r"^site_url: (\S+)$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    assert site, "mkdocs.yml has no site_url"
+    for readme in sorted((ROOT / "packages").glob("*/README.md")):
+        text = readme.read_text()
+        name = readme.parent.name
+        assert text.startswith(f"# {name}\n"), f"{name}/README.md does not start with the package's name"
+        assert "pip install" in text, f"{name}/README.md does not say how to install it"
+        assert f"({site.group(1)}" in text, f"{name}/README.md does not link to the site ({site.group(1)})"
+
+
 # --------------------------------------------------------------------------- CLI in the pages
 
 

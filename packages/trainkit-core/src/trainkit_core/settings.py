@@ -1,8 +1,9 @@
 """trainkit's settings, read from `TRAINKIT_*` environment variables.
 
 One class per concern; `Settings` bundles them so callers pass one object down
-instead of reading the environment deep inside. Every field is documented in the
-repository README's settings table (a test keeps the two in step).
+instead of reading the environment deep inside. Every field is documented on the
+settings page of the docs, generated from these models (docs/reference/settings.md, by
+scripts/docs_reference.py; the docs session fails when it is stale).
 """
 
 from __future__ import annotations
@@ -286,7 +287,7 @@ def settings_rows(cls: type[BaseSettings] | None) -> list[tuple[str, str, str]]:
 
 
 def settings_table(plugins: tuple[type[BaseSettings], ...] = ()) -> list[tuple[str, str, str]]:
-    """(variable, default, meaning) for every setting, for the README and `trainkit settings`.
+    """(variable, default, meaning) for every setting, for the settings page of the docs.
 
     `plugins` adds the rows of plugin settings models (`trainkit providers --json` lists
     each provider's own).

@@ -44,7 +44,7 @@ def is_loopback(host: str) -> bool:
 )
 @pass_state
 def serve(state: CliState, host: str, port: int, log_level: str, provider_name: str | None) -> None:
-    """Serve the web API (see the README's "Web API"): uvicorn here, or the provider's endpoint."""
+    """Serve the web API and the dashboard: uvicorn here, or the provider's endpoint."""
     from trainkit_core.errors import UsageError
 
     if provider_name is not None:
