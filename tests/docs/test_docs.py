@@ -159,6 +159,18 @@ def test_plugin_switches_are_documented() -> None:
         assert f"`{switch}" in text, f"{switch} (trainkit_core.plugins) is not documented in concepts/providers.md"
 
 
+def test_the_web_api_guide_lists_exactly_the_routes_of_the_schema() -> None:
+    def route(method: str, path: str) -> tuple[str, str]:
+        return method.upper(), re.sub(r"\{[^}]*\}", "{}", path.split("?")[0])
+
+    schema = docs_reference().openapi_schema()
+    served = {route(method, path) for path, ops in schema["paths"].items() for method in ops}
+    text = (DOCS / "how-to" / "web-api.md").read_text()
+    listed = {route(m, p) for m, p in re.findall(r"^\| `(GET|POST|PUT|PATCH|DELETE) (/[^`]*)`", text, re.M)}
+    assert not served - listed, f"routes missing from the how-to's table: {sorted(served - listed)}"
+    assert not listed - served, f"the how-to lists routes the API does not have: {sorted(listed - served)}"
+
+
 # --------------------------------------------------------------------------- the README
 
 
@@ -318,3 +330,5 @@ def test_first_tutorial_runs(tmp_path: Path, trainkit_home: Path) -> None:
     assert done.returncode == 0, output[-4000:]
     assert "succeeded" in output, output[-4000:]
     assert "exact" in output.lower(), "the eval table was not printed"
+    assert re.search(r"trained/run-\S+: \d+ tokens", output), "infer did not answer with the tuned model"
+    assert re.search(r"trained/run-\S+ \(base\): \d+ tokens", output), "infer did not answer with the base"
