@@ -266,6 +266,7 @@ def docs(session: nox.Session) -> None:
     outside the navigation, fails the build (mkdocs.yml's `validation`).
     """
     _install(session, ["core", "cli", "api"], "test", "docs")
+    session.env["NO_MKDOCS_2_WARNING"] = "1"  # Material's banner about its successor, on every build
     session.run("python", "scripts/docs_reference.py", "--check")
     session.run("mkdocs", "build", "--strict", "--site-dir", str(Path(session.create_tmp()) / "site"))
     session.run("pytest", "tests/docs", "-m", "not ml", "-p", "no:cacheprovider", *session.posargs)
