@@ -4,7 +4,8 @@
 of each package alone on 3.11 and of all four together (but the `slow` ones) on every
 other supported Python, the training stack's tests on 3.11 (the
 Python of the CPU torch wheel on these machines), the Modal app in simulated
-containers, plugin discovery, and the release check (`build`). Sessions that install
+containers, plugin discovery, the release check (`build`) and the documentation
+site (`docs`). Sessions that install
 torch use pip (not uv): only pip finds the CPU torch wheel on these machines' disks;
 the others use uv when it is installed (run.py installs nox with it).
 """
