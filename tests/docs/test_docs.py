@@ -85,6 +85,30 @@ def test_settings_page_lists_every_setting() -> None:
         assert f"| `{variable}` |" in text, f"{variable} is missing from docs/reference/settings.md"
 
 
+def test_the_cli_page_hook_shows_placeholders_and_defaults() -> None:
+    """scripts/docs_hooks.py: what mkdocs-click renders wrongly, fixed on the CLI page only."""
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
+    assert spec and spec.loader
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+
+    class Page:
+        def __init__(self, uri: str) -> None:
+            self.file = type("File", (), {"src_uri": uri})()
+
+    html = (
+        "<p>trained/<run id>/checkpoints/<step></p>\n<tr>\n<td><code>--json</code></td>\n<td>boolean</td>\n"
+        "<td>Print JSON.</td>\n<td><code>Sentinel.UNSET</code></td>\n</tr>\n<tr>\n<td><code>--host</code></td>\n"
+        "<td>text</td>\n<td>Address.</td>\n<td><code>Sentinel.UNSET</code></td>\n</tr>"
+    )
+    fixed = hooks.on_page_content(html, page=Page("reference/cli.md"))
+    assert "trained/&lt;run id&gt;/checkpoints/&lt;step&gt;" in fixed
+    assert "Sentinel" not in fixed
+    assert "<td>Print JSON.</td>\n<td><code>False</code></td>" in fixed
+    assert "<td>Address.</td>\n<td><code>None</code></td>" in fixed
+    assert hooks.on_page_content(html, page=Page("reference/settings.md")) == html
+
+
 # --------------------------------------------------------------------------- the provider guide
 
 
