@@ -10,14 +10,32 @@ deployed or ephemeral. trainkit builds its app in a function, so nothing of it i
 hydrated there; `lookup` does the same hydration for the one handle it returns.
 
 Outside a container (the CLI, a local `trainkit serve` of the API) `lookup` is
-exactly `from_name`.
+exactly `from_name`, but in the one process that runs an app itself: under
+``modal run -m trainkit_modal.entrypoint`` Modal hydrates the app's objects in the
+local process, and the entry point hands them over (`running_here`), so its jobs run
+in that app, as the seed's ``modal run app.py --action train`` did.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from trainkit_core.errors import NotFoundError
+
+#: The declared objects of the apps this process runs itself, by app name (`running_here`).
+_running_here: dict[str, Mapping[str, Any]] = {}
+
+
+@contextlib.contextmanager
+def running_here(app_name: str, objects: Mapping[str, Any]) -> Iterator[None]:
+    """While the block runs, `lookup` answers for `app_name` with `objects`: the app this process runs."""
+    _running_here[app_name] = objects
+    try:
+        yield
+    finally:
+        _running_here.pop(app_name, None)
 
 
 def container_app_id(sdk: Any) -> str | None:
@@ -29,8 +47,12 @@ def lookup(sdk: Any, kind: str, app_name: str, tag: str) -> Any:
     """The function (`kind` "function") or class (`kind` "class") `tag`: this container's app's, else by name.
 
     By name the handle is lazy (hydrated by Modal when used: deployed apps only); in a
-    container it is hydrated from the container's own app and never looked up by name.
+    container it is hydrated from the container's own app and never looked up by name;
+    in the process that runs the app (`running_here`) it is that app's own object.
     """
+    here = _running_here.get(app_name)
+    if here is not None and tag in here:
+        return here[tag]
     handle = sdk.Cls.from_name(app_name, tag) if kind == "class" else sdk.Function.from_name(app_name, tag)
     _own_app(sdk, handle, kind, tag)
     return handle
@@ -68,4 +90,4 @@ def _own_app(sdk: Any, handle: Any = None, kind: str = "function", tag: str = ""
     return str(running.app_id)
 
 
-__all__ = ["container_app_id", "lookup"]
+__all__ = ["container_app_id", "lookup", "running_here"]
