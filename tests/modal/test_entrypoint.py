@@ -31,7 +31,7 @@ SEED_FLAGS = ["action", "dataset", "train_steps", "model_size", "model_path", "p
 
 
 def _dataset(root: Path) -> Path:
-    """`mini`: 16 short conversations and 3 eval ones (trains in seconds on the tiny model)."""
+    """`mini`: 16 short conversations, no eval split (trains in seconds on the tiny model, no eval after)."""
     folder = root / "mini"
     folder.mkdir(parents=True)
     words = ["snow", "blue", "river", "quiet", "stone", "light", "green", "north"]
@@ -40,10 +40,7 @@ def _dataset(root: Path) -> Path:
         return json.dumps({"messages": [{"role": "user", "content": f"Uppercase: {a} {b}"}, {"role": "assistant", "content": f"{a} {b}".upper()}]}) + "\n"  # fmt: skip
 
     (folder / "train.jsonl").write_text("".join(line(a, b) for a in words for b in words[:2]))
-    (folder / "eval.jsonl").write_text("".join(line(a, "sky") for a in words[:3]))
-    (folder / "dataset.toml").write_text(
-        'name = "mini"\nformat = "chat"\ntrain = ["train.jsonl"]\neval = ["eval.jsonl"]\n'
-    )
+    (folder / "dataset.toml").write_text('name = "mini"\nformat = "chat"\ntrain = ["train.jsonl"]\n')
     return root
 
 
@@ -170,7 +167,7 @@ def test_datasets_sync_and_validate(
     modal_run("--action", "sync", "--dataset", "mini")
     assert capsys.readouterr().out.startswith("mini: unchanged (version ")
     modal_run("--action", "validate", "--dataset", "mini")
-    assert "16 train / 3 eval examples" in capsys.readouterr().out
+    assert "16 train / 0 eval examples" in capsys.readouterr().out
     assert _calls(fake_modal) == []  # the data volume is reached from here; no job
 
 
