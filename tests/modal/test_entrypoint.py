@@ -211,4 +211,9 @@ def test_train_then_infer_on_the_tiny_model(
     assert capsys.readouterr().out.strip()  # the tiny model's answer, whatever it is after 3 steps
     calls = _calls(fake_modal)
     assert {c["app_id"] for c in calls} == {built.app.app_id}  # every job ran in the app `modal run` started
+    import trainkit_modal.entrypoint as entrypoint
+    from trainkit_core.runs import RunStore
+
+    run = RunStore.for_provider(entrypoint.provider()).get(run_id)
+    assert run.modal_app_id == built.app.app_id  # the record names the app it ran in
     assert calls[0]["name"] == "train_tiny"

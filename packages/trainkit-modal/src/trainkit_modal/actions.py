@@ -124,7 +124,7 @@ def run_entrypoint(built: BuiltApp, provider: Provider, action: str, **flags: An
     from trainkit_modal import own_app
 
     try:
-        with own_app.running_here(built.spec.app_name, built.objects):
+        with own_app.running_here(built.spec.app_name, str(built.app.app_id or ""), built.objects):
             return run_action(provider, action, **flags)
     except TrainkitError as exc:
         print(f"error: {exc}", file=sys.stderr)

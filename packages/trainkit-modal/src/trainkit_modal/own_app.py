@@ -24,18 +24,24 @@ from typing import Any
 
 from trainkit_core.errors import NotFoundError
 
-#: The declared objects of the apps this process runs itself, by app name (`running_here`).
-_running_here: dict[str, Mapping[str, Any]] = {}
+#: The apps this process runs itself (`running_here`), by app name: (app id, declared objects).
+_running_here: dict[str, tuple[str, Mapping[str, Any]]] = {}
 
 
 @contextlib.contextmanager
-def running_here(app_name: str, objects: Mapping[str, Any]) -> Iterator[None]:
-    """While the block runs, `lookup` answers for `app_name` with `objects`: the app this process runs."""
-    _running_here[app_name] = objects
+def running_here(app_name: str, app_id: str, objects: Mapping[str, Any]) -> Iterator[None]:
+    """While the block runs, `lookup` answers for `app_name` with `objects`: the app `app_id` this process runs."""
+    _running_here[app_name] = (app_id, objects)
     try:
         yield
     finally:
         _running_here.pop(app_name, None)
+
+
+def running_app_id(app_name: str) -> str | None:
+    """The id of app `app_name` when this process runs it (`running_here`), else None."""
+    here = _running_here.get(app_name)
+    return here[0] if here is not None else None
 
 
 def container_app_id(sdk: Any) -> str | None:
@@ -51,8 +57,8 @@ def lookup(sdk: Any, kind: str, app_name: str, tag: str) -> Any:
     in the process that runs the app (`running_here`) it is that app's own object.
     """
     here = _running_here.get(app_name)
-    if here is not None and tag in here:
-        return here[tag]
+    if here is not None and tag in here[1]:
+        return here[1][tag]
     handle = sdk.Cls.from_name(app_name, tag) if kind == "class" else sdk.Function.from_name(app_name, tag)
     _own_app(sdk, handle, kind, tag)
     return handle
@@ -90,4 +96,4 @@ def _own_app(sdk: Any, handle: Any = None, kind: str = "function", tag: str = ""
     return str(running.app_id)
 
 
-__all__ = ["container_app_id", "lookup", "running_here"]
+__all__ = ["container_app_id", "lookup", "running_app_id", "running_here"]
