@@ -212,8 +212,11 @@ def test_train_then_infer_on_the_tiny_model(
     calls = _calls(fake_modal)
     assert {c["app_id"] for c in calls} == {built.app.app_id}  # every job ran in the app `modal run` started
     import trainkit_modal.entrypoint as entrypoint
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs import PHASES, RunStore
 
     run = RunStore.for_provider(entrypoint.provider()).get(run_id)
     assert run.modal_app_id == built.app.app_id  # the record names the app it ran in
+    # The seed's step_times, from a job on the fake Modal: every phase but `evaluating` (no eval split).
+    assert list(run.step_times) == [p for p in PHASES if p != "evaluating"]
+    assert all(None not in (t["start"], t["end"]) for t in run.step_times.values()), run.step_times
     assert calls[0]["name"] == "train_tiny"
