@@ -291,10 +291,11 @@ SEED_NAMES = {
 class TrainingRun(BaseModel):
     """One fine-tuning run, as stored. Field names follow the seed's record.
 
-    Two of the seed's names are kept beside trainkit's: ``training_run_id`` is `id`
-    and ``framework_status`` is `phase`; both spellings are attributes (read and
-    write), both are in the stored JSON, and a record that has only the seed's name
-    loads. Accounting: `duration_seconds` is the wall time the run's jobs ran (every
+    The seed's names are kept beside trainkit's (`SEED_NAMES`): ``training_run_id``
+    is `id`, ``framework_status`` is `phase` (both spellings stored), ``modal_app_id``
+    and ``modal_app_url`` are `provider_app_id` and `provider_app_url`; each spelling
+    is an attribute (read and write), and a record that has only the seed's name
+    loads. The map of every rename is docs/concepts/seed-map.md. Accounting: `duration_seconds` is the wall time the run's jobs ran (every
     attempt, not the time between a stop and its resume), `gpu_seconds` and
     `cost_usd` follow from it and the price fixed at launch (`price`,
     `trainkit_core.pricing`). Blocking calls have an awaitable twin in Modal's idiom:
