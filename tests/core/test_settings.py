@@ -73,3 +73,35 @@ def test_to_env_rebuilds_the_same_settings(monkeypatch: pytest.MonkeyPatch) -> N
     again = Settings.from_env()
     assert again.model_dump() == original.model_dump()
     assert again.api.api_token is not None and again.api.api_token.get_secret_value() == "tok"
+
+
+def test_a_seed_variable_is_reported_once_with_its_new_name(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Seed 000's `SIDECAR_*` names are not read; each one set is named once, with what trainkit reads."""
+    from trainkit_core import settings as settings_module
+
+    monkeypatch.setattr(settings_module, "_reported_seed_variables", set())
+    monkeypatch.setenv("SIDECAR_GPU", "a100-secret-looking-value")
+    monkeypatch.setenv("SIDECAR_VOL_DATA", "old-data")
+    monkeypatch.setenv("TRAINKIT_VOL_DATA", "new-data")
+    monkeypatch.setenv("SIDECAR_MODAL_WEB_URL", "https://example.invalid")
+    with caplog.at_level("WARNING", logger="trainkit_core.settings"):
+        first = Settings.from_env()
+        Settings.from_env()
+    lines = [r.getMessage() for r in caplog.records if r.name == "trainkit_core.settings"]
+    assert lines == [
+        "SIDECAR_GPU is set and ignored: trainkit reads TRAINKIT_GPU; rename it",
+        "SIDECAR_MODAL_WEB_URL is set, but trainkit has no such setting (it belonged to the seed's sidecar); ignored",
+        "SIDECAR_VOL_DATA is set and ignored: trainkit reads TRAINKIT_VOL_DATA (set too)",
+    ]
+    assert first.compute.gpu == "" and first.volumes.vol_data == "new-data"  # the old names change nothing
+    assert "a100-secret-looking-value" not in caplog.text
+
+
+def test_every_seed_variable_names_a_real_setting() -> None:
+    from trainkit_core.settings import SEED_VARIABLES
+
+    variables = {row[0] for row in settings_table()}
+    assert set(SEED_VARIABLES.values()) <= variables
+    assert all(old.replace("SIDECAR_", "TRAINKIT_", 1) == new for old, new in SEED_VARIABLES.items())

@@ -192,7 +192,7 @@ def test_the_job_waits_for_a_slow_store_only_to_start_and_to_end(ctx, monkeypatc
     def work(ctx: Any, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
         before = calls[me]
         for phase in ("loading_model", "loading_dataset", "training"):
-            job._phase(run, phase)
+            run.enter_phase(phase)
             run.events.append("log", message=f"working in {phase}")
         for step in range(1, 41):
             run.step = step

@@ -58,6 +58,7 @@ def test_from_id_uses_the_configured_providers_store_by_default(store: RunStore)
     assert loaded.id == run.id and loaded.status == "running"
     assert loaded.store.provider is not None and loaded.store.provider.name == "local"
     assert asyncio.run(TrainingRun.from_id.aio(run.id)).id == run.id
+    assert asyncio.run(TrainingRun.from_id(run.id, is_async=True)).id == run.id  # the seed's spelling
 
 
 def test_the_seeds_names_are_read_written_and_stored(store: RunStore) -> None:

@@ -123,6 +123,13 @@ def test_a_run_whose_budget_runs_out_mid_way_ends_stopped_with_its_adapter(
     assert [k for k in sub["training"]] == [f"checkpoint-{stored.step:08d}"]
     assert sub["saving"]["adapter_gate"]["ok"] is True and sub["saving"]["save_adapter"]["ok"] is True
     assert sub["evaluating"]["eval"]["examples"] == 3
+    # The seed's step_times: every phase, in order, with its start and its end.
+    from trainkit_core.runs import PHASES
+
+    assert list(stored.step_times) == list(PHASES)
+    ends = [(t["start"], t["end"]) for t in stored.step_times.values()]
+    assert all(start is not None and end is not None and start <= end for start, end in ends), ends
+    assert all(ends[i][1] <= ends[i + 1][0] for i in range(len(ends) - 1)), ends
     # The plan counted, before the run, exactly the tokens the job then trained on.
     from trainkit_core.training.plan import make_plan
 

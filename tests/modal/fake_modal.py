@@ -478,11 +478,39 @@ class Declared:
     options: dict[str, Any]
     app: App | None = None
 
+    #: The handle `App.run` hydrated from the ephemeral app's layout (None outside `run`).
+    handle: Any = None
+
     def get_web_url(self) -> str | None:
         """Only while the app runs (`App.run`), like an ephemeral app's temporary URL."""
         if self.app is None or not self.app.running:
             raise exception.ExecutionError("the app is not running")
         return f"https://fake--{self.app.name}-{self.name}-dev.modal.run"
+
+    def _hydrated(self) -> Any:
+        """Like modal: a declared object calls its app's function only once `App.run` hydrated it."""
+        if self.app is None or not self.app.running or self.handle is None:
+            raise exception.ExecutionError(f"{self.kind} {self.name} has not been hydrated: its app is not running")
+        return self.handle
+
+    def spawn(self, *args: Any, **kwargs: Any) -> FunctionCall:
+        return self._hydrated().spawn(*args, **kwargs)  # type: ignore[no-any-return]
+
+    def with_options(self, **options: Any) -> Any:
+        return self._hydrated().with_options(**options)
+
+    def __call__(self) -> Any:
+        return self._hydrated()()
+
+
+class LocalEntrypoint:
+    """Like modal's `_LocalEntrypoint`: calling it calls the function, in this process."""
+
+    def __init__(self, raw_f: Any, app: App) -> None:
+        self.raw_f, self.app = raw_f, app
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.raw_f(*args, **kwargs)
 
 
 _FUNCTION_OPTIONS = {
@@ -499,6 +527,21 @@ class App:
         self.app_id: str | None = None
         self.running = False
         self.runs = 0
+        self._local_entrypoints: dict[str, LocalEntrypoint] = {}
+
+    def local_entrypoint(self, *, name: str | None = None) -> Any:
+        """Like modal 1.6.4: registered under `name` (default the function's qualified name), unique."""
+
+        def register(raw_f: Any) -> LocalEntrypoint:
+            if "<locals>" in raw_f.__qualname__:  # modal's FunctionSourceInfo: LocalFunctionError
+                raise exception.InvalidError("Modal can only import functions defined in global scope")
+            tag = name if name is not None else raw_f.__qualname__
+            if tag in self._local_entrypoints:
+                raise exception.InvalidError(f"Duplicate local entrypoint name: {tag}.")
+            self._local_entrypoints[tag] = LocalEntrypoint(raw_f, self)
+            return self._local_entrypoints[tag]
+
+        return register
 
     def function(self, **options: Any) -> Any:
         unknown = set(options) - _FUNCTION_OPTIONS
@@ -549,12 +592,29 @@ class App:
         self.running, self.runs = True, self.runs + 1
         self.app_id = "ap-" + uuid.uuid4().hex[:20]
         record = {"name": self.name, "app_id": self.app_id, "state": "ephemeral", "version": 0, "deployed_at": time.time()}  # fmt: skip
-        _write_json(_app_id_path(self.app_id), {**record, **self._layout(), "retries": {}, "single_use": []})
+        layout = self._layout()
+        _write_json(_app_id_path(self.app_id), {**record, **layout, "retries": {}, "single_use": []})
+        self._hydrate_declared(layout)
         try:
             yield self
         finally:
             self.running = False
+            for declared in self.declared.values():
+                declared.handle = None
             _write_json(_app_id_path(self.app_id), {**_read_json(_app_id_path(self.app_id)), "state": "stopped"})
+
+    def _hydrate_declared(self, layout: dict[str, Any]) -> None:
+        """Like modal's `app.run()` in the process that runs it: each declared object gets its ephemeral id."""
+        for name, declared in self.declared.items():
+            if declared.kind == "class":
+                cls = _RemoteCls(str(self.name), name, {})
+                cls._class_service_function._hydrate(layout["functions"][f"{name}.*"], None, {})
+                cls._hydrate(layout["classes"][name], None, {})
+                declared.handle = cls
+            else:
+                function = _RemoteFunction(str(self.name), name)
+                function._hydrate(layout["functions"][name], None, {})
+                declared.handle = function
 
     def _check_secrets(self) -> None:
         """Like Modal at deploy and run: a named secret must exist and hold its required keys."""

@@ -189,6 +189,12 @@ def trained(deployed: Deployed) -> dict[str, Any]:
 def test_a_job_started_from_the_web_endpoint_succeeds(trained: dict[str, Any], deployed: Deployed) -> None:
     assert trained["status"] == "succeeded", f"{trained}\n{deployed.logs()}"
     assert trained["step"] == STEPS
+    # The seed's step_times, through the fake Modal: every phase with its start and its end.
+    from trainkit_core.runs import PHASES
+
+    times = trained["step_times"]
+    assert list(times) == list(PHASES), times
+    assert all(None not in (t["start"], t["end"]) and t["start"] <= t["end"] for t in times.values()), times
     assert deployed.provider.volume("models").exists(f"trained/{trained['id']}/adapter_model.safetensors")
 
 

@@ -50,7 +50,7 @@ class ApiState:
     def run(self, run_id: str, *, reconcile: bool = True) -> TrainingRun:
         """The run (`NotFoundError`/`UsageError` otherwise), fixed by the reconciler when its job is gone."""
         run = self.store.get(run_id)
-        if reconcile and not run.done():
+        if reconcile and not run.ended():
             from trainkit_core.reconcile import reconcile_run
 
             reconcile_run(run)
@@ -79,7 +79,7 @@ class HistoryLog:
 def event_log(run: TrainingRun) -> EventLog | HistoryLog:
     """The run's live event log, or its history once the live log is gone."""
     log = run.events
-    if log.last_seq() or not run.done():
+    if log.last_seq() or not run.ended():
         return log
     path = f"{history_dir(run.id)}/events.jsonl"
     if not run.store.models.exists(path):

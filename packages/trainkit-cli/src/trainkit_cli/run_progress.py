@@ -19,7 +19,7 @@ def refresh_run(run: Any) -> Any:
     from trainkit_core.reconcile import reconcile_run
 
     run.reload()
-    if not run.done():
+    if not run.ended():
         reconcile_run(run)
     return run
 
@@ -83,7 +83,7 @@ def follow_run(run: Any, *, quiet: bool = False, interruptible: bool = True) -> 
         task = bar.add_task("train", total=run.total_steps or None, phase=run.phase, loss="-", speed="", eta="-")
         while True:
             try:
-                for event in follow(run.events, after=after, is_done=lambda: refresh_run(run).done(), poll_s=0.3):
+                for event in follow(run.events, after=after, is_done=lambda: refresh_run(run).ended(), poll_s=0.3):
                     after = event["seq"]
                     kind = event["type"]
                     if kind == "progress":

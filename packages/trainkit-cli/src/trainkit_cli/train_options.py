@@ -20,7 +20,14 @@ def config_options(func: Any) -> Any:
             help="Instead of a preset: a Hugging Face id, a model folder (local provider), or hf-cache:FOLDER.",
         ),
         click.option("--chat-format", default=None, type=click.Choice(["gemma3", "gemma4"]), help="Override."),
-        click.option("--steps", default=None, type=int, help="Optimizer steps (default: the preset's)."),
+        click.option(
+            "--steps",
+            "--train-steps",
+            "steps",
+            default=None,
+            type=int,
+            help="Optimizer steps (default: the preset's). --train-steps is seed 000's name for it.",
+        ),
         click.option("--epochs", default=None, type=float, help="Epochs, instead of --steps."),
         click.option("--lr", "learning_rate", default=None, type=float, help="Learning rate."),
         click.option(

@@ -3,7 +3,8 @@
 Modal's SDK gives every blocking call an ``.aio`` twin (``fn.remote.aio(...)``); a
 user who scripts trainkit from asyncio code expects the same of `TrainingRun`:
 ``await run.result.aio(timeout=600)``, ``await TrainingRun.from_id.aio(run_id)``,
-``await wait_all.aio(runs)``. The twin runs the blocking call in a worker thread
+``await wait_all.aio(runs)``; `from_id` and `save` also take the seed's
+``is_async=True``, which returns the awaitable (`in_thread`). The twin runs the blocking call in a worker thread
 (`asyncio.to_thread`), so the event loop keeps going while a run is awaited; the
 store objects underneath are blocking clients (SQLite, a Modal Dict), and one
 implementation of each call keeps both spellings answering the same.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
 P = ParamSpec("P")
@@ -48,6 +49,14 @@ class BlockingAndAsync:
 
     def __get__(self, instance: Any, owner: type | None = None) -> AsyncCallable[..., Any]:
         return AsyncCallable(self._func.__get__(instance, owner))
+
+
+def in_thread(func: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+    """The blocking call as an awaitable that runs it in a worker thread when awaited.
+
+    For the seed's ``is_async=True`` spelling (``await TrainingRun.from_id(id, is_async=True)``).
+    """
+    return asyncio.to_thread(func, *args, **kwargs)
 
 
 def aio_method(func: Any) -> Any:

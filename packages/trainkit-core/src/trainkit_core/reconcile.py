@@ -18,7 +18,7 @@ PENDING_TIMEOUT_S = 15 * 60
 
 def reconcile_run(run: Any) -> bool:
     """Fix the record of one unfinished run; True when it changed."""
-    if run.done():
+    if run.ended():
         return False
     provider = run.store.provider
     reason = None
@@ -32,7 +32,7 @@ def reconcile_run(run: Any) -> bool:
             return False  # the provider cannot answer now (network, credentials): decide later
         if status is not None and status.done:
             run.reload()
-            if run.done():
+            if run.ended():
                 return False  # the job finished its record just now
             if status.state == "succeeded":
                 reason = "the job ended without finishing the run's record"

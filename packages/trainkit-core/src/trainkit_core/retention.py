@@ -97,7 +97,7 @@ def delete_run(store: RunStore, run_id: str, *, keep_model: bool = False, dry_ru
     mark = marks.get(run_id)
     if mark is None:
         run = store.get(run_id)
-        if not run.done():
+        if not run.ended():
             from trainkit_core.reconcile import reconcile_run
 
             run.reload()

@@ -18,13 +18,13 @@ import mimetypes
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, computed_field, model_validator
 
-from trainkit_core.aio import BlockingAndAsync, aio_function, aio_method
+from trainkit_core.aio import BlockingAndAsync, aio_function, aio_method, in_thread
 from trainkit_core.errors import ConflictError, JobTimeout, NotFoundError, TrainkitError, UsageError
 from trainkit_core.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
 from trainkit_core.hookspecs import KVStore, Volume
@@ -277,18 +277,25 @@ class Checkpoint(BaseModel):
 #: Seconds a finished run's job call gets to end on its own before `TrainingRun.release` ends it.
 RELEASE_GRACE_S = 30.0
 
-#: The seed's names (seed 002) of two fields trainkit names otherwise: both are read,
-#: written and stored.
-SEED_NAMES = {"training_run_id": "id", "framework_status": "phase"}
+#: The seed's names (seed 002) of fields trainkit names otherwise: both are read and
+#: written, and a record that has only the seed's name loads. The first two are also in
+#: the stored JSON (`training_run_id`, `framework_status`); the app's are attributes only.
+SEED_NAMES = {
+    "training_run_id": "id",
+    "framework_status": "phase",
+    "modal_app_id": "provider_app_id",
+    "modal_app_url": "provider_app_url",
+}
 
 
 class TrainingRun(BaseModel):
     """One fine-tuning run, as stored. Field names follow the seed's record.
 
-    Two of the seed's names are kept beside trainkit's: ``training_run_id`` is `id`
-    and ``framework_status`` is `phase`; both spellings are attributes (read and
-    write), both are in the stored JSON, and a record that has only the seed's name
-    loads. Accounting: `duration_seconds` is the wall time the run's jobs ran (every
+    The seed's names are kept beside trainkit's (`SEED_NAMES`): ``training_run_id``
+    is `id`, ``framework_status`` is `phase` (both spellings stored), ``modal_app_id``
+    and ``modal_app_url`` are `provider_app_id` and `provider_app_url`; each spelling
+    is an attribute (read and write), and a record that has only the seed's name
+    loads. The map of every rename is docs/concepts/seed-map.md. Accounting: `duration_seconds` is the wall time the run's jobs ran (every
     attempt, not the time between a stop and its resume), `gpu_seconds` and
     `cost_usd` follow from it and the price fixed at launch (`price`,
     `trainkit_core.pricing`). Blocking calls have an awaitable twin in Modal's idiom:
@@ -390,6 +397,24 @@ class TrainingRun(BaseModel):
     def framework_status(self, value: str) -> None:
         self.phase = value
 
+    @property
+    def modal_app_id(self) -> str:
+        """The seed's name of `provider_app_id` (a Modal app id when the provider is Modal)."""
+        return self.provider_app_id
+
+    @modal_app_id.setter
+    def modal_app_id(self, value: str) -> None:
+        self.provider_app_id = value
+
+    @property
+    def modal_app_url(self) -> str:
+        """The seed's name of `provider_app_url`."""
+        return self.provider_app_url
+
+    @modal_app_url.setter
+    def modal_app_url(self, value: str) -> None:
+        self.provider_app_url = value
+
     # ------------------------------------------------------------------ accounting
 
     def job_seconds(self, now: float | None = None) -> float | None:
@@ -465,22 +490,21 @@ class TrainingRun(BaseModel):
 
     @aio_method
     @classmethod
-    def from_id(cls, run_id: str, *, store: RunStore | None = None) -> TrainingRun:
+    def from_id(
+        cls, run_id: str, *, store: RunStore | None = None, is_async: bool = False
+    ) -> TrainingRun | Awaitable[TrainingRun]:
         """The run from the KV store, else from its history on the models volume.
 
         Without `store`, the configured provider's (``TRAINKIT_PROVIDER``, default
-        `local`). ``await TrainingRun.from_id.aio(run_id)`` from async code.
+        `local`). From async code, ``await TrainingRun.from_id(run_id, is_async=True)``
+        (the seed's spelling) or ``await TrainingRun.from_id.aio(run_id)`` (Modal's).
         """
+        if is_async:
+            return in_thread(cls.from_id, run_id, store=store)
         check_run_id(run_id)
         if store is None:
             store = default_store()
-        data = store.records.get(run_id)
-        if data is None:
-            path = f"{history_dir(run_id)}/record.json"
-            if not store.models.exists(path):
-                raise NotFoundError(f"no run {run_id!r}", hint="trainkit runs list shows the runs")
-            data = json.loads(store.models.read_bytes(path))
-        return cls.from_stored_data(data, store=store)
+        return cls.from_stored_data(_stored(store, run_id), store=store)
 
     @property
     def store(self) -> RunStore:
@@ -493,7 +517,7 @@ class TrainingRun(BaseModel):
         return self
 
     def reload(self) -> TrainingRun:
-        fresh = TrainingRun.from_id(self.id, store=self.store)
+        fresh = TrainingRun.from_stored_data(_stored(self.store, self.id), store=self.store)
         for name in type(self).model_fields:
             setattr(self, name, getattr(fresh, name))
         self._indexed = fresh._indexed
@@ -502,8 +526,11 @@ class TrainingRun(BaseModel):
     # ------------------------------------------------------------------ writing
 
     @aio_method
-    def save(self) -> None:
+    def save(self, *, is_async: bool = False) -> Awaitable[None] | None:
         """Write the record; first the index, when the status or group changed (as the index tells them).
+
+        ``await run.save(is_async=True)`` (the seed's spelling) or ``await run.save.aio()``
+        from async code.
 
         Index first: a crash between the two writes leaves an index entry that
         disagrees with its record, which the next listing repairs, never a record the
@@ -511,11 +538,14 @@ class TrainingRun(BaseModel):
         (`trainkit_core.training.background`), the copy is only queued here and
         written by its thread, so the job never waits for the store.
         """
+        if is_async:
+            return in_thread(self.save)
         writer = self._writer
         if writer is not None:
             writer.submit(self.snapshot)
-            return
+            return None
         self.write_record(self.snapshot())
+        return None
 
     @property
     def writer(self) -> Any:
@@ -554,9 +584,26 @@ class TrainingRun(BaseModel):
 
     # ------------------------------------------------------------------ state
 
-    def done(self) -> bool:
-        """True once the run reached a terminal status (or its job ended, per the reconciler)."""
+    def ended(self) -> bool:
+        """True once the record says the run ended (a terminal status); asks no provider."""
         return self.status in TERMINAL_STATUSES
+
+    def done(self) -> bool:
+        """True once the run ended, or its job's call has finished (the seed's `done`).
+
+        A run whose call finished while its record still says it runs (the job died
+        before it could write its end) is reconciled first (`reconcile_run`), so that a
+        True here is never read beside a `running` status (nor a False beside a finished
+        call). Inside a job (no provider) only the record is read. Does not stop anything.
+        """
+        if self.ended():
+            return True
+        if self._store is None or self.store.provider is None:
+            return False
+        from trainkit_core.reconcile import reconcile_run
+
+        reconcile_run(self)  # ends the record when the provider says the call finished
+        return self.ended()
 
     @property
     def error(self) -> str | None:
@@ -579,6 +626,33 @@ class TrainingRun(BaseModel):
             return None
         self.phase = phase
         return phase
+
+    def start_phases(self) -> None:
+        """A job attempt starts: the phase goes back to `provisioning`, timed from now (not saved)."""
+        self.phase = PHASES[0]
+        self.step_times[PHASES[0]] = {"start": time.time(), "end": None}
+
+    def enter_phase(self, phase: str, *, save: bool = True) -> None:
+        """Advance the phase, timing it in `step_times`, and say so in an event.
+
+        The one way a job changes phase, so that every phase gets its start and the
+        one before it its end (`end_phase` ends the last). `save=False` when the
+        caller saves the record next. Phases are timed on this module's clock.
+        """
+        previous = self.phase
+        if self.apply_framework_status(phase) is None:
+            return
+        self.end_phase(previous)
+        self.step_times[phase] = {"start": time.time(), "end": None}
+        if save:
+            self.save()
+        self.events.append("phase", phase=phase)
+
+    def end_phase(self, phase: str | None = None) -> None:
+        """Give the phase (default: the current one) its end in `step_times`, if it has none (not saved)."""
+        entry = self.step_times.get(self.phase if phase is None else phase)
+        if entry is not None and entry.get("end") is None:
+            entry["end"] = time.time()
 
     @aio_method
     def record_substep(self, phase: str, name: str, start: float, end: float | None, **extra: Any) -> None:
@@ -610,10 +684,6 @@ class TrainingRun(BaseModel):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self.reload()
-            if not self.done():
-                from trainkit_core.reconcile import reconcile_run
-
-                reconcile_run(self)
             if self.done():
                 return self
             if deadline is not None and time.monotonic() >= deadline:
@@ -646,7 +716,7 @@ class TrainingRun(BaseModel):
         the record says it ended, so a call is left `RELEASE_GRACE_S` after the end to
         finish on its own before it is cancelled. Safe to call more than once.
         """
-        if not self.done() or self.store.provider is None or not self.function_call_id:
+        if not self.ended() or self.store.provider is None or not self.function_call_id:
             return False
         call = self.store.provider.call(self.function_call_id)
         ended = self.ended_at or self.updated_at
@@ -662,7 +732,7 @@ class TrainingRun(BaseModel):
 
     def close(self, reason: str = "stop requested") -> None:
         """Ask the run to stop gracefully (it saves its adapter and ends `stopped`). Safe to repeat."""
-        if self.done():
+        if self.ended():
             return
         self.store.stop_flag(self.id).request(reason)
         self.events.append("log", message=reason)
@@ -671,12 +741,12 @@ class TrainingRun(BaseModel):
 
     def cancel(self) -> None:
         """End the run's job now, without saving: the run ends `stopped` with a note."""
-        if self.done():
+        if self.ended():
             raise ConflictError(f"run {self.id} already ended {self.status}")
         if self.store.provider is not None and self.function_call_id:
             self.store.provider.call(self.function_call_id).cancel()
         self.reload()
-        if not self.done():
+        if not self.ended():
             now = time.time()
             self.end_attempt(now)
             self.status, self.ended_at, self.updated_at = "stopped", now, now
@@ -758,6 +828,17 @@ class TrainingRun(BaseModel):
         return component
 
 
+def _stored(store: RunStore, run_id: str) -> Any:
+    """A run's stored record: from the KV store, else its history on the models volume."""
+    data = store.records.get(run_id)
+    if data is None:
+        path = f"{history_dir(run_id)}/record.json"
+        if not store.models.exists(path):
+            raise NotFoundError(f"no run {run_id!r}", hint="trainkit runs list shows the runs")
+        data = json.loads(store.models.read_bytes(path))
+    return data
+
+
 def default_store() -> RunStore:
     """The run store of the configured provider (``TRAINKIT_PROVIDER``, default `local`)."""
     from trainkit_core.provider import get_provider
@@ -775,15 +856,11 @@ def wait_all(
     seed's ``wait_all`` closes each run. Returns the runs, reloaded. `JobTimeout` when
     `timeout` passes first. ``await wait_all.aio(runs)`` from async code.
     """
-    from trainkit_core.reconcile import reconcile_run
-
     deadline = None if timeout is None else time.monotonic() + timeout
     waiting = list(runs)
     while True:
         for run in list(waiting):
             run.reload()
-            if not run.done():
-                reconcile_run(run)
             if run.done():
                 run.release()
                 waiting.remove(run)

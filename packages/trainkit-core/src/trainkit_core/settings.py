@@ -8,8 +8,10 @@ scripts/docs_reference.py; the docs session fails when it is stale).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -21,6 +23,61 @@ from trainkit_core.hookspecs import VOLUME_KINDS
 VolumeKind = Literal["data", "models", "eval", "hf-cache"]
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+log = logging.getLogger(__name__)
+
+#: Seed 000's settings (the sidecar's `SIDECAR_*`) and the trainkit setting each became
+#: (docs/concepts/seed-map.md). trainkit reads only its own names.
+SEED_VARIABLES = {
+    "SIDECAR_PROVIDER": "TRAINKIT_PROVIDER",
+    "SIDECAR_APP_NAME": "TRAINKIT_APP_NAME",
+    "SIDECAR_GPU": "TRAINKIT_GPU",
+    "SIDECAR_TRAIN_TIMEOUT_S": "TRAINKIT_TRAIN_TIMEOUT_S",
+    "SIDECAR_INFER_IDLE_TIMEOUT_S": "TRAINKIT_INFER_IDLE_TIMEOUT_S",
+    "SIDECAR_HF_SECRET": "TRAINKIT_HF_SECRET",
+    "SIDECAR_VOL_DATA": "TRAINKIT_VOL_DATA",
+    "SIDECAR_VOL_MODELS": "TRAINKIT_VOL_MODELS",
+    "SIDECAR_VOL_EVAL": "TRAINKIT_VOL_EVAL",
+    "SIDECAR_VOL_HF_CACHE": "TRAINKIT_VOL_HF_CACHE",
+}
+SEED_PREFIX = "SIDECAR_"
+_reported_seed_variables: set[str] = set()
+
+
+def seed_variable_notes(environ: Mapping[str, str]) -> list[str]:
+    """One line for each `SIDECAR_*` variable set in `environ`: what trainkit reads instead.
+
+    Seed 000 named the settings `SIDECAR_*`; trainkit reads `TRAINKIT_*` only, so a
+    setting left under its old name would otherwise change nothing without a word.
+    """
+    notes = []
+    for name in sorted(n for n in environ if n.startswith(SEED_PREFIX)):
+        new = SEED_VARIABLES.get(name)
+        if new is None:
+            notes.append(
+                f"{name} is set, but trainkit has no such setting (it belonged to the seed's sidecar); ignored"
+            )
+        elif new in environ:
+            notes.append(f"{name} is set and ignored: trainkit reads {new} (set too)")
+        else:
+            notes.append(f"{name} is set and ignored: trainkit reads {new}; rename it")
+    return notes
+
+
+def report_seed_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Log each `seed_variable_notes` line once per process (a warning); returns the lines logged now.
+
+    Values are never logged: a name says enough, and some hold secrets' names.
+    """
+    fresh = []
+    for note in seed_variable_notes(os.environ if environ is None else environ):
+        name = note.split(" ", 1)[0]
+        if name in _reported_seed_variables:
+            continue
+        _reported_seed_variables.add(name)
+        log.warning("%s", note)
+        fresh.append(note)
+    return fresh
 
 
 def default_home() -> Path:
@@ -222,6 +279,7 @@ class Settings(BaseModel):
 
         from trainkit_core.errors import UsageError
 
+        report_seed_variables()
         try:
             return cls(
                 provider=ProviderSettings(),

@@ -272,10 +272,11 @@ class ModalRunner:
         return ModalRunHandle(self, call_id, function, app)
 
     def app_info(self) -> dict[str, str]:
-        """The app the calls run in: this container's own app when it is not the recorded deployment
-        (an ephemeral dev app), else the deployment `trainkit app deploy` recorded; {} when none is known."""
+        """The app the calls run in: this container's own app, or the one this process runs (`modal run`),
+        when it is not the recorded deployment (an ephemeral dev app), else the deployment
+        `trainkit app deploy` recorded; {} when none is known."""
         known = deployment_record(self.sdk, self.settings) or {}
-        own = own_app.container_app_id(self.sdk)
+        own = own_app.container_app_id(self.sdk) or own_app.running_app_id(self.app_name)
         if own and own != known.get("app_id"):
             return {"provider_app_id": own, "provider_app_url": f"https://modal.com/id/{own}", "deployment_id": ""}
         if not known.get("app_id"):

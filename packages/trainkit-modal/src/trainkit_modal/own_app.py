@@ -10,14 +10,38 @@ deployed or ephemeral. trainkit builds its app in a function, so nothing of it i
 hydrated there; `lookup` does the same hydration for the one handle it returns.
 
 Outside a container (the CLI, a local `trainkit serve` of the API) `lookup` is
-exactly `from_name`.
+exactly `from_name`, but in the one process that runs an app itself: under
+``modal run -m trainkit_modal.entrypoint`` Modal hydrates the app's objects in the
+local process, and the entry point hands them over (`running_here`), so its jobs run
+in that app, as the seed's ``modal run app.py --action train`` did.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from trainkit_core.errors import NotFoundError
+
+#: The apps this process runs itself (`running_here`), by app name: (app id, declared objects).
+_running_here: dict[str, tuple[str, Mapping[str, Any]]] = {}
+
+
+@contextlib.contextmanager
+def running_here(app_name: str, app_id: str, objects: Mapping[str, Any]) -> Iterator[None]:
+    """While the block runs, `lookup` answers for `app_name` with `objects`: the app `app_id` this process runs."""
+    _running_here[app_name] = (app_id, objects)
+    try:
+        yield
+    finally:
+        _running_here.pop(app_name, None)
+
+
+def running_app_id(app_name: str) -> str | None:
+    """The id of app `app_name` when this process runs it (`running_here`), else None."""
+    here = _running_here.get(app_name)
+    return here[0] if here is not None else None
 
 
 def container_app_id(sdk: Any) -> str | None:
@@ -29,8 +53,12 @@ def lookup(sdk: Any, kind: str, app_name: str, tag: str) -> Any:
     """The function (`kind` "function") or class (`kind` "class") `tag`: this container's app's, else by name.
 
     By name the handle is lazy (hydrated by Modal when used: deployed apps only); in a
-    container it is hydrated from the container's own app and never looked up by name.
+    container it is hydrated from the container's own app and never looked up by name;
+    in the process that runs the app (`running_here`) it is that app's own object.
     """
+    here = _running_here.get(app_name)
+    if here is not None and tag in here[1]:
+        return here[1][tag]
     handle = sdk.Cls.from_name(app_name, tag) if kind == "class" else sdk.Function.from_name(app_name, tag)
     _own_app(sdk, handle, kind, tag)
     return handle
@@ -68,4 +96,4 @@ def _own_app(sdk: Any, handle: Any = None, kind: str = "function", tag: str = ""
     return str(running.app_id)
 
 
-__all__ = ["container_app_id", "lookup"]
+__all__ = ["container_app_id", "lookup", "running_app_id", "running_here"]

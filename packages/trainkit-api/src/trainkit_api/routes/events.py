@@ -36,10 +36,10 @@ def _done_check(run: TrainingRun) -> Any:
 
     def is_done() -> bool:
         run.reload()
-        if not run.done() and time.monotonic() - last[0] > RECONCILE_S:
+        if not run.ended() and time.monotonic() - last[0] > RECONCILE_S:
             last[0] = time.monotonic()
             reconcile_run(run)
-        return run.done()
+        return run.ended()
 
     return is_done
 
@@ -57,7 +57,7 @@ def list_events(
     """Events after `after`, oldest first; ask again with the last `seq` for more."""
     run = state.run(run_id)
     log = event_log(run)
-    return EventPage(data=event_dicts(log.read(after, limit=limit)), last_seq=log.last_seq(), done=run.done())
+    return EventPage(data=event_dicts(log.read(after, limit=limit)), last_seq=log.last_seq(), done=run.ended())
 
 
 @router.get("/jobs/{run_id}/events/stream", response_class=StreamingResponse, responses=STREAM_DOC)

@@ -165,7 +165,7 @@ def logs(state: CliState, run_id: str, follow: bool, after: int, as_json: bool) 
 
     run = _store(state).get(run_id)
     events = (
-        follow_events(run.events, after=after, is_done=lambda: refresh_run(run).done(), poll_s=0.3)
+        follow_events(run.events, after=after, is_done=lambda: refresh_run(run).ended(), poll_s=0.3)
         if follow
         else iter(run.events.read(after))
     )
@@ -200,7 +200,7 @@ def stop(state: CliState, run_id: str, wait_: bool, as_json: bool) -> None:
     from trainkit_core.errors import ConflictError
 
     run = refresh_run(_store(state).get(run_id))
-    if run.done():
+    if run.ended():
         raise ConflictError(f"run {run_id} already ended {run.status}")
     run.close("stop requested from the CLI")
     if wait_:

@@ -35,11 +35,15 @@ Overridable, for providers tested against in-process fakes:
 - `plugin_env` sets the plugin's own settings for every test.
 
 Tests that start job calls use the ``ping``, ``sleep`` and ``fail`` jobs of
-`trainkit_core.jobs.ping`.
+`trainkit_core.jobs.ping`. The last checks hold a run record (`TrainingRun`, as seed
+002 describes it) to what it reads of the provider: the seed's names round-trip
+through its key-value store, a run is `done()` once its call finished, and
+`wait_all` releases each run's call as that run ends.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -67,6 +71,7 @@ from trainkit_core.hookspecs import (
 )
 from trainkit_core.plugins import build_plugin_manager, plugin_info
 from trainkit_core.provider import Provider, get_provider, list_providers
+from trainkit_core.runs import RunStore, TrainingRun, wait_all
 from trainkit_core.settings import Settings
 
 #: Paths that try to leave a volume; every volume method must refuse them.
@@ -682,3 +687,74 @@ class ProviderContract:
         failed = provider.spawn("fail", message="seen as failed")
         answer = self.run_child(contract_settings, "call_wait", call_id=failed.call_id, timeout=self.call_timeout_s)
         assert answer["state"] == "failed" and "seen as failed" in answer["error"]
+
+    # ------------------------------------------------------------------ run records (seed 002's TrainingRun)
+
+    def new_run(self, provider: Provider, **fields: Any) -> TrainingRun:
+        """A run record saved on the provider's store (no job of its own unless `function_call_id` is given)."""
+        from trainkit_core.ids import new_run_id
+
+        run = TrainingRun(id=new_run_id(), created_at=time.time(), **fields)
+        run.attach(RunStore.for_provider(provider)).save()
+        return run
+
+    def test_run_record_answers_to_the_seeds_names(self, provider: Provider) -> None:
+        run = self.new_run(provider, status="running")
+        run.modal_app_id, run.modal_app_url = "ap-contract", "https://apps.example/ap-contract"
+        assert run.save() is None  # blocking without is_async, as before
+        asyncio.run(run.save(is_async=True))  # type: ignore[arg-type]
+        loaded = asyncio.run(TrainingRun.from_id(run.id, store=run.store, is_async=True))  # type: ignore[arg-type]
+        assert isinstance(loaded, TrainingRun)
+        assert loaded.modal_app_id == loaded.provider_app_id == "ap-contract"
+        assert loaded.modal_app_url == loaded.provider_app_url == "https://apps.example/ap-contract"
+        seed_only = TrainingRun.from_stored_data({"training_run_id": run.id, "modal_app_id": "ap-seed"})
+        assert (seed_only.id, seed_only.provider_app_id) == (run.id, "ap-seed")
+        with pytest.raises(UsageError, match="modal_app_id 'b' disagrees with provider_app_id 'a'"):
+            TrainingRun.from_stored_data({"id": run.id, "provider_app_id": "a", "modal_app_id": "b"})
+
+    def test_run_is_done_once_its_call_finished(self, provider: Provider) -> None:
+        """The seed's `done()`: a terminal status, or a finished call (the record is then reconciled)."""
+        self.require(provider, "run_functions")
+        call = provider.spawn("sleep", seconds=120)
+        try:
+            self.wait_for_state(call, ("running",))
+            run = self.new_run(provider, status="running", function_call_id=call.call_id)
+            assert run.done() is False and run.status == "running"
+        finally:
+            self.stop_call(provider, call)
+        self.wait_for_state(call, ("cancelled", "succeeded", "failed"))
+        # The record still says running, the call ended without a word: done, and the record says why.
+        assert run.done() is True
+        assert run.status == "failed" and (run.error_message or "").startswith("the job")
+        assert TrainingRun.from_id(run.id, store=run.store).status == "failed"
+
+    def test_wait_all_releases_each_run_as_it_ends(self, provider: Provider) -> None:
+        """The seed's `wait_all` closes each run when that run is done: its call is ended then, not at the end."""
+        self.require(provider, "run_functions")
+        self.require(provider, "stop")
+        calls = [provider.spawn("sleep", seconds=120) for _ in range(2)]
+        try:
+            for call in calls:
+                self.wait_for_state(call, ("running",))
+            long_ago = time.time() - 120  # past the grace a job gets to write its history
+            first = self.new_run(provider, status="succeeded", function_call_id=calls[0].call_id, ended_at=long_ago)
+            second = self.new_run(provider, status="running", function_call_id=calls[1].call_id)
+            seen: dict[str, str] = {}
+
+            def finish_second() -> None:
+                time.sleep(0.5)
+                seen["first call when the second run ended"] = calls[0].status().state
+                run = TrainingRun.from_id(second.id, store=second.store)
+                run.status, run.ended_at = "succeeded", long_ago
+                run.save()
+
+            thread = threading.Thread(target=finish_second)
+            thread.start()
+            done = wait_all([first, second], poll_interval=0.05, timeout=self.call_timeout_s)
+            thread.join()
+            assert [r.status for r in done] == ["succeeded", "succeeded"]
+            assert seen == {"first call when the second run ended": "cancelled"}
+            assert [c.status().state for c in calls] == ["cancelled", "cancelled"]
+        finally:
+            for call in calls:
+                call.cancel()

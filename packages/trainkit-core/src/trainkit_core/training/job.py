@@ -56,20 +56,6 @@ ROLLOUT_PROMPTS = 2
 ROLLOUT_TOKENS = 32
 
 
-def _phase(run: TrainingRun, phase: str, *, save: bool = True) -> None:
-    """Advance the phase and say so; `save=False` when the caller saves the record next."""
-    now = time.time()
-    previous = run.phase
-    if run.apply_framework_status(phase) is None:
-        return
-    if previous in run.step_times and run.step_times[previous].get("end") is None:
-        run.step_times[previous]["end"] = now
-    run.step_times[phase] = {"start": now, "end": None}
-    if save:
-        run.save()
-    run.events.append("phase", phase=phase)
-
-
 def _record_rollout(run: TrainingRun, model: Any, tokenizer: Any, fmt: Any, prompts: list[Any], step: int) -> None:
     """Greedy answers to fixed prompts at a checkpoint (`TrainingRun.record_latest_rollout`).
 
@@ -115,7 +101,7 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     store.events(run_id).lazy_hint = True  # one store call per event written here, not two
     run = store.get(run_id)
     same_call = bool(run.attempt_call_id) and run.attempt_call_id == ctx.call_id
-    if run.done():
+    if run.ended():
         if same_call and run.status == "failed":
             # The provider retried a call whose run already failed: the call fails too.
             raise JobError(f"run {run_id} failed: {run.error_message or 'no error text'}")
@@ -144,7 +130,7 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     run.begin_attempt(now)
     run.ended_at = None
     run.error_message = None
-    run.phase = "provisioning"
+    run.start_phases()
     run.save()  # written now: the attempt is counted before anything can crash
     # From here on the job's record saves and events are written by background threads
     # (`JobWrites`): a slow store costs the job nothing until the end waits for them.
@@ -189,8 +175,7 @@ def _retry_later(ctx: JobContext, run: TrainingRun, error: str) -> None:
     run.status = "pending"
     run.error_message = error
     run.end_attempt(time.time())
-    if run.phase in run.step_times and run.step_times[run.phase].get("end") is None:
-        run.step_times[run.phase]["end"] = time.time()
+    run.end_phase()
     run.save()
     run.events.append(
         "status",
@@ -215,9 +200,8 @@ def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = 
         flag = run.store.stop_flag(run.id).read()
         run.stop_reason = str((flag or {}).get("reason") or "stop requested")
     if status in ("succeeded", "stopped"):
-        _phase(run, "done", save=False)  # saved below, once
-    if run.phase in run.step_times and run.step_times[run.phase].get("end") is None:
-        run.step_times[run.phase]["end"] = now
+        run.enter_phase("done", save=False)  # saved below, once
+    run.end_phase()
     run.save()
     run.events.append("status", status=status, **({"error": error} if error else {}))
     run.write_history()
@@ -246,7 +230,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     if not dataset.train:
         raise JobError(f"dataset {config.dataset} has no training examples")
 
-    _phase(run, "loading_model")
+    run.enter_phase("loading_model")
     backend = select_backend(config.backend)
     run.framework = backend
     if backend == "unsloth":
@@ -258,7 +242,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     with run.substep("loading_model", "load_model"):
         model = load_model(backend, source, config)
 
-    _phase(run, "loading_dataset")
+    run.enter_phase("loading_dataset")
     if base_model == TINY_BASE_MODEL:
         from trainkit_core.tiny_model import build_tokenizer
 
@@ -336,7 +320,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         else:
             run.events.append("warning", message="no complete checkpoint to resume from; training from the start")
 
-    _phase(run, "training")
+    run.enter_phase("training")
     try:
         result = trainer.train(resume_from_checkpoint=checkpoint)
     finally:
@@ -354,7 +338,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         }
     )
 
-    _phase(run, "saving")
+    run.enter_phase("saving")
     out_dir = models_root / trained_dir(run.id)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "trained_model.json").unlink(missing_ok=True)  # the card is written last

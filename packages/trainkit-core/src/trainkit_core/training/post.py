@@ -179,9 +179,7 @@ def after_training(
     examples = [e for e in synced.eval if e.get("messages") and e["messages"][-1]["role"] == "assistant"]
     if not examples:
         return metrics
-    run.apply_framework_status("evaluating")
-    run.save()
-    run.events.append("phase", phase="evaluating")
+    run.enter_phase("evaluating")  # ends `saving` in step_times
     with run.substep("evaluating", "eval", examples=len(examples[:MAX_EVAL_EXAMPLES])):
         result = evaluate(reloaded, tok, fmt, examples[:MAX_EVAL_EXAMPLES], device=device, adapter=adapter)
     for label, prefix in (("tuned", "eval_"), ("base", "base_eval_")):

@@ -151,7 +151,7 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
     """Continue run `run_id` from its latest checkpoint, to `steps` (default: its own step count)."""
     store = RunStore.for_provider(provider)
     run = store.get(run_id)
-    if not run.done():
+    if not run.ended():
         from trainkit_core.reconcile import reconcile_run
 
         reconcile_run(run)
