@@ -392,31 +392,43 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, ImageSpec]:
-    """train: the Unsloth stack; infer: transformers + peft + bitsandbytes; web: the API (and light jobs).
+def requested_packages(stack: Stack | None = None) -> dict[str, tuple[str, ...]]:
+    """What each image asks for, before resolution: torch's pins first on the GPU images.
 
-    The GPU stacks are `images.toml`'s pins in place of trainkit-core's ranges (torch is
-    installed first from its index: `torch_index` / `torch_packages`). The modal client
-    itself is not installed: Modal adds it (and its pinned dependencies) to every image.
+    train: the Unsloth stack; infer: transformers + peft + bitsandbytes; web: the API
+    (and light jobs). The GPU stacks are `images.toml`'s pins in place of
+    trainkit-core's ranges. The modal client itself is not asked for: Modal adds it
+    (and its pinned dependencies) to every image.
     """
     stack = stack or load_stack()
     py = stack.python
-    env = container_env(settings)
     core = requirements_of("trainkit-core", (), py)
     torch_free = [r for r in requirements_of("trainkit-core", ("train",), py) if _name_of(r) != "torch"]
     gpu_only = [r for r in requirements_of("trainkit-core", ("gpu",), py) if r not in core]
-    train = _pinned([*torch_free, *gpu_only], stack.train)
-    infer = _pinned(torch_free, stack.infer)
-    web_sources: tuple[str, ...] = ("trainkit_core", "trainkit_modal")
     web = list(core)
     if _installed("trainkit_api"):
         web += [r for r in requirements_of("trainkit-api", (), py) if r not in web] + ["fastapi[standard]"]
-        web_sources += ("trainkit_api",)
-    sources = ("trainkit_core", "trainkit_modal")
     return {
-        "train": ImageSpec("train", py, tuple(train), sources, env, stack.torch_index, stack.torch),
-        "infer": ImageSpec("infer", py, tuple(infer), sources, env, stack.torch_index, stack.torch),
-        "web": ImageSpec("web", py, tuple(web), web_sources, env),
+        "train": (*stack.torch, *_pinned([*torch_free, *gpu_only], stack.train)),
+        "infer": (*stack.torch, *_pinned(torch_free, stack.infer)),
+        "web": tuple(web),
+    }
+
+
+def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, ImageSpec]:
+    """The images as `requested_packages` asks for them (torch first, from its index)."""
+    stack = stack or load_stack()
+    env = container_env(settings)
+    requested = requested_packages(stack)
+    torch = tuple(stack.torch)
+    sources = ("trainkit_core", "trainkit_modal")
+    web_sources = (*sources, "trainkit_api") if _installed("trainkit_api") else sources
+    gpu = {name: tuple(p for p in requested[name] if p not in torch) for name in ("train", "infer")}
+    py = stack.python
+    return {
+        "train": ImageSpec("train", py, gpu["train"], sources, env, stack.torch_index, torch),
+        "infer": ImageSpec("infer", py, gpu["infer"], sources, env, stack.torch_index, torch),
+        "web": ImageSpec("web", py, requested["web"], web_sources, env),
     }
 
 
