@@ -127,17 +127,20 @@ def test_images_split_train_infer_web(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_gpu_images_install_exactly_the_pinned_stack(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every package `images.toml` names is installed at its pin, with no range of the same package beside it."""
+    """Every package `images.toml` names is installed at its pin (from the image's lock), once."""
+    from packaging.requirements import Requirement
+
     stack = specmod.load_stack()
     spec = build_spec(settings(monkeypatch))
     for image, pins in (("train", stack.train), ("infer", stack.infer)):
         packages = spec.images[image].all_packages
         for pin in (*stack.torch, *pins):
-            assert pin in packages, (image, pin)
+            req = Requirement(pin)
             same = [p for p in packages if specmod._name_of(p) == specmod._name_of(pin)]
-            assert same == [pin], (image, same)
+            assert same == [f"{specmod._name_of(pin)}=={next(iter(req.specifier)).version}"], (image, pin, same)
         assert spec.images[image].torch_index == stack.torch_index
         assert spec.images[image].python_version == stack.python
+        assert spec.images[image].install_options == "--no-deps"  # the lock is the whole set
     assert spec.images["web"].torch_packages == () and spec.images["web"].python_version == stack.python
     # Pins are exact versions; Unsloth carries the extra matching the torch build.
     for pin in (*stack.torch, *stack.train, *stack.infer):
@@ -209,3 +212,13 @@ def test_web_api_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
     assert without.web is None and any("TRAINKIT_API_TOKEN" in n for n in without.notes)
     with_token = build_spec(settings(monkeypatch, TRAINKIT_API_TOKEN="test-token"))
     assert with_token.web is not None and with_token.web.gpu is None and with_token.notes == ()
+
+
+def test_a_stale_lock_is_refused_naming_the_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """images.toml moved on without `nox -s modal_locks`: deploy refuses, naming what the lock lacks."""
+    from dataclasses import replace
+
+    stack = specmod.load_stack()
+    moved = replace(stack, train=tuple("trl==1.15.0" if p.startswith("trl==") else p for p in stack.train))
+    with pytest.raises(UsageError, match=r"train image's lock .* is stale: it does not satisfy trl==1\.15\.0"):
+        specmod.build_images(settings(monkeypatch), moved)

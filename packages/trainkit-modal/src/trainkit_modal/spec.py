@@ -108,6 +108,10 @@ class ImageSpec:
     #: torch (and its CUDA companions), installed first from `torch_index` (GPU images only).
     torch_index: str | None = None
     torch_packages: tuple[str, ...] = ()
+    #: Raw options of each install layer: ``--no-deps`` for a lock, which a resolver checked as a whole.
+    install_options: str = ""
+    #: Packages resolved with the image (in its lock) but installed in none, on purpose (`locking.LEFT_OUT`).
+    resolved_only: tuple[str, ...] = ()
 
     @property
     def all_packages(self) -> tuple[str, ...]:
@@ -306,16 +310,26 @@ class Stack:
     torch: tuple[str, ...]
     train: tuple[str, ...]
     infer: tuple[str, ...]
+    #: What the GPU images' CUDA needs of the host (NVIDIA's driver), as `images.toml` says.
+    cuda_driver: str = ""
 
     def describe(self) -> list[str]:
-        """One line per image, for `trainkit app deploy`."""
-        torch = ", ".join(self.torch)
-        return [
-            f"python {self.python}",
-            f"torch ({self.torch_index}): {torch}",
-            f"train: {', '.join(self.train)}",
-            f"infer: {', '.join(self.infer)}",
-        ]
+        """What each image pins, and the CUDA driver the GPU images need, for `trainkit app deploy`."""
+        from trainkit_modal.locking import lock_path, read_lock
+
+        lines = [f"python {self.python}", f"torch ({self.torch_index}): {', '.join(self.torch)}"]
+        if self.cuda_driver:
+            lines.append(f"CUDA driver needed on the GPU host: {self.cuda_driver}")
+        pins = {"train": self.train, "infer": self.infer, "web": ()}
+        for image, top in pins.items():
+            lock = read_lock(image)
+            line = f"{image}: {len(lock.pins)} packages locked in {lock_path(image).name}"
+            if top:
+                line += f"; pinned {', '.join(top)}"
+            if lock.left_out:
+                line += f"; resolved, left out on purpose: {', '.join(lock.left_out)}"
+            lines.append(line)
+        return lines
 
 
 def load_stack(path: Path = IMAGES_FILE) -> Stack:
@@ -332,6 +346,7 @@ def load_stack(path: Path = IMAGES_FILE) -> Stack:
         torch=tuple(data["torch"]),
         train=tuple(data["train"]),
         infer=tuple(data["infer"]),
+        cuda_driver=str(data.get("cuda_driver", "")),
     )
 
 
@@ -403,8 +418,11 @@ def requested_packages(stack: Stack | None = None) -> dict[str, tuple[str, ...]]
     stack = stack or load_stack()
     py = stack.python
     core = requirements_of("trainkit-core", (), py)
-    torch_free = [r for r in requirements_of("trainkit-core", ("train",), py) if _name_of(r) != "torch"]
     gpu_only = [r for r in requirements_of("trainkit-core", ("gpu",), py) if r not in core]
+    # trainkit_modal's own (the modal client aside: Modal adds it to every image).
+    core += [r for r in requirements_of("trainkit-modal", (), py) if _name_of(r) != "modal" and r not in core]
+    torch_free = [r for r in requirements_of("trainkit-core", ("train",), py) if _name_of(r) != "torch"]
+    torch_free += [r for r in core if r not in torch_free]
     web = list(core)
     if _installed("trainkit_api"):
         web += [r for r in requirements_of("trainkit-api", (), py) if r not in web] + ["fastapi[standard]"]
@@ -416,20 +434,39 @@ def requested_packages(stack: Stack | None = None) -> dict[str, tuple[str, ...]]
 
 
 def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, ImageSpec]:
-    """The images as `requested_packages` asks for them (torch first, from its index)."""
+    """Each image installs its lock (`trainkit_modal.locking`), nothing resolved again in the image.
+
+    The CUDA wheels first, from their index, then the rest from PyPI, both with
+    ``--no-deps``: the lock is the whole set a resolver checked together. A lock that
+    no longer satisfies what the image asks for (`requested_packages`) is refused.
+    """
+    from trainkit_modal.locking import REGENERATE, lock_path, read_lock, unmet
+
     stack = stack or load_stack()
     env = container_env(settings)
-    requested = requested_packages(stack)
-    torch = tuple(stack.torch)
     sources = ("trainkit_core", "trainkit_modal")
-    web_sources = (*sources, "trainkit_api") if _installed("trainkit_api") else sources
-    gpu = {name: tuple(p for p in requested[name] if p not in torch) for name in ("train", "infer")}
-    py = stack.python
-    return {
-        "train": ImageSpec("train", py, gpu["train"], sources, env, stack.torch_index, torch),
-        "infer": ImageSpec("infer", py, gpu["infer"], sources, env, stack.torch_index, torch),
-        "web": ImageSpec("web", py, requested["web"], web_sources, env),
-    }
+    images = {}
+    for name, requested in requested_packages(stack).items():
+        lock = read_lock(name)
+        missing = unmet(lock, requested)
+        if missing or lock.python != stack.python:
+            why = f"it does not satisfy {', '.join(missing)}" if missing else f"it is for Python {lock.python}"
+            raise UsageError(
+                f"the {name} image's lock ({lock_path(name)}) is stale: {why}",
+                hint=f"regenerate the locks: `{REGENERATE}`",
+            )
+        images[name] = ImageSpec(
+            name=name,
+            python_version=stack.python,
+            packages=lock.pypi_pins,
+            local_sources=(*sources, "trainkit_api") if name == "web" and _installed("trainkit_api") else sources,
+            env=env,
+            torch_index=stack.torch_index if lock.cuda_pins else None,
+            torch_packages=lock.cuda_pins,
+            install_options="--no-deps",
+            resolved_only=lock.left_out,
+        )
+    return images
 
 
 def container_env(settings: Settings) -> dict[str, str]:
@@ -549,7 +586,12 @@ def describe(spec: AppSpec) -> dict[str, Any]:
         "web": asdict(spec.web) if spec.web else None,
         "notes": list(spec.notes),
         "images": {
-            k: {"python": v.python_version, "packages": list(v.all_packages), "sources": list(v.local_sources)}
+            k: {
+                "python": v.python_version,
+                "packages": list(v.all_packages),
+                "resolved_only": list(v.resolved_only),
+                "sources": list(v.local_sources),
+            }
             for k, v in spec.images.items()
         },
     }
