@@ -1033,7 +1033,7 @@ def worker_main() -> None:
     call_id = os.environ["FAKE_MODAL_CALL_ID"]
     record = _read_json(_call_path(call_id))
     try:
-        if os.environ.get("FAKE_MODAL_FAULTS"):
+        if os.environ.get("FAKE_MODAL_FAULTS") or os.environ.get("FAKE_MODAL_INFER_FAULTS"):
             import fake_faults
 
             fake_faults.install()

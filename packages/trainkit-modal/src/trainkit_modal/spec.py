@@ -94,6 +94,11 @@ class RetrySpec:
 #: Training (`train_<size>`) gets `TRAINKIT_TRAIN_MAX_ATTEMPTS - 1` retries; each resumes from the checkpoint.
 #: Other jobs are short and idempotent enough for one more try.
 DEFAULT_RETRIES = RetrySpec(max_retries=1)
+#: The inference classes get none: Modal re-runs an input whose function raised per `Retries`,
+#: and a generation raises on what will fail again (a user's bad request, a timeout), which
+#: a retry would only make the user pay twice (after `initial_delay`). An input whose
+#: container crashed (out of memory, a lost GPU) is re-run by Modal whatever `Retries` say.
+INFER_RETRIES: RetrySpec | None = None
 
 
 @dataclass(frozen=True)
@@ -532,7 +537,7 @@ def build_spec(settings: Settings, *, images: bool = True) -> AppSpec:
                     image="infer",
                     gpu=gpu_for_size(size, override),
                     timeout_s=INFER_TIMEOUT_S,
-                    retries=DEFAULT_RETRIES,
+                    retries=INFER_RETRIES,
                     size=size,
                     kind="class",
                     scaledown_window=idle,
