@@ -34,6 +34,8 @@ pytest.importorskip("trainkit_api")
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "sim-token-7c1e"
 STEPS = 20
+#: A body limit of the deploying machine's settings, which the deployed API must keep.
+MAX_BODY = 300_000
 
 
 def _dataset(root: Path) -> Path:
@@ -91,6 +93,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
         mp.delenv(key)
     mp.setenv("TRAINKIT_PROVIDER", "modal")
     mp.setenv("TRAINKIT_API_TOKEN", TOKEN)
+    mp.setenv("TRAINKIT_API_MAX_BODY_BYTES", str(MAX_BODY))
     mp.setenv("TRAINKIT_DATASETS_DIR", str(_dataset(tmp_path_factory.mktemp("datasets"))))
     web = None
     try:
@@ -167,6 +170,30 @@ def test_the_web_container_serves_the_dashboard(deployed: Deployed) -> None:
         script = client.get("/static/app.js")
     assert page.status_code == 200 and "<html" in page.text.lower(), (page.status_code, page.text[:500])
     assert script.status_code == 200 and len(script.content) > 100, (script.status_code, script.text[:300])
+
+
+def test_the_deployed_api_has_the_local_settings_and_the_versions(deployed: Deployed) -> None:
+    """In a container with no trainkit distribution: versions from `__version__`, the body limit kept."""
+    import trainkit_api
+    import trainkit_core
+    import trainkit_modal
+
+    with deployed.client() as client:
+        info = client.get("/v1/info")
+        too_big = client.post(
+            "/v1/jobs", content=b"{" + b" " * MAX_BODY + b"}", headers={"content-type": "application/json"}
+        )
+        fits = client.post(
+            "/v1/jobs", content=b"{" + b" " * (MAX_BODY // 2) + b"}", headers={"content-type": "application/json"}
+        )
+    assert info.status_code == 200, info.text
+    assert info.json()["versions"] == {
+        "trainkit-core": trainkit_core.__version__,
+        "trainkit-api": trainkit_api.__version__,
+        "trainkit-modal": trainkit_modal.__version__,  # the web image has no trainkit_cli source
+    }
+    assert too_big.status_code == 413, (too_big.status_code, too_big.text[:300])
+    assert fits.status_code == 422, (fits.status_code, fits.text[:300])  # read, then refused as no job
 
 
 @pytest.fixture(scope="module")

@@ -44,9 +44,16 @@ MOUNT_PATHS: dict[str, str] = {
 #: `HF_HOME` points at the hf-cache volume, so base models are downloaded once.
 HF_HOME = MOUNT_PATHS["hf-cache"]
 
-#: GPU names Modal accepts (case-insensitive; `A10G` is Modal's alias of `A10`).
-KNOWN_GPUS = ("T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "H100", "H200", "B200")
-_GPU_PATTERN = re.compile(r"^(?P<name>[A-Za-z0-9-]+?)(?::(?P<count>[1-8]))?$")
+#: GPU names Modal documents (case-insensitive: modal 1.6.4 only uppercases the name before
+#: sending it). `A10G` is Modal's alias of `A10`; `H100!` pins an H100 (no upgrade to an
+#: H200); `B200+` lets Modal place the job on a B300.
+KNOWN_GPUS = (
+    "T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "RTX-PRO-6000",
+    "H100", "H100!", "H200", "B200", "B200+",
+)  # fmt: skip
+#: Modal's documented largest count of GPUs on one container (`:N`).
+MAX_GPU_COUNT = 8
+_GPU_PATTERN = re.compile(r"^(?P<name>[A-Za-z0-9-]+[!+]?)(?::(?P<count>\d+))?$")
 
 #: Modal's limits, checked here so a bad setting fails before a deploy.
 MAX_TIMEOUT_S = 24 * 3600
@@ -183,13 +190,14 @@ def check_gpu(gpu: str, *, setting: str = "TRAINKIT_GPU") -> str:
     """Normalise a GPU name (`a100` -> `A100`, `h100:2`); `UsageError` for a name Modal does not know."""
     match = _GPU_PATTERN.match(gpu.strip())
     name = match.group("name").upper() if match else ""
-    if not match or name not in KNOWN_GPUS:
+    count = match.group("count") if match else None
+    if not match or name not in KNOWN_GPUS or (count is not None and not 1 <= int(count) <= MAX_GPU_COUNT):
         raise UsageError(
-            f"{setting}={gpu!r} is not a GPU Modal knows; known: {', '.join(KNOWN_GPUS)} (optionally ':N' for N GPUs)",
+            f"{setting}={gpu!r} is not a GPU Modal knows; known: {', '.join(KNOWN_GPUS)} "
+            f"(optionally ':N' for N GPUs, N from 1 to {MAX_GPU_COUNT})",
             hint=f"set {setting} to one of those, or leave it empty for the model size's default",
         )
-    count = match.group("count")
-    return f"{name}:{count}" if count else name
+    return f"{name}:{int(count)}" if count else name
 
 
 def check_timeout(seconds: int, *, setting: str = "TRAINKIT_TRAIN_TIMEOUT_S") -> int:
@@ -474,22 +482,37 @@ def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, Im
     return images
 
 
-def container_env(settings: Settings) -> dict[str, str]:
-    """The settings a container needs, as `TRAINKIT_*` variables (nothing secret), and `HF_HOME`."""
-    env = {
-        "HF_HOME": HF_HOME,
-        "TRAINKIT_PROVIDER": "modal",
-        "TRAINKIT_APP_NAME": settings.provider.app_name,
-        "TRAINKIT_GPU": settings.compute.gpu,
-        "TRAINKIT_TRAIN_TIMEOUT_S": str(settings.compute.train_timeout_s),
-        "TRAINKIT_INFER_IDLE_TIMEOUT_S": str(settings.compute.infer_idle_timeout_s),
-        "TRAINKIT_HF_SECRET": settings.compute.hf_secret,
-        "TRAINKIT_WANDB_SECRET": settings.compute.wandb_secret,
-        "TRAINKIT_TRAIN_MAX_ATTEMPTS": str(settings.compute.train_max_attempts),
+#: Settings that name something on the deploying machine (its folders and files): a container has none of them.
+LOCAL_ONLY_SETTINGS = frozenset({"TRAINKIT_HOME", "TRAINKIT_DATASETS_DIR", "TRAINKIT_PRICES_FILE"})
+
+
+def _secret_variables(settings: Settings) -> set[str]:
+    """The variables of `settings.to_env()` that hold secrets (never in an image)."""
+    from pydantic import SecretStr
+
+    core = (settings.provider, settings.compute, settings.volumes, settings.datasets, settings.api)
+    models = [("TRAINKIT_", m) for m in core]
+    models += [(str(type(m).model_config.get("env_prefix") or ""), m) for m in settings.plugins.values()]
+    return {
+        f"{prefix}{name.upper()}"
+        for prefix, model in models
+        for name in type(model).model_fields
+        if isinstance(getattr(model, name), SecretStr)
     }
-    for kind in VOLUME_KINDS:
-        env[f"TRAINKIT_VOL_{kind.replace('-', '_').upper()}"] = settings.volumes.name_for(kind)
-    return env
+
+
+def container_env(settings: Settings) -> dict[str, str]:
+    """The settings a container needs, as `TRAINKIT_*` variables, and `HF_HOME`.
+
+    Every setting the deploying machine has, so the deployed API and jobs behave as the
+    local ones do (`TRAINKIT_API_MAX_BODY_BYTES` included), but the secrets (the API
+    token reaches the web function as a Modal secret of its own) and what names a
+    folder or file of the deploying machine (`LOCAL_ONLY_SETTINGS`).
+    """
+    secret = _secret_variables(settings)
+    env = {k: v for k, v in settings.to_env().items() if k not in secret and k not in LOCAL_ONLY_SETTINGS}
+    env.update({"HF_HOME": HF_HOME, "TRAINKIT_PROVIDER": "modal"})
+    return dict(sorted(env.items()))
 
 
 # --------------------------------------------------------------------------- the spec
