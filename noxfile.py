@@ -196,7 +196,7 @@ def modal_locks(session: nox.Session) -> None:
     """Regenerate the Modal images' locks (trainkit_modal/locks/*.txt) from images.toml and the packages' requirements."""
     _install(session, ["core", "cli", "api", "modal"])
     session.install("uv")
-    session.run("python", "-m", "trainkit_modal.locking", *session.posargs)
+    session.run("python", "-m", "trainkit_modal.lock_images", *session.posargs)
 
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)

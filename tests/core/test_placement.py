@@ -76,3 +76,9 @@ def test_the_facade_hands_a_train_calls_placement_read_from_its_run(
     [(function, kwargs, placement)] = runner.calls
     assert (function, kwargs) == ("train", {"run_id": "run-1"})
     assert placement == placement_for("train", {"model_size": "12b"}, settings)
+
+
+def test_the_runs_namespace_is_the_runs_modules() -> None:
+    from trainkit_core import placement, runs
+
+    assert placement.RUNS_NAMESPACE == runs.RUNS_NAMESPACE

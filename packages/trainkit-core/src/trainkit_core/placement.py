@@ -33,6 +33,9 @@ LIGHT_TIMEOUT_S = 600
 #: move to the GPU. Estimates from the models' sizes on disk (bf16 weights: 4b ~8 GB,
 #: 12b ~24 GB, 31b ~62 GB), not measured.
 HOST_MEMORY_GB = {"tiny": 4, "4b": 16, "12b": 32, "31b": 64}
+#: `trainkit_core.runs.RUNS_NAMESPACE`, named here: importing the runs module from the
+#: provider facade's path would make an import cycle (a test checks they agree).
+RUNS_NAMESPACE = "runs"
 #: The size a call means when it names none (a base model given by id runs on 4b hardware).
 DEFAULT_SIZE = "4b"
 
@@ -92,8 +95,6 @@ def placement_for(job: str, config: Mapping[str, Any], settings: Settings) -> Pl
 def job_config(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """A call's model choice: its arguments, or for ``train`` (which gets only a run id) its run's config."""
     if job == "train" and kwargs.get("run_id") and not kwargs.get("model_size"):
-        from trainkit_core.runs import RUNS_NAMESPACE
-
         record = provider.kv(RUNS_NAMESPACE).get(str(kwargs["run_id"]))
         config = record.get("config") if isinstance(record, dict) else None
         if isinstance(config, dict):

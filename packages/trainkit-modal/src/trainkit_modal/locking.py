@@ -16,8 +16,9 @@ test trainkit, so its wheels are stand-ins here (`locks/cuda-wheels.toml`: the r
 names, versions with their local tags, and dependency metadata, in tiny wheels with no
 code), given to the resolver with ``--find-links``.
 
-`python -m trainkit_modal.locking` regenerates the locks (uv and PyPI needed);
-`--check` resolves them again and fails naming the requirement that cannot be met.
+`python -m trainkit_modal.lock_images` (`nox -s modal_locks`) regenerates the locks
+(uv and PyPI needed); `--check` resolves them again and fails naming the requirement
+that cannot be met.
 """
 
 from __future__ import annotations
@@ -294,44 +295,9 @@ def check_lock(lock: Lock, workdir: Path) -> None:
 
 
 def generate(images: dict[str, tuple[str, ...]], python: str, workdir: Path) -> dict[str, Lock]:
-    """A lock per image from what each asks for (`spec.requested_packages`)."""
+    """A lock per image from what each asks for (`trainkit_modal.spec.requested_packages`)."""
     stand_ins = write_stand_ins(workdir / "cuda-wheels")
     return {
         image: Lock(image, python, tuple(requested), tuple(compile_pins(image, requested, python, stand_ins, workdir)))
         for image, requested in images.items()
     }
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m trainkit_modal.locking [--check]``: write the locks, or resolve them again."""
-    import argparse
-    import tempfile
-
-    from trainkit_modal.spec import load_stack, requested_packages
-
-    parser = argparse.ArgumentParser(prog="python -m trainkit_modal.locking", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="resolve the locks again and check they are current")
-    args = parser.parse_args(argv)
-    stack = load_stack()
-    requested = requested_packages(stack)
-    with tempfile.TemporaryDirectory(prefix="trainkit-locks-") as tmp:
-        try:
-            if args.check:
-                for image in requested:
-                    lock = read_lock(image)
-                    if missing := unmet(lock, requested[image]):
-                        raise UsageError(f"the {image} lock is stale: it does not satisfy {', '.join(missing)}")
-                    check_lock(lock, Path(tmp))
-                    print(f"{image}: {len(lock.pins)} packages resolve together ({len(lock.left_out)} left out)")
-                return 0
-            for image, lock in generate(requested, stack.python, Path(tmp)).items():
-                lock_path(image).write_text(lock.text())
-                print(f"{image}: {len(lock.pins)} packages -> {lock_path(image)}")
-        except UsageError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
