@@ -17,8 +17,8 @@ can see what every attempt did.
 
 ``FAKE_MODAL_INFER_FAULTS`` does the same for a generation on the warm inference class
 (`WarmInference.generate`, which needs a model): ``"raise"`` (a user error: the
-request names no model that exists), ``"crash"``, or ``"answer"`` (a fixed answer naming
-the attempt).
+request names no model that exists), ``"crash"``, ``"answer"`` (a fixed answer naming
+the attempt), or ``"slow"`` (the same answer after 3 s: a cold container's model load).
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def _install_infer(plan: dict[str, str]) -> None:
             raise NotFoundError(f"no trained model {request.get('model_path')!r} (fault of attempt {attempt})")
         if action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
+        if action == "slow":
+            time.sleep(3.0)
         return {"text": f"answered in attempt {attempt}"}
 
     WarmInference.generate = fake_generate  # type: ignore[method-assign]

@@ -50,14 +50,14 @@ class Sim:
     containers: dict[str, dict[str, Any]]
     files: dict[str, list[str]] = field(default_factory=dict)
 
-    def start_web(self, port: int, log: Path) -> subprocess.Popen[bytes]:
-        """The web function's container, serving its ASGI app on 127.0.0.1:`port`."""
+    def start_web(self, port: int, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """The web function's container, serving its ASGI app on 127.0.0.1:`port` (`env`: the test's knobs)."""
         container = self.containers["web"]
         with open(log, "wb") as out:
             return subprocess.Popen(
                 [*container["argv"], "--serve", str(port)],
                 cwd=container["cwd"],
-                env={**container["env"], "FAKE_MODAL_ROOT": str(self.root)},
+                env={**container["env"], **(env or {}), "FAKE_MODAL_ROOT": str(self.root)},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
