@@ -428,7 +428,8 @@ def unsloth(session: nox.Session) -> None:
 @nox.session(python=ML_PYTHON, default=False)
 def modal_live(session: nox.Session) -> None:
     """Against the real Modal (needs `modal token new` or MODAL_TOKEN_ID/SECRET): deploy a throw-away
-    app, run ping and the GPU ping, train `tiny` a few steps, retry a failed attempt, stop the app.
+    app, run ping and the GPU ping (the 4b one on its GPU, in the locked train image: CUDA device,
+    torch, Unsloth), train `tiny` a few steps, retry a failed attempt, stop the app.
     Builds the images on first run."""
     _install(session, ["core", "cli", "api", "modal"], "test")
     session.run(
