@@ -17,9 +17,10 @@ Routing is separate from image building. `routing_spec(settings)` (functions, GP
 volumes, secret names; no images) is what a running app needs to send a job to its
 function, and it reads nothing but settings and presets, so it works inside a container,
 where no trainkit distribution and no package metadata exist. `build_spec(settings)`
-adds the images, whose requirements are read from the installed packages' metadata and
-from `images.toml` (the pinned Python and GPU stack): only the deploying machine builds
-them.
+adds the images: what each asks for is read from the installed packages' metadata and
+from `images.toml` (the pinned Python and GPU stack), and each installs its lock
+(`trainkit_modal.locking`), which must still satisfy that: only the deploying machine
+builds them.
 """
 
 from __future__ import annotations
