@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import UsageError
+from trainkit_core.placement import JOB_TIMEOUT_S, LIGHT_TIMEOUT_S
 from trainkit_core.settings import VOLUME_KINDS, Settings
 
 #: Where each volume kind is mounted in every container.
@@ -72,10 +73,9 @@ INFER_JOB = "infer"
 #: Every other job (ping, sleep, fail, dataset checks) runs on the light image, on CPU.
 LIGHT_IMAGE = "web"
 
-#: Timeouts of the jobs that are not training (seconds).
-LIGHT_TIMEOUT_S = 600
-INFER_TIMEOUT_S = 1800
-EVAL_TIMEOUT_S = 3600
+#: Timeouts of the jobs that are not training (seconds): the placements any provider reads.
+INFER_TIMEOUT_S = JOB_TIMEOUT_S["infer"]
+EVAL_TIMEOUT_S = JOB_TIMEOUT_S["eval"]
 WEB_TIMEOUT_S = 600
 #: Requests one web container serves at once (`@modal.concurrent(max_inputs=...)`): event
 #: streams stay open for minutes, and each holds one input.
