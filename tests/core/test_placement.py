@@ -92,4 +92,6 @@ def test_the_modal_app_declares_the_placements_timeouts(settings: Settings) -> N
         if fs.job in ("train", "eval", "export", "gpu_ping", "infer"):
             placed = placement_for(fs.job, {"model_size": fs.size}, settings)
             assert fs.timeout_s == placed.timeout_s, name
-            assert (fs.gpu or None) == (f"{placed.gpu}:{placed.gpu_count}" if placed.gpu_count > 1 else placed.gpu), name
+            assert (fs.gpu or None) == (f"{placed.gpu}:{placed.gpu_count}" if placed.gpu_count > 1 else placed.gpu), (
+                name
+            )
