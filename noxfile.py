@@ -23,7 +23,13 @@ import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
+<<<<<<< HEAD
 nox.options.sessions = ["lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build", "docs"]
+=======
+nox.options.sessions = [
+    "lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build", "modal_resolve",
+]  # fmt: skip
+>>>>>>> i26
 
 ROOT = nox.project.load_toml("pyproject.toml")
 PYTHONS = nox.project.python_versions(nox.project.load_toml("packages/trainkit-cli/pyproject.toml"))
@@ -53,7 +59,7 @@ LIGHT_INSTALLS = {
 #: each over a matrix of 16); the ML sessions stay on pip, the only installer that
 #: takes the CPU torch wheel lying on these machines' disks.
 LIGHT_BACKEND = "uv|venv"
-LIGHT_MARKERS = "not ml and not browser and not unsloth and not modal_live and not container_sim"
+LIGHT_MARKERS = "not ml and not browser and not unsloth and not modal_live and not container_sim and not pypi_resolve"
 
 
 def _wheels(session: nox.Session) -> dict[str, str]:
@@ -175,6 +181,27 @@ def modal_container(session: nox.Session) -> None:
     session.run(
         "pytest", "tests/modal/test_container_sim.py", "-m", "container_sim", "-p", "no:cacheprovider", *session.posargs
     )
+
+
+@nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
+def modal_resolve(session: nox.Session) -> None:
+    """Every Modal image resolved as a whole against PyPI, PyTorch's CUDA wheels as stand-ins (uv; ~1 min).
+
+    Nothing is installed from those resolutions. Under CI=true a PyPI that cannot be
+    reached fails the session instead of skipping it.
+    """
+    _install(session, ["core", "cli", "api", "modal"], "test")
+    session.install("uv")
+    session.run("pytest", "tests/modal/test_image_resolution.py", "-m", "pypi_resolve", "-p", "no:cacheprovider",
+                *session.posargs)  # fmt: skip
+
+
+@nox.session(python=ML_PYTHON, default=False)
+def modal_locks(session: nox.Session) -> None:
+    """Regenerate the Modal images' locks (trainkit_modal/locks/*.txt) from images.toml and the packages' requirements."""
+    _install(session, ["core", "cli", "api", "modal"])
+    session.install("uv")
+    session.run("python", "-m", "trainkit_modal.lock_images", *session.posargs)
 
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
@@ -422,7 +449,8 @@ def unsloth(session: nox.Session) -> None:
 @nox.session(python=ML_PYTHON, default=False)
 def modal_live(session: nox.Session) -> None:
     """Against the real Modal (needs `modal token new` or MODAL_TOKEN_ID/SECRET): deploy a throw-away
-    app, run ping and the GPU ping, train `tiny` a few steps, retry a failed attempt, stop the app.
+    app, run ping and the GPU ping (the 4b one on its GPU, in the locked train image: CUDA device,
+    torch, Unsloth), train `tiny` a few steps, retry a failed attempt, stop the app.
     Builds the images on first run."""
     _install(session, ["core", "cli", "api", "modal"], "test")
     session.run(

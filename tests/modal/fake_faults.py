@@ -14,6 +14,11 @@ bookkeeping around it stays real, as in `tests/core/test_training_job.py`):
 
 Each logs an event naming the attempt and whether it was asked to resume, so a test
 can see what every attempt did.
+
+``FAKE_MODAL_INFER_FAULTS`` does the same for a generation on the warm inference class
+(`WarmInference.generate`, which needs a model): ``"raise"`` (a user error: the
+request names no model that exists), ``"crash"``, ``"answer"`` (a fixed answer naming
+the attempt), or ``"slow"`` (the same answer after 3 s: a cold container's model load).
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from typing import Any
 
 
 def install() -> None:
+    if os.environ.get("FAKE_MODAL_INFER_FAULTS"):
+        _install_infer(json.loads(os.environ["FAKE_MODAL_INFER_FAULTS"]))
+    if not os.environ.get("FAKE_MODAL_FAULTS"):
+        return
     from trainkit_core.training import job
 
     plan = json.loads(os.environ["FAKE_MODAL_FAULTS"])
@@ -44,3 +53,22 @@ def install() -> None:
         return "succeeded"
 
     job._train = fake_train  # type: ignore[assignment]
+
+
+def _install_infer(plan: dict[str, str]) -> None:
+    from trainkit_core.errors import NotFoundError
+    from trainkit_modal.container import WarmInference
+
+    attempt = os.environ["FAKE_MODAL_ATTEMPT"]
+    action = plan.get(attempt, plan.get("*", "answer"))
+
+    def fake_generate(self: Any, request: dict[str, Any]) -> dict[str, Any]:
+        if action == "raise":
+            raise NotFoundError(f"no trained model {request.get('model_path')!r} (fault of attempt {attempt})")
+        if action == "crash":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if action == "slow":
+            time.sleep(3.0)
+        return {"text": f"answered in attempt {attempt}"}
+
+    WarmInference.generate = fake_generate  # type: ignore[method-assign]

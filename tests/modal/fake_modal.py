@@ -422,8 +422,23 @@ class Image:
     def debian_slim(python_version: str | None = None, force_build: bool = False) -> Image:
         return Image([("debian_slim", python_version)])
 
-    def uv_pip_install(self, *packages: str, **options: Any) -> Image:
-        return Image([*self.layers, ("uv_pip_install", packages)])
+    def uv_pip_install(
+        self,
+        *packages: str,
+        requirements: list[str] | None = None,
+        find_links: str | None = None,
+        index_url: str | None = None,
+        extra_index_url: str | None = None,
+        pre: bool = False,
+        extra_options: str = "",
+        force_build: bool = False,
+        uv_version: str | None = None,
+        env: dict[str, str | None] | None = None,
+        secrets: Any = None,
+        gpu: str | None = None,
+    ) -> Image:
+        options = {"index_url": index_url, "extra_options": extra_options}
+        return Image([*self.layers, ("uv_pip_install", packages, options)])
 
     def env(self, vars: dict[str, str]) -> Image:
         return Image([*self.layers, ("env", dict(vars))])
@@ -1078,7 +1093,7 @@ def worker_main() -> None:
     call_id = os.environ["FAKE_MODAL_CALL_ID"]
     record = _read_json(_call_path(call_id))
     try:
-        if os.environ.get("FAKE_MODAL_FAULTS"):
+        if os.environ.get("FAKE_MODAL_FAULTS") or os.environ.get("FAKE_MODAL_INFER_FAULTS"):
             import fake_faults
 
             fake_faults.install()

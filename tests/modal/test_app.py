@@ -89,7 +89,7 @@ def test_train_attempts_setting_sets_the_retries_and_single_use_containers(
         if name.startswith("train_"):
             assert options["retries"].max_retries == 4, name
             assert options["single_use_containers"] is True, name
-            env = next(value for kind, value in options["image"].layers if kind == "env")
+            env = next(value for kind, value, *_ in options["image"].layers if kind == "env")
             assert env["TRAINKIT_TRAIN_MAX_ATTEMPTS"] == "5", name
         else:
             assert options["single_use_containers"] is False, name

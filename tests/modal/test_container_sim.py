@@ -34,6 +34,11 @@ pytest.importorskip("trainkit_api")
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "sim-token-7c1e"
 STEPS = 20
+#: A body limit of the deploying machine's settings, which the deployed API must keep.
+MAX_BODY = 300_000
+#: Modal's web limit (150 s; the app answers within 120 s), scaled down: a cold inference
+#: container's `@modal.enter` (imports and model load: seconds here) takes longer.
+ANSWER_WITHIN_S = 1.0
 
 
 def _dataset(root: Path) -> Path:
@@ -91,6 +96,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
         mp.delenv(key)
     mp.setenv("TRAINKIT_PROVIDER", "modal")
     mp.setenv("TRAINKIT_API_TOKEN", TOKEN)
+    mp.setenv("TRAINKIT_API_MAX_BODY_BYTES", str(MAX_BODY))
     mp.setenv("TRAINKIT_DATASETS_DIR", str(_dataset(tmp_path_factory.mktemp("datasets"))))
     web = None
     try:
@@ -103,7 +109,9 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
 
         port = _free_port()
         web_log = root / "web.log"
-        web = sim.start_web(port, web_log)
+        from trainkit_modal.web import ANSWER_WITHIN_VARIABLE
+
+        web = sim.start_web(port, web_log, env={ANSWER_WITHIN_VARIABLE: str(ANSWER_WITHIN_S)})
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
         while True:
@@ -169,6 +177,30 @@ def test_the_web_container_serves_the_dashboard(deployed: Deployed) -> None:
     assert script.status_code == 200 and len(script.content) > 100, (script.status_code, script.text[:300])
 
 
+def test_the_deployed_api_has_the_local_settings_and_the_versions(deployed: Deployed) -> None:
+    """In a container with no trainkit distribution: versions from `__version__`, the body limit kept."""
+    import trainkit_api
+    import trainkit_core
+    import trainkit_modal
+
+    with deployed.client() as client:
+        info = client.get("/v1/info")
+        too_big = client.post(
+            "/v1/jobs", content=b"{" + b" " * MAX_BODY + b"}", headers={"content-type": "application/json"}
+        )
+        fits = client.post(
+            "/v1/jobs", content=b"{" + b" " * (MAX_BODY // 2) + b"}", headers={"content-type": "application/json"}
+        )
+    assert info.status_code == 200, info.text
+    assert info.json()["versions"] == {
+        "trainkit-core": trainkit_core.__version__,
+        "trainkit-api": trainkit_api.__version__,
+        "trainkit-modal": trainkit_modal.__version__,  # the web image has no trainkit_cli source
+    }
+    assert too_big.status_code == 413, (too_big.status_code, too_big.text[:300])
+    assert fits.status_code == 422, (fits.status_code, fits.text[:300])  # read, then refused as no job
+
+
 @pytest.fixture(scope="module")
 def trained(deployed: Deployed) -> dict[str, Any]:
     """`POST /v1/jobs`: a tiny run, started by the web container, trained in the train image."""
@@ -198,13 +230,52 @@ def test_a_job_started_from_the_web_endpoint_succeeds(trained: dict[str, Any], d
     assert deployed.provider.volume("models").exists(f"trained/{trained['id']}/adapter_model.safetensors")
 
 
+def _generate(client: Any, request: dict[str, Any], deployed: Deployed) -> tuple[list[int], Any]:
+    """What trainkit's clients do with the deployed API: follow a 202 to its `Location` until the answer."""
+    answer = client.post("/v1/generate", json=request)
+    statuses = [answer.status_code]
+    deadline = time.monotonic() + 300
+    while answer.status_code == 202:
+        assert time.monotonic() < deadline, f"generation still pending\n{deployed.logs()}"
+        assert (
+            answer.json()["status"] == "pending" and answer.headers["location"] == f"/v1/generate/{answer.json()['id']}"
+        )
+        time.sleep(0.5)
+        answer = client.get(answer.headers["location"])
+        statuses.append(answer.status_code)
+    assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{deployed.logs()}"
+    return statuses, answer.json()
+
+
 def test_generate_from_the_inference_class(trained: dict[str, Any], deployed: Deployed) -> None:
+    """A cold inference container loads its model for longer than the web limit: 202, then the answer."""
     request = {"model_path": f"trained/{trained['id']}", "prompt": "quiet river", "max_new_tokens": 8}
     with deployed.client(timeout=300) as client:
-        answer = client.post("/v1/generate", json=request)
-    assert answer.status_code == 200, f"{answer.status_code} {answer.text}\n{deployed.logs()}"
-    result = answer.json()
+        started = time.monotonic()
+        statuses, result = _generate(client, request, deployed)
+        first_wait = time.monotonic() - started
+        again, second = _generate(client, request, deployed)  # a warm container: the same answer
+    assert statuses[0] == 202 and statuses[-1] == 200 and len(statuses) >= 2, statuses
+    assert first_wait > ANSWER_WITHIN_S
     assert isinstance(result["text"], str) and result["usage"]["completion_tokens"] >= 1
+    assert second["text"] == result["text"] and again[-1] == 200
+
+
+def test_a_stream_starts_before_the_model_is_loaded(trained: dict[str, Any], deployed: Deployed) -> None:
+    request = {"model_path": f"trained/{trained['id']}", "prompt": "quiet river", "max_new_tokens": 4, "stream": True}
+    with deployed.client(timeout=300) as client, client.stream("POST", "/v1/generate", json=request) as answer:
+        assert answer.status_code == 200
+        text = "".join(answer.iter_text())
+    assert text.startswith(": started") and "event: done" in text, text[:500]
+
+
+def test_a_generation_result_is_not_any_calls_result(deployed: Deployed) -> None:
+    """`GET /v1/generate/{id}` serves generations only, not another job's result."""
+    handle = deployed.provider.spawn("ping", echo="private")
+    handle.wait(timeout=300)
+    with deployed.client() as client:
+        answer = client.get(f"/v1/generate/{handle.call_id}")
+    assert answer.status_code == 404, answer.text
 
 
 def test_an_eval_runs(trained: dict[str, Any], deployed: Deployed) -> None:

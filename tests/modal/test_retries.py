@@ -132,3 +132,40 @@ def test_runs_know_their_app(deployed: Provider, fake_modal: ModuleType, monkeyp
     stored = run.reload()
     assert (stored.provider_app_id, stored.deployment_id) == (run.provider_app_id, run.deployment_id)
     assert deployed.call(run.function_call_id).app["provider_app_id"] == app_id  # found again from any process
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def _generation_attempts(fake_modal: ModuleType) -> list[list[str]]:
+    """The attempts' ends of every call of the inference classes, in call order."""
+    records = [json.loads(p.read_text()) for p in (fake_modal._root() / "calls").glob("fc-*.json")]
+    records = [r for r in records if str(r.get("name", "")).startswith("Inference_")]
+    return [[a["end"] for a in r["attempts"]] for r in records]
+
+
+@pytest.mark.slow
+def test_a_generation_that_raises_is_not_run_again(
+    deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's bad request (or a timeout) raises in the container; paying for it twice buys nothing."""
+    from trainkit_core.errors import NotFoundError
+
+    monkeypatch.setenv("FAKE_MODAL_INFER_FAULTS", json.dumps({"*": "raise"}))
+    server = deployed.inference_server()
+    assert server is not None
+    with pytest.raises(NotFoundError, match="fault of attempt 1"):
+        server.generate({"model_path": "trained/run-20261130-120000-abcdef", "prompt": "hi", "model_size": "tiny"})
+    assert _generation_attempts(fake_modal) == [["failed"]]
+
+
+@pytest.mark.slow
+def test_a_generation_whose_container_crashed_runs_again_at_once(
+    deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODAL_INFER_FAULTS", json.dumps({"1": "crash", "*": "answer"}))
+    server = deployed.inference_server()
+    assert server is not None
+    answer = server.generate({"model_path": "trained/run-20261130-120000-abcdef", "prompt": "hi", "model_size": "tiny"})
+    assert answer == {"text": "answered in attempt 2"}
+    assert _generation_attempts(fake_modal) == [["crashed", "succeeded"]]

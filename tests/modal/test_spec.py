@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from trainkit_core.errors import UsageError
@@ -39,7 +41,22 @@ def test_gpu_override_applies_to_every_size(monkeypatch: pytest.MonkeyPatch) -> 
     assert spec.functions["ping"].gpu is None
 
 
-@pytest.mark.parametrize("bad", ["V100", "A100-160GB", "a100:9", "", "gpu please"])
+@pytest.mark.parametrize(
+    ("given", "sent"),
+    [
+        ("h100!", "H100!"),
+        ("B200+", "B200+"),
+        ("rtx-pro-6000", "RTX-PRO-6000"),
+        ("a10g:2", "A10G:2"),
+        ("H100!:8", "H100!:8"),
+    ],
+)
+def test_gpu_names_modal_documents_are_accepted_as_modal_sends_them(given: str, sent: str) -> None:
+    """modal 1.6.4 uppercases the name (`parse_gpu_config`); `!` pins, `+` allows an upgrade, `:N` counts."""
+    assert specmod.check_gpu(given) == sent
+
+
+@pytest.mark.parametrize("bad", ["V100", "A100-160GB", "a100:9", "", "gpu please", "A100!", "H100:0", "T4+"])
 def test_unknown_gpu_is_refused_naming_the_setting(bad: str) -> None:
     with pytest.raises(UsageError) as info:
         specmod.check_gpu(bad)
@@ -127,17 +144,20 @@ def test_images_split_train_infer_web(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_gpu_images_install_exactly_the_pinned_stack(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every package `images.toml` names is installed at its pin, with no range of the same package beside it."""
+    """Every package `images.toml` names is installed at its pin (from the image's lock), once."""
+    from packaging.requirements import Requirement
+
     stack = specmod.load_stack()
     spec = build_spec(settings(monkeypatch))
     for image, pins in (("train", stack.train), ("infer", stack.infer)):
         packages = spec.images[image].all_packages
         for pin in (*stack.torch, *pins):
-            assert pin in packages, (image, pin)
+            req = Requirement(pin)
             same = [p for p in packages if specmod._name_of(p) == specmod._name_of(pin)]
-            assert same == [pin], (image, same)
+            assert same == [f"{specmod._name_of(pin)}=={next(iter(req.specifier)).version}"], (image, pin, same)
         assert spec.images[image].torch_index == stack.torch_index
         assert spec.images[image].python_version == stack.python
+        assert spec.images[image].install_options == "--no-deps"  # the lock is the whole set
     assert spec.images["web"].torch_packages == () and spec.images["web"].python_version == stack.python
     # Pins are exact versions; Unsloth carries the extra matching the torch build.
     for pin in (*stack.torch, *stack.train, *stack.infer):
@@ -209,3 +229,34 @@ def test_web_api_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
     assert without.web is None and any("TRAINKIT_API_TOKEN" in n for n in without.notes)
     with_token = build_spec(settings(monkeypatch, TRAINKIT_API_TOKEN="test-token"))
     assert with_token.web is not None and with_token.web.gpu is None and with_token.notes == ()
+
+
+def test_a_stale_lock_is_refused_naming_the_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """images.toml moved on without `nox -s modal_locks`: deploy refuses, naming what the lock lacks."""
+    from dataclasses import replace
+
+    stack = specmod.load_stack()
+    moved = replace(stack, train=tuple("trl==1.15.0" if p.startswith("trl==") else p for p in stack.train))
+    with pytest.raises(UsageError, match=r"train image's lock .* is stale: it does not satisfy trl==1\.15\.0"):
+        specmod.build_images(settings(monkeypatch), moved)
+
+
+def test_containers_get_every_setting_but_secrets_and_local_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deployed API and jobs read the settings the local ones do (issue 26: the body limit was lost)."""
+    from trainkit_core.settings import settings_table
+
+    given = settings(
+        monkeypatch,
+        TRAINKIT_API_MAX_BODY_BYTES="2000000",
+        TRAINKIT_API_TOKEN="tok-secret-1",
+        TRAINKIT_HOME="/home/me/.trainkit",
+        TRAINKIT_TRAIN_MAX_ATTEMPTS="3",
+    )
+    env = specmod.container_env(given)
+    assert env["TRAINKIT_API_MAX_BODY_BYTES"] == "2000000"
+    assert env["TRAINKIT_TRAIN_MAX_ATTEMPTS"] == "3" and env["TRAINKIT_PROVIDER"] == "modal"
+    assert "tok-secret-1" not in json.dumps(env) and "TRAINKIT_API_TOKEN" not in env
+    assert not specmod.LOCAL_ONLY_SETTINGS & set(env)
+    # Every documented core setting reaches the containers, but the secret and the local paths.
+    documented = {row[0] for row in settings_table()}
+    assert documented - set(env) == {"TRAINKIT_API_TOKEN", *specmod.LOCAL_ONLY_SETTINGS}

@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from container_sim.envs import ImageEnv, build_env
+from trainkit_modal.locking import read_lock
 
 HERE = Path(__file__).resolve().parent
 FAKE_SDK = HERE.parent / "fake_modal.py"
@@ -49,14 +50,14 @@ class Sim:
     containers: dict[str, dict[str, Any]]
     files: dict[str, list[str]] = field(default_factory=dict)
 
-    def start_web(self, port: int, log: Path) -> subprocess.Popen[bytes]:
-        """The web function's container, serving its ASGI app on 127.0.0.1:`port`."""
+    def start_web(self, port: int, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """The web function's container, serving its ASGI app on 127.0.0.1:`port` (`env`: the test's knobs)."""
         container = self.containers["web"]
         with open(log, "wb") as out:
             return subprocess.Popen(
                 [*container["argv"], "--serve", str(port)],
                 cwd=container["cwd"],
-                env={**container["env"], "FAKE_MODAL_ROOT": str(self.root)},
+                env={**container["env"], **(env or {}), "FAKE_MODAL_ROOT": str(self.root)},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -160,7 +161,16 @@ def deploy_sim(settings: Any, root: Path) -> Sim:
         image_name = image_of[name]
         image_spec = spec.images[image_name]
         if image_name not in envs:
-            envs[image_name] = build_env(image_name, image_spec.python_version, image_spec.all_packages)
+            lock = read_lock(image_name).pins
+            envs[image_name] = build_env(image_name, image_spec.python_version, image_spec.all_packages, lock)
+            only_resolved = [
+                *envs[image_name].left_out,
+                *(f"{p} (left out of the image; resolved)" for p in image_spec.resolved_only),
+            ]
+            print(
+                f"container_sim: {image_name} image, only resolved, not installed: {', '.join(only_resolved) or 'none'}",
+                file=sys.stderr,
+            )
             fs = sim_dir / "images" / image_name / "fs"
             shutil.rmtree(fs, ignore_errors=True)
             (fs / "root").mkdir(parents=True)

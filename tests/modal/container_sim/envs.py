@@ -7,14 +7,17 @@ distribution. Two things cannot be the same on these machines, and are swapped:
 
 - ``torch``: the images pin a CUDA build; the CPU wheel ``torch==2.13.0`` that lies on
   these machines' disks stands in (only pip finds it, so the venvs are built with pip);
-- GPU-only wheels (Unsloth and unsloth_zoo, xformers, triton, the CUDA torchvision) are
-  left out: they do not install or import without a GPU (Unsloth's 2.9 GB CPU install
-  is the `unsloth` nox session's business). `left_out` lists them for the report.
+- GPU-only wheels (Unsloth and unsloth_zoo, xformers, triton, the CUDA torchvision and
+  torchaudio, NVIDIA's CUDA libraries) are left out: they do not install or import
+  without a GPU (Unsloth's 2.9 GB CPU install is the `unsloth` nox session's business).
 
-Packages the image does not pin are resolved with `constraints/ci.txt` (the project's
-tested CPU stack); the image's own pins win over it. Venvs are cached by their exact
-contents under `.nox/_container_sim/` (or ``CONTAINER_SIM_CACHE``), built aside and
-renamed into place, so a second run starts in seconds.
+Nothing is dropped silently: a package left out of a venv must be in the image's lock,
+which `nox -s modal_resolve` resolves as a whole with everything else the image has
+(`plan` refuses anything else). `left_out` lists them, and `deploy_sim` prints them as
+"only resolved". Packages the image does not pin are resolved with `constraints/ci.txt`
+(the project's tested CPU stack); the image's own pins win over it. Venvs are cached by
+their exact contents under `.nox/_container_sim/` (or ``CONTAINER_SIM_CACHE``), built
+aside and renamed into place, so a second run starts in seconds.
 """
 
 from __future__ import annotations
@@ -35,7 +38,22 @@ CONSTRAINTS = REPO / "constraints" / "ci.txt"
 #: The CPU wheel standing in for the images' CUDA torch.
 CPU_TORCH = "torch==2.13.0"
 #: Wheels that need a GPU (or are CUDA builds); never installed here.
-GPU_ONLY = {"unsloth", "unsloth-zoo", "xformers", "triton", "torchvision", "torchaudio", "flash-attn"}
+GPU_ONLY = {
+    "unsloth", "unsloth-zoo", "xformers", "triton", "torchvision", "torchaudio", "flash-attn",
+    # Unsloth's own GPU kernels (torchao's CUDA extension, the Triton cross-entropy).
+    "torchao", "cut-cross-entropy",
+}  # fmt: skip
+#: NVIDIA's CUDA libraries that the CUDA torch pulls (nvidia-cublas, cuda-toolkit, ...).
+GPU_ONLY_PREFIXES = ("nvidia-", "cuda-")
+
+
+class DroppedSilently(RuntimeError):
+    """A package of an image that the simulation would neither install nor have resolved."""
+
+
+def gpu_only(name: str) -> bool:
+    return name in GPU_ONLY or name.startswith(GPU_ONLY_PREFIXES)
+
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -60,23 +78,34 @@ class ImageEnv:
     left_out: tuple[str, ...]
 
 
-def plan(packages: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
-    """(what to install, what is left out and why) for an image's declared packages."""
+def plan(packages: tuple[str, ...] | list[str], resolved: tuple[str, ...] | list[str]) -> tuple[list[str], list[str]]:
+    """(what to install, what is left out and why) for an image's declared packages.
+
+    `resolved` is the image's lock, which the resolution check resolves as a whole: a
+    package that cannot be installed here is left out only if it is there, so it is
+    still resolved with everything else (`DroppedSilently` otherwise).
+    """
     from packaging.requirements import Requirement
 
+    locked = {str(Requirement(r)) for r in resolved}
     install: list[str] = []
     left_out: list[str] = []
     for requirement in packages:
         requirement = str(Requirement(requirement))  # one spelling per requirement (the cache key)
         name = req_name(requirement)
-        if name in GPU_ONLY:
-            left_out.append(f"{requirement} (GPU-only)")
-        elif name == "torch":
-            install.append(CPU_TORCH)
-            if requirement.replace(" ", "") != CPU_TORCH:
-                left_out.append(f"{requirement} (CUDA build; {CPU_TORCH} CPU stands in)")
-        else:
+        if not gpu_only(name) and name != "torch":
             install.append(requirement)
+            continue
+        if requirement not in locked:
+            raise DroppedSilently(
+                f"{requirement} cannot be installed in the simulation and is not in the image's lock, "
+                "so nothing would resolve it: lock the image (nox -s modal_locks)"
+            )
+        if name == "torch":
+            install.append(CPU_TORCH)
+            left_out.append(f"{requirement} (CUDA build; {CPU_TORCH} CPU stands in; resolved)")
+        else:
+            left_out.append(f"{requirement} (GPU-only; resolved)")
     install.append(f"modal=={version('modal')}")  # Modal adds its client to every image
     return install, left_out
 
@@ -105,9 +134,11 @@ def cache_root() -> Path:
     return Path(os.environ.get("CONTAINER_SIM_CACHE") or REPO / ".nox" / "_container_sim")
 
 
-def build_env(image: str, python_version: str, packages: tuple[str, ...] | list[str]) -> ImageEnv:
+def build_env(
+    image: str, python_version: str, packages: tuple[str, ...] | list[str], resolved: tuple[str, ...] | list[str]
+) -> ImageEnv:
     """The venv of one image (cached by content); pip's output stays in `<venv>/pip.log`."""
-    install, left_out = plan(packages)
+    install, left_out = plan(packages, resolved)
     constraints = _constraints(install)
     key = hashlib.sha256(json.dumps([python_version, sorted(install), constraints]).encode()).hexdigest()[:16]
     folder = cache_root() / f"py{python_version}-{key}"

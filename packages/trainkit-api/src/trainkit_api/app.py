@@ -57,11 +57,15 @@ def build_router(path: str) -> Any:
     return getattr(importlib.import_module(module_name), attr)()
 
 
-def create_app(settings: Settings | None = None, *, provider: Provider | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, provider: Provider | None = None, answer_within_s: float | None = None
+) -> FastAPI:
     """A new app for these settings (default: from the environment) and provider.
 
     The provider is looked up now, so an unknown provider fails at start, not at the
-    first request.
+    first request. `answer_within_s` bounds how long a generation request waits: where
+    the host cuts requests off (Modal's web endpoints, at 150 s), a generation not done
+    by then is answered 202 with the place to fetch it (`routes.generate`).
     """
     settings = settings or Settings.from_env()
     provider = provider or get_provider(None, settings)
@@ -76,7 +80,7 @@ def create_app(settings: Settings | None = None, *, provider: Provider | None = 
         # Location built from the client's Host header. A JSON 404 instead.
         redirect_slashes=False,
     )
-    app.state.trainkit = ApiState(settings=settings, provider=provider)
+    app.state.trainkit = ApiState(settings=settings, provider=provider, answer_within_s=answer_within_s)
     app.add_middleware(BodyLimit, limit=settings.api.api_max_body_bytes)
     install_error_handlers(app)
     for path in ROUTER_BUILDERS:

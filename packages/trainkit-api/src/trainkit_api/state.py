@@ -25,6 +25,8 @@ from trainkit_core.settings import Settings
 class ApiState:
     settings: Settings
     provider: Provider
+    #: Longest a generation request waits before it is answered 202 (None: until done).
+    answer_within_s: float | None = None
     _kv: dict[str, KVStore] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _store: RunStore | None = field(default=None, repr=False)

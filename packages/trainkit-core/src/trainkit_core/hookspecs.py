@@ -279,7 +279,13 @@ class FunctionRunner(Protocol):
     """Starts job functions and finds calls, the answer of the `run_function` hook."""
 
     def spawn(self, function: str, kwargs: Mapping[str, Any]) -> RunHandle:
-        """Start `function` (a name in `trainkit_core.jobs.JOBS`) with JSON-able `kwargs`."""
+        """Start `function` (a name in `trainkit_core.jobs.JOBS`) with JSON-able `kwargs`.
+
+        A runner may add a keyword argument ``placement``: it then gets the job's
+        `trainkit_core.placement.Placement` (GPU kind and count, host memory, timeout)
+        with every call. A provider that declares the `gpu` capability must take it
+        (the conformance suite checks that it arrives).
+        """
         ...
 
     def get(self, call_id: str) -> RunHandle:

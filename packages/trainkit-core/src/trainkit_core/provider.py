@@ -270,8 +270,18 @@ class Provider:
         return self._answer("run_function")  # type: ignore[no-any-return]
 
     def spawn(self, function: str, **kwargs: Any) -> RunHandle:
-        """Start job `function` detached; the handle's `call_id` finds it again later."""
-        handle = self.runner().spawn(function, kwargs)
+        """Start job `function` detached; the handle's `call_id` finds it again later.
+
+        A runner whose `spawn` takes ``placement`` gets the job's `Placement` (GPU, memory,
+        timeout: `trainkit_core.placement`), so it can place the job without trainkit's presets.
+        """
+        runner = self.runner()
+        if takes_placement(runner):
+            from trainkit_core.placement import placement_of
+
+            handle = runner.spawn(function, kwargs, placement=placement_of(self, function, kwargs))  # type: ignore[call-arg]
+        else:
+            handle = runner.spawn(function, kwargs)
         return check_answer(handle, RunHandle, plugin=self.plugin or "?", hook="run_function", provider=self.name)  # type: ignore[no-any-return]
 
     def call(self, call_id: str) -> RunHandle:
@@ -354,3 +364,13 @@ def call_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         return json.loads(json.dumps(dict(kwargs)))  # type: ignore[no-any-return]
     except (TypeError, ValueError) as exc:
         raise UsageError(f"job arguments must be JSON-serialisable: {exc}") from None
+
+
+def takes_placement(runner: FunctionRunner) -> bool:
+    """Whether a runner's `spawn` accepts the ``placement`` keyword (older runners do not)."""
+    import inspect
+
+    try:
+        return "placement" in inspect.signature(runner.spawn).parameters
+    except (TypeError, ValueError):
+        return False

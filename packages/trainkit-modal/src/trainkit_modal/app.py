@@ -50,10 +50,11 @@ def source_ignore(path: Path) -> bool:
 
 def _image(modal: Any, spec: ImageSpec) -> Any:
     image = modal.Image.debian_slim(python_version=spec.python_version)
+    options = spec.install_options
     if spec.torch_packages:  # torch and its CUDA, from PyTorch's index, before the rest
-        image = image.uv_pip_install(*spec.torch_packages, index_url=spec.torch_index)
+        image = image.uv_pip_install(*spec.torch_packages, index_url=spec.torch_index, extra_options=options)
     if spec.packages:
-        image = image.uv_pip_install(*spec.packages)
+        image = image.uv_pip_install(*spec.packages, extra_options=options)
     if spec.env:
         image = image.env(dict(spec.env))
     return image.add_local_python_source(*spec.local_sources, ignore=source_ignore)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import JobError, JobTimeout, NotFoundError, UsageError
 from trainkit_core.hookspecs import CallStatus
@@ -34,6 +34,9 @@ from trainkit_modal.spec import (
     routing_spec,
     target_for,
 )
+
+if TYPE_CHECKING:
+    from trainkit_core.placement import Placement
 
 #: Longest single blocking `get` while waiting (Modal's server holds the request that long).
 _WAIT_SLICE_S = 30.0
@@ -253,7 +256,10 @@ class ModalRunner:
         except NotFoundError:
             raise errors.app_not_deployed(self.app_name, target.name) from None
 
-    def spawn(self, function: str, kwargs: Mapping[str, Any]) -> ModalRunHandle:
+    def spawn(self, function: str, kwargs: Mapping[str, Any], placement: Placement | None = None) -> ModalRunHandle:
+        """Start a call on its declared function. `placement` agrees with what the app declares per
+        size (both follow the presets, `TRAINKIT_GPU` and the run's `gpu`), so the app's own routing
+        (`resolve`) decides."""
         args = call_kwargs(kwargs)
         target, gpu = self.resolve(function, args)
         call = self._start(target, args, gpu)

@@ -36,8 +36,8 @@ class ModalInferenceServer:
         try:
             with errors.translate(self.runner.sdk, f"generate on {name}"):
                 return instance.generate.remote(body)  # type: ignore[no-any-return]
-        except NotFoundError:
-            raise errors.app_not_deployed(self.runner.app_name, name) from None
+        except NotFoundError as exc:
+            raise _not_found(exc, self.runner.app_name, name) from None
 
     def stream(self, request: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         body = call_kwargs(request)
@@ -45,5 +45,11 @@ class ModalInferenceServer:
         try:
             with errors.translate(self.runner.sdk, f"stream on {name}"):
                 yield from instance.stream.remote_gen(body)
-        except NotFoundError:
-            raise errors.app_not_deployed(self.runner.app_name, name) from None
+        except NotFoundError as exc:
+            raise _not_found(exc, self.runner.app_name, name) from None
+
+
+def _not_found(exc: NotFoundError, app_name: str, name: str) -> NotFoundError:
+    """Modal's own not-found (translated, so it has a cause) means the class is not deployed; one the
+    container raised (a model that does not exist) is the user's and passes unchanged."""
+    return errors.app_not_deployed(app_name, name) if exc.__cause__ is not None else exc

@@ -17,9 +17,10 @@ Routing is separate from image building. `routing_spec(settings)` (functions, GP
 volumes, secret names; no images) is what a running app needs to send a job to its
 function, and it reads nothing but settings and presets, so it works inside a container,
 where no trainkit distribution and no package metadata exist. `build_spec(settings)`
-adds the images, whose requirements are read from the installed packages' metadata and
-from `images.toml` (the pinned Python and GPU stack): only the deploying machine builds
-them.
+adds the images: what each asks for is read from the installed packages' metadata and
+from `images.toml` (the pinned Python and GPU stack), and each installs its lock
+(`trainkit_modal.locking`), which must still satisfy that: only the deploying machine
+builds them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import UsageError
+from trainkit_core.placement import JOB_TIMEOUT_S, LIGHT_TIMEOUT_S
 from trainkit_core.settings import VOLUME_KINDS, Settings
 
 #: Where each volume kind is mounted in every container.
@@ -44,9 +46,16 @@ MOUNT_PATHS: dict[str, str] = {
 #: `HF_HOME` points at the hf-cache volume, so base models are downloaded once.
 HF_HOME = MOUNT_PATHS["hf-cache"]
 
-#: GPU names Modal accepts (case-insensitive; `A10G` is Modal's alias of `A10`).
-KNOWN_GPUS = ("T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "H100", "H200", "B200")
-_GPU_PATTERN = re.compile(r"^(?P<name>[A-Za-z0-9-]+?)(?::(?P<count>[1-8]))?$")
+#: GPU names Modal documents (case-insensitive: modal 1.6.4 only uppercases the name before
+#: sending it). `A10G` is Modal's alias of `A10`; `H100!` pins an H100 (no upgrade to an
+#: H200); `B200+` lets Modal place the job on a B300.
+KNOWN_GPUS = (
+    "T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "RTX-PRO-6000",
+    "H100", "H100!", "H200", "B200", "B200+",
+)  # fmt: skip
+#: Modal's documented largest count of GPUs on one container (`:N`).
+MAX_GPU_COUNT = 8
+_GPU_PATTERN = re.compile(r"^(?P<name>[A-Za-z0-9-]+[!+]?)(?::(?P<count>\d+))?$")
 
 #: Modal's limits, checked here so a bad setting fails before a deploy.
 MAX_TIMEOUT_S = 24 * 3600
@@ -64,10 +73,9 @@ INFER_JOB = "infer"
 #: Every other job (ping, sleep, fail, dataset checks) runs on the light image, on CPU.
 LIGHT_IMAGE = "web"
 
-#: Timeouts of the jobs that are not training (seconds).
-LIGHT_TIMEOUT_S = 600
-INFER_TIMEOUT_S = 1800
-EVAL_TIMEOUT_S = 3600
+#: Timeouts of the jobs that are not training (seconds): the placements any provider reads.
+INFER_TIMEOUT_S = JOB_TIMEOUT_S["infer"]
+EVAL_TIMEOUT_S = JOB_TIMEOUT_S["eval"]
 WEB_TIMEOUT_S = 600
 #: Requests one web container serves at once (`@modal.concurrent(max_inputs=...)`): event
 #: streams stay open for minutes, and each holds one input.
@@ -94,6 +102,11 @@ class RetrySpec:
 #: Training (`train_<size>`) gets `TRAINKIT_TRAIN_MAX_ATTEMPTS - 1` retries; each resumes from the checkpoint.
 #: Other jobs are short and idempotent enough for one more try.
 DEFAULT_RETRIES = RetrySpec(max_retries=1)
+#: The inference classes get none: Modal re-runs an input whose function raised per `Retries`,
+#: and a generation raises on what will fail again (a user's bad request, a timeout), which
+#: a retry would only make the user pay twice (after `initial_delay`). An input whose
+#: container crashed (out of memory, a lost GPU) is re-run by Modal whatever `Retries` say.
+INFER_RETRIES: RetrySpec | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,10 @@ class ImageSpec:
     #: torch (and its CUDA companions), installed first from `torch_index` (GPU images only).
     torch_index: str | None = None
     torch_packages: tuple[str, ...] = ()
+    #: Raw options of each install layer: ``--no-deps`` for a lock, which a resolver checked as a whole.
+    install_options: str = ""
+    #: Packages resolved with the image (in its lock) but installed in none, on purpose (`locking.LEFT_OUT`).
+    resolved_only: tuple[str, ...] = ()
 
     @property
     def all_packages(self) -> tuple[str, ...]:
@@ -174,13 +191,14 @@ def check_gpu(gpu: str, *, setting: str = "TRAINKIT_GPU") -> str:
     """Normalise a GPU name (`a100` -> `A100`, `h100:2`); `UsageError` for a name Modal does not know."""
     match = _GPU_PATTERN.match(gpu.strip())
     name = match.group("name").upper() if match else ""
-    if not match or name not in KNOWN_GPUS:
+    count = match.group("count") if match else None
+    if not match or name not in KNOWN_GPUS or (count is not None and not 1 <= int(count) <= MAX_GPU_COUNT):
         raise UsageError(
-            f"{setting}={gpu!r} is not a GPU Modal knows; known: {', '.join(KNOWN_GPUS)} (optionally ':N' for N GPUs)",
+            f"{setting}={gpu!r} is not a GPU Modal knows; known: {', '.join(KNOWN_GPUS)} "
+            f"(optionally ':N' for N GPUs, N from 1 to {MAX_GPU_COUNT})",
             hint=f"set {setting} to one of those, or leave it empty for the model size's default",
         )
-    count = match.group("count")
-    return f"{name}:{count}" if count else name
+    return f"{name}:{int(count)}" if count else name
 
 
 def check_timeout(seconds: int, *, setting: str = "TRAINKIT_TRAIN_TIMEOUT_S") -> int:
@@ -306,16 +324,26 @@ class Stack:
     torch: tuple[str, ...]
     train: tuple[str, ...]
     infer: tuple[str, ...]
+    #: What the GPU images' CUDA needs of the host (NVIDIA's driver), as `images.toml` says.
+    cuda_driver: str = ""
 
     def describe(self) -> list[str]:
-        """One line per image, for `trainkit app deploy`."""
-        torch = ", ".join(self.torch)
-        return [
-            f"python {self.python}",
-            f"torch ({self.torch_index}): {torch}",
-            f"train: {', '.join(self.train)}",
-            f"infer: {', '.join(self.infer)}",
-        ]
+        """What each image pins, and the CUDA driver the GPU images need, for `trainkit app deploy`."""
+        from trainkit_modal.locking import lock_path, read_lock
+
+        lines = [f"python {self.python}", f"torch ({self.torch_index}): {', '.join(self.torch)}"]
+        if self.cuda_driver:
+            lines.append(f"CUDA driver needed on the GPU host: {self.cuda_driver}")
+        pins = {"train": self.train, "infer": self.infer, "web": ()}
+        for image, top in pins.items():
+            lock = read_lock(image)
+            line = f"{image}: {len(lock.pins)} packages locked in {lock_path(image).name}"
+            if top:
+                line += f"; pinned {', '.join(top)}"
+            if lock.left_out:
+                line += f"; resolved, left out on purpose: {', '.join(lock.left_out)}"
+            lines.append(line)
+        return lines
 
 
 def load_stack(path: Path = IMAGES_FILE) -> Stack:
@@ -332,6 +360,7 @@ def load_stack(path: Path = IMAGES_FILE) -> Stack:
         torch=tuple(data["torch"]),
         train=tuple(data["train"]),
         infer=tuple(data["infer"]),
+        cuda_driver=str(data.get("cuda_driver", "")),
     )
 
 
@@ -392,50 +421,99 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, ImageSpec]:
-    """train: the Unsloth stack; infer: transformers + peft + bitsandbytes; web: the API (and light jobs).
+def requested_packages(stack: Stack | None = None) -> dict[str, tuple[str, ...]]:
+    """What each image asks for, before resolution: torch's pins first on the GPU images.
 
-    The GPU stacks are `images.toml`'s pins in place of trainkit-core's ranges (torch is
-    installed first from its index: `torch_index` / `torch_packages`). The modal client
-    itself is not installed: Modal adds it (and its pinned dependencies) to every image.
+    train: the Unsloth stack; infer: transformers + peft + bitsandbytes; web: the API
+    (and light jobs). The GPU stacks are `images.toml`'s pins in place of
+    trainkit-core's ranges. The modal client itself is not asked for: Modal adds it
+    (and its pinned dependencies) to every image.
     """
     stack = stack or load_stack()
     py = stack.python
-    env = container_env(settings)
     core = requirements_of("trainkit-core", (), py)
-    torch_free = [r for r in requirements_of("trainkit-core", ("train",), py) if _name_of(r) != "torch"]
     gpu_only = [r for r in requirements_of("trainkit-core", ("gpu",), py) if r not in core]
-    train = _pinned([*torch_free, *gpu_only], stack.train)
-    infer = _pinned(torch_free, stack.infer)
-    web_sources: tuple[str, ...] = ("trainkit_core", "trainkit_modal")
+    # trainkit_modal's own (the modal client aside: Modal adds it to every image).
+    core += [r for r in requirements_of("trainkit-modal", (), py) if _name_of(r) != "modal" and r not in core]
+    torch_free = [r for r in requirements_of("trainkit-core", ("train",), py) if _name_of(r) != "torch"]
+    torch_free += [r for r in core if r not in torch_free]
     web = list(core)
     if _installed("trainkit_api"):
         web += [r for r in requirements_of("trainkit-api", (), py) if r not in web] + ["fastapi[standard]"]
-        web_sources += ("trainkit_api",)
-    sources = ("trainkit_core", "trainkit_modal")
     return {
-        "train": ImageSpec("train", py, tuple(train), sources, env, stack.torch_index, stack.torch),
-        "infer": ImageSpec("infer", py, tuple(infer), sources, env, stack.torch_index, stack.torch),
-        "web": ImageSpec("web", py, tuple(web), web_sources, env),
+        "train": (*stack.torch, *_pinned([*torch_free, *gpu_only], stack.train)),
+        "infer": (*stack.torch, *_pinned(torch_free, stack.infer)),
+        "web": tuple(web),
+    }
+
+
+def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, ImageSpec]:
+    """Each image installs its lock (`trainkit_modal.locking`), nothing resolved again in the image.
+
+    The CUDA wheels first, from their index, then the rest from PyPI, both with
+    ``--no-deps``: the lock is the whole set a resolver checked together. A lock that
+    no longer satisfies what the image asks for (`requested_packages`) is refused.
+    """
+    from trainkit_modal.locking import REGENERATE, lock_path, read_lock, unmet
+
+    stack = stack or load_stack()
+    env = container_env(settings)
+    sources = ("trainkit_core", "trainkit_modal")
+    images = {}
+    for name, requested in requested_packages(stack).items():
+        lock = read_lock(name)
+        missing = unmet(lock, requested)
+        if missing or lock.python != stack.python:
+            why = f"it does not satisfy {', '.join(missing)}" if missing else f"it is for Python {lock.python}"
+            raise UsageError(
+                f"the {name} image's lock ({lock_path(name)}) is stale: {why}",
+                hint=f"regenerate the locks: `{REGENERATE}`",
+            )
+        images[name] = ImageSpec(
+            name=name,
+            python_version=stack.python,
+            packages=lock.pypi_pins,
+            local_sources=(*sources, "trainkit_api") if name == "web" and _installed("trainkit_api") else sources,
+            env=env,
+            torch_index=stack.torch_index if lock.cuda_pins else None,
+            torch_packages=lock.cuda_pins,
+            install_options="--no-deps",
+            resolved_only=lock.left_out,
+        )
+    return images
+
+
+#: Settings that name something on the deploying machine (its folders and files): a container has none of them.
+LOCAL_ONLY_SETTINGS = frozenset({"TRAINKIT_HOME", "TRAINKIT_DATASETS_DIR", "TRAINKIT_PRICES_FILE"})
+
+
+def _secret_variables(settings: Settings) -> set[str]:
+    """The variables of `settings.to_env()` that hold secrets (never in an image)."""
+    from pydantic import SecretStr
+
+    core = (settings.provider, settings.compute, settings.volumes, settings.datasets, settings.api)
+    models = [("TRAINKIT_", m) for m in core]
+    models += [(str(type(m).model_config.get("env_prefix") or ""), m) for m in settings.plugins.values()]
+    return {
+        f"{prefix}{name.upper()}"
+        for prefix, model in models
+        for name in type(model).model_fields
+        if isinstance(getattr(model, name), SecretStr)
     }
 
 
 def container_env(settings: Settings) -> dict[str, str]:
-    """The settings a container needs, as `TRAINKIT_*` variables (nothing secret), and `HF_HOME`."""
-    env = {
-        "HF_HOME": HF_HOME,
-        "TRAINKIT_PROVIDER": "modal",
-        "TRAINKIT_APP_NAME": settings.provider.app_name,
-        "TRAINKIT_GPU": settings.compute.gpu,
-        "TRAINKIT_TRAIN_TIMEOUT_S": str(settings.compute.train_timeout_s),
-        "TRAINKIT_INFER_IDLE_TIMEOUT_S": str(settings.compute.infer_idle_timeout_s),
-        "TRAINKIT_HF_SECRET": settings.compute.hf_secret,
-        "TRAINKIT_WANDB_SECRET": settings.compute.wandb_secret,
-        "TRAINKIT_TRAIN_MAX_ATTEMPTS": str(settings.compute.train_max_attempts),
-    }
-    for kind in VOLUME_KINDS:
-        env[f"TRAINKIT_VOL_{kind.replace('-', '_').upper()}"] = settings.volumes.name_for(kind)
-    return env
+    """The settings a container needs, as `TRAINKIT_*` variables, and `HF_HOME`.
+
+    Every setting the deploying machine has, so the deployed API and jobs behave as the
+    local ones do (`TRAINKIT_API_MAX_BODY_BYTES` included), but the secrets (the API
+    token reaches the web function as a Modal secret of its own) and what names a
+    folder or file of the deploying machine (`LOCAL_ONLY_SETTINGS`).
+    """
+    secret = _secret_variables(settings)
+    env = {k: v for k, v in settings.to_env().items() if k not in secret and k not in LOCAL_ONLY_SETTINGS}
+    env.update({"HF_HOME": HF_HOME, "TRAINKIT_PROVIDER": "modal"})
+    return dict(sorted(env.items()))
 
 
 # --------------------------------------------------------------------------- the spec
@@ -483,7 +561,7 @@ def build_spec(settings: Settings, *, images: bool = True) -> AppSpec:
                     image="infer",
                     gpu=gpu_for_size(size, override),
                     timeout_s=INFER_TIMEOUT_S,
-                    retries=DEFAULT_RETRIES,
+                    retries=INFER_RETRIES,
                     size=size,
                     kind="class",
                     scaledown_window=idle,
@@ -537,7 +615,12 @@ def describe(spec: AppSpec) -> dict[str, Any]:
         "web": asdict(spec.web) if spec.web else None,
         "notes": list(spec.notes),
         "images": {
-            k: {"python": v.python_version, "packages": list(v.all_packages), "sources": list(v.local_sources)}
+            k: {
+                "python": v.python_version,
+                "packages": list(v.all_packages),
+                "resolved_only": list(v.resolved_only),
+                "sources": list(v.local_sources),
+            }
             for k, v in spec.images.items()
         },
     }

@@ -8,6 +8,15 @@ its checkpoints), a preset name (that preset's newest trained model, as
 ``--model-size`` picks it), and either one with ``:base`` appended generates with its base
 model alone. Without `temperature` the answer is greedy (trainkit's default), not
 OpenAI's 1.0, so that the same request gives the same answer.
+
+Where the host cuts a request off (a Modal web endpoint answers a request still running
+after 150 s with a redirect), the app is built with `answer_within_s`: a generation
+then runs as an ``infer`` job call, and one not done within that time is answered
+``202 Accepted`` with ``{"id", "status": "pending"}`` and ``Location:
+/v1/generate/<id>``; ``GET`` there answers 202 again while it runs, then the result (or
+the job's error). A cold GPU container (a model load of minutes) never holds a request
+past the limit. Streams start at once (an SSE comment), so the connection carries data
+from the first second.
 """
 
 from __future__ import annotations
@@ -18,14 +27,14 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES, type_of
 from trainkit_api.sse import HEADERS, format_event
 from trainkit_api.state import ApiState, get_state
-from trainkit_core.errors import TrainkitError, UsageError
+from trainkit_core.errors import JobTimeout, NotFoundError, TrainkitError, UsageError
 from trainkit_core.inference.request import GenerateRequest
 
 
@@ -159,6 +168,54 @@ def _error_event(exc: BaseException) -> dict[str, Any]:
 
 router = APIRouter(prefix="/v1", tags=["generate"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
 
+#: An SSE comment: clients ignore it; it starts the response before the first token.
+STARTED = ": started\n\n"
+
+
+class Pending(BaseModel):
+    """A generation still running: fetch it with `GET /v1/generate/{id}` (the `Location`)."""
+
+    id: str
+    status: Literal["pending"] = "pending"
+
+
+def _pending(call_id: str) -> JSONResponse:
+    return JSONResponse(
+        Pending(id=call_id).model_dump(), status_code=202, headers={"Location": f"/v1/generate/{call_id}"}
+    )
+
+
+def _answer_in_time(state: ApiState, request: GenerateRequest) -> Any:
+    """The answer if it comes within `answer_within_s`, else 202 and where to fetch it.
+
+    The generation runs as an ``infer`` job call, which any container of the app can
+    find again by its id (a web endpoint's next request may reach another container).
+    """
+    state.provider.deployment().check(["infer"])
+    handle = state.provider.spawn("infer", **request.model_dump(mode="json"))
+    try:
+        result = handle.wait(timeout=state.answer_within_s)
+    except JobTimeout:
+        return _pending(handle.call_id)
+    return GenerateResult.model_validate(result)
+
+
+@router.get(
+    "/generate/{call_id}",
+    response_model=GenerateResult,
+    responses={202: {"model": Pending, "description": "Still running: ask again."}},
+)
+def generate_result(call_id: str, state: ApiState = Depends(get_state)) -> Any:
+    """The answer of a generation answered 202 before: 202 again while it runs."""
+    handle = state.provider.call(call_id)
+    if handle.function != "infer":
+        raise NotFoundError(f"no generation {call_id!r}")
+    try:
+        result = handle.wait(timeout=state.answer_within_s or 0)
+    except JobTimeout:
+        return _pending(call_id)
+    return GenerateResult.model_validate(result)
+
 
 @router.post(
     "/generate",
@@ -172,9 +229,12 @@ def generate(body: GenerateBody, state: ApiState = Depends(get_state)) -> Any:
     request = GenerateRequest.model_validate(body.model_dump(exclude={"stream"}))
     request = client.prepare(state.provider, request)  # 4xx now, before any stream
     if not body.stream:
+        if state.answer_within_s is not None:
+            return _answer_in_time(state, request)
         return GenerateResult.model_validate(client.generate(state.provider, request))
 
     def events() -> Iterator[str]:
+        yield STARTED  # the response starts now, whatever the model load takes
         try:
             for event in client.stream(state.provider, request):
                 yield format_event(event, event=str(event.get("type", "token")))
@@ -226,6 +286,7 @@ def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_
         return format_event(data)
 
     def chunks() -> Iterator[str]:
+        yield STARTED
         yield chunk({"role": "assistant", "content": ""})
         try:
             for event in client.stream(state.provider, request):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
@@ -29,12 +31,21 @@ class Info(BaseModel):
 
 
 def versions() -> dict[str, str]:
+    """Each trainkit package's version: its distribution's, else its module's `__version__`.
+
+    A Modal container has the trainkit sources and no distribution (no metadata), so
+    the module is the only place that knows its version there.
+    """
     found = {}
     for name in PACKAGES:
         try:
             found[name] = version(name)
-        except PackageNotFoundError:
             continue
+        except PackageNotFoundError:
+            pass
+        module = name.replace("-", "_")
+        if importlib.util.find_spec(module) is not None:
+            found[name] = str(getattr(importlib.import_module(module), "__version__", "unknown"))
     return found
 
 

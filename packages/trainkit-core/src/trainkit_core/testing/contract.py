@@ -15,7 +15,9 @@ what depends on a capability (`durable_kv`, `durable_volumes`, `run_functions`,
 `stop`) runs when the manifest declares it and is skipped, with the reason, when it
 does not. A declared capability must work: ``durable_kv`` means a second process
 sees the writes; ``stop`` means cancel ends what the job runs, not only its record
-(the job's heartbeat must stop); a call's `logs()` hold what the job printed.
+(the job's heartbeat must stop); a call's `logs()` hold what the job printed; ``gpu``
+means the runner takes each job's `Placement` (`trainkit_core.placement`) and gets the
+one of the job it starts.
 
 A plugin's own settings (its ``trainkit_settings`` model) are isolated per test: the
 variables with its prefix are removed from the environment, then `plugin_env` is set.
@@ -589,6 +591,35 @@ class ProviderContract:
         assert (status.state, status.done, status.error) == ("succeeded", True, None)
         ping = provider.spawn("ping", echo="hello").wait(timeout=self.call_timeout_s)
         assert (ping["ok"], ping["provider"], ping["echo"]) == (True, provider.name, "hello")
+
+    def test_gpu_provider_receives_the_placement(self, provider: Provider, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A provider that declares `gpu` gets, with a 31b job, the GPU that job needs, without trainkit's presets."""
+        import inspect
+
+        from trainkit_core.placement import placement_for
+
+        self.require(provider, "run_functions")
+        self.require(provider, "gpu")
+        runner = provider.runner()
+        assert "placement" in inspect.signature(runner.spawn).parameters, (
+            f"provider {provider.name!r} declares `gpu`, so its FunctionRunner.spawn must take `placement`"
+        )
+        received: dict[str, Any] = {}
+
+        class Received(Exception):
+            pass
+
+        def spawn(function: str, kwargs: Any, placement: Any = None) -> Any:
+            received.update(function=function, kwargs=dict(kwargs), placement=placement)
+            raise Received  # the placement is what is checked; no GPU job starts
+
+        monkeypatch.setattr(runner, "spawn", spawn)
+        monkeypatch.setattr(provider, "runner", lambda: runner)
+        with pytest.raises(Received):
+            provider.spawn("gpu_ping", model_size="31b")
+        expected = placement_for("gpu_ping", {"model_size": "31b"}, provider.settings)
+        assert expected.gpu and expected.gpu_count >= 1
+        assert received == {"function": "gpu_ping", "kwargs": {"model_size": "31b"}, "placement": expected}
 
     def test_run_failure_carries_the_job_error(self, provider: Provider) -> None:
         self.require(provider, "run_functions")

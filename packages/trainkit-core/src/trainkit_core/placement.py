@@ -1,0 +1,108 @@
+"""What a job needs of the machine that runs it, as public data any provider reads.
+
+A provider places a job by its `Placement`: the GPU kind and count, host memory and
+timeout. The provider facade computes it for every call and hands it to a runner
+whose `FunctionRunner.spawn` takes a ``placement`` argument (a provider that declares
+the `gpu` capability must: the conformance suite checks it). A provider can also
+compute it itself with `placement_of(provider, job, kwargs)`, which reads a train
+call's run. So a provider places a 31b run on a large GPU without knowing trainkit's
+presets.
+
+GPU kinds are named as Modal names them (``A10G``, ``A100-80GB``, ``H100``): the
+presets' names, or ``TRAINKIT_GPU`` / a run's ``gpu`` when set. A provider maps them to
+its own hardware names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainkit_core.provider import Provider
+    from trainkit_core.settings import Settings
+
+#: Jobs whose hardware follows the model they load (its size's preset).
+SIZED_JOBS = frozenset({"train", "eval", "export", "gpu_ping", "infer"})
+#: Timeouts of the jobs that are not training (seconds); training's is `TRAINKIT_TRAIN_TIMEOUT_S`.
+JOB_TIMEOUT_S = {"eval": 3600, "export": 3600, "gpu_ping": 3600, "infer": 1800}
+#: Every other job (ping, dataset checks): short, on CPU.
+LIGHT_TIMEOUT_S = 600
+#: Host memory per model size, in GB: room to load the base model's shards before they
+#: move to the GPU. Estimates from the models' sizes on disk (bf16 weights: 4b ~8 GB,
+#: 12b ~24 GB, 31b ~62 GB), not measured.
+HOST_MEMORY_GB = {"tiny": 4, "4b": 16, "12b": 32, "31b": 64}
+#: `trainkit_core.runs.RUNS_NAMESPACE`, named here: importing the runs module from the
+#: provider facade's path would make an import cycle (a test checks they agree).
+RUNS_NAMESPACE = "runs"
+#: The size a call means when it names none (a base model given by id runs on 4b hardware).
+DEFAULT_SIZE = "4b"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What one job needs: a GPU kind and count (none: a CPU job), host memory, a timeout."""
+
+    #: GPU kind (``"A100-80GB"``); None for a CPU job.
+    gpu: str | None = None
+    #: How many GPUs of that kind (0 for a CPU job).
+    gpu_count: int = 0
+    #: Host memory in GB; None when the job does not say (the provider's default).
+    memory_gb: int | None = None
+    #: Longest the job may run, in seconds (a longer training run resumes from its checkpoint).
+    timeout_s: int = LIGHT_TIMEOUT_S
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Placement:
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
+
+def split_gpu(text: str) -> tuple[str | None, int]:
+    """``"H100:2"`` -> ``("H100", 2)``; ``""`` -> ``(None, 0)``."""
+    text = text.strip()
+    if not text:
+        return None, 0
+    kind, _, count = text.partition(":")
+    return kind.upper(), int(count) if count else 1
+
+
+def _size_of(config: Mapping[str, Any]) -> str:
+    value = config.get("model_size") or config.get("size")
+    return value if isinstance(value, str) and value else DEFAULT_SIZE
+
+
+def placement_for(job: str, config: Mapping[str, Any], settings: Settings) -> Placement:
+    """The placement of `job` for a model choice (``model_size``, ``gpu``: a call's arguments or its run's config).
+
+    The GPU: the run's own ``gpu``, else ``TRAINKIT_GPU``, else the size's preset's.
+    """
+    if job not in SIZED_JOBS:
+        return Placement(timeout_s=LIGHT_TIMEOUT_S)
+    from trainkit_core.presets import PRESETS
+
+    size = _size_of(config)
+    preset = PRESETS.get(size)
+    wanted = config.get("gpu") if isinstance(config.get("gpu"), str) else ""
+    gpu, count = split_gpu(wanted or settings.compute.gpu or (preset.gpu if preset else ""))
+    timeout = settings.compute.train_timeout_s if job == "train" else JOB_TIMEOUT_S[job]
+    return Placement(gpu=gpu, gpu_count=count, memory_gb=HOST_MEMORY_GB.get(size), timeout_s=timeout)
+
+
+def job_config(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's model choice: its arguments, or for ``train`` (which gets only a run id) its run's config."""
+    if job == "train" and kwargs.get("run_id") and not kwargs.get("model_size"):
+        record = provider.kv(RUNS_NAMESPACE).get(str(kwargs["run_id"]))
+        config = record.get("config") if isinstance(record, dict) else None
+        if isinstance(config, dict):
+            return dict(config)
+    config = kwargs.get("config")
+    return {**kwargs, **config} if isinstance(config, dict) else dict(kwargs)
+
+
+def placement_of(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> Placement:
+    """The placement of one call of `job` on `provider` (reads a train call's run)."""
+    return placement_for(job, job_config(provider, job, kwargs), provider.settings)

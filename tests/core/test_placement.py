@@ -1,0 +1,97 @@
+"""What a job needs (`trainkit_core.placement`): public data any provider reads, and hands to a runner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from trainkit_core.placement import Placement, placement_for, placement_of, split_gpu
+from trainkit_core.presets import PRESETS
+from trainkit_core.settings import Settings
+
+
+@pytest.fixture
+def settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Settings:
+    for key in ("TRAINKIT_GPU", "TRAINKIT_TRAIN_TIMEOUT_S"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("TRAINKIT_HOME", str(tmp_path))
+    return Settings.from_env()
+
+
+def test_a_31b_run_needs_the_31b_presets_gpu_without_the_provider_knowing_presets(settings: Settings) -> None:
+    placed = placement_for("train", {"model_size": "31b"}, settings)
+    kind, count = split_gpu(PRESETS["31b"].gpu)
+    assert (placed.gpu, placed.gpu_count) == (kind, count) and kind is not None
+    assert placed.timeout_s == settings.compute.train_timeout_s
+    assert (
+        placed.memory_gb is not None
+        and placed.memory_gb > placement_for("train", {"model_size": "4b"}, settings).memory_gb
+    )  # type: ignore[operator]
+
+
+def test_gpu_choice_order_run_then_setting_then_preset(monkeypatch: pytest.MonkeyPatch, settings: Settings) -> None:
+    assert placement_for("eval", {"model_size": "4b", "gpu": "h100:2"}, settings).gpu == "H100"
+    assert placement_for("eval", {"model_size": "4b", "gpu": "h100:2"}, settings).gpu_count == 2
+    monkeypatch.setenv("TRAINKIT_GPU", "L40S")
+    assert placement_for("eval", {"model_size": "4b"}, Settings.from_env()).gpu == "L40S"
+
+
+def test_light_jobs_run_on_cpu(settings: Settings) -> None:
+    assert placement_for("ping", {}, settings) == Placement()
+    assert placement_for("train", {"model_size": "tiny"}, settings).gpu is None
+
+
+def test_placement_round_trips_as_json_data() -> None:
+    placed = Placement(gpu="A100-80GB", gpu_count=1, memory_gb=64, timeout_s=7200)
+    assert Placement.from_dict(placed.as_dict()) == placed
+
+
+class _Recording:
+    """A runner that takes `placement`: the facade hands it the job's."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any], Placement | None]] = []
+
+    def spawn(self, function: str, kwargs: Mapping[str, Any], placement: Placement | None = None) -> Any:
+        self.calls.append((function, dict(kwargs), placement))
+        raise LookupError("recorded")
+
+
+def test_the_facade_hands_a_train_calls_placement_read_from_its_run(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`spawn("train", run_id=…)` says nothing of the GPU; the placement comes from the run's config."""
+    from trainkit_core.provider import get_provider
+    from trainkit_core.runs import RUNS_NAMESPACE
+
+    provider = get_provider("local", settings)
+    provider.kv(RUNS_NAMESPACE).put("run-1", {"config": {"model_size": "12b", "dataset": "demo"}})
+    assert placement_of(provider, "train", {"run_id": "run-1"}).gpu == split_gpu(PRESETS["12b"].gpu)[0]
+    runner = _Recording()
+    monkeypatch.setattr(provider, "runner", lambda: runner)
+    with pytest.raises(LookupError):
+        provider.spawn("train", run_id="run-1")
+    [(function, kwargs, placement)] = runner.calls
+    assert (function, kwargs) == ("train", {"run_id": "run-1"})
+    assert placement == placement_for("train", {"model_size": "12b"}, settings)
+
+
+def test_the_runs_namespace_is_the_runs_modules() -> None:
+    from trainkit_core import placement, runs
+
+    assert placement.RUNS_NAMESPACE == runs.RUNS_NAMESPACE
+
+
+def test_the_modal_app_declares_the_placements_timeouts(settings: Settings) -> None:
+    """The Modal provider declares per size what the placement says (no second table of timeouts)."""
+    spec = pytest.importorskip("trainkit_modal.spec")
+    built = spec.routing_spec(settings)
+    for name, fs in built.functions.items():
+        if fs.job in ("train", "eval", "export", "gpu_ping", "infer"):
+            placed = placement_for(fs.job, {"model_size": fs.size}, settings)
+            assert fs.timeout_s == placed.timeout_s, name
+            assert (fs.gpu or None) == (f"{placed.gpu}:{placed.gpu_count}" if placed.gpu_count > 1 else placed.gpu), (
+                name
+            )
