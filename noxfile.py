@@ -23,13 +23,9 @@ import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
-<<<<<<< HEAD
-nox.options.sessions = ["lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build", "docs"]
-=======
 nox.options.sessions = [
-    "lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build", "modal_resolve",
+    "lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build", "docs", "modal_resolve",
 ]  # fmt: skip
->>>>>>> i26
 
 ROOT = nox.project.load_toml("pyproject.toml")
 PYTHONS = nox.project.python_versions(nox.project.load_toml("packages/trainkit-cli/pyproject.toml"))
