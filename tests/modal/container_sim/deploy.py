@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -129,8 +130,8 @@ def _declared_env(declared: Any) -> dict[str, str]:
     return env
 
 
-def deploy_sim(settings: Any, root: Path) -> Sim:
-    """Build the app's images as venvs and layouts, and deploy it to the fake under `root`."""
+def deploy_sim(settings: Any, root: Path, say: Callable[[str], None] = print) -> Sim:
+    """Build the app's images as venvs and layouts, and deploy it to the fake under `root` (`say`: progress lines)."""
     import fake_modal
 
     from trainkit_modal.app import build_app
@@ -160,7 +161,7 @@ def deploy_sim(settings: Any, root: Path) -> Sim:
         image_name = image_of[name]
         image_spec = spec.images[image_name]
         if image_name not in envs:
-            envs[image_name] = build_env(image_name, image_spec.python_version, image_spec.all_packages)
+            envs[image_name] = build_env(image_name, image_spec.python_version, image_spec.all_packages, say)
             fs = sim_dir / "images" / image_name / "fs"
             shutil.rmtree(fs, ignore_errors=True)
             (fs / "root").mkdir(parents=True)
