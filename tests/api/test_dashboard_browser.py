@@ -75,6 +75,13 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The API with its dashboard, on a free port of 127.0.0.1, with the demo dataset at hand."""
+    with serve(tmp_path_factory, TOKEN) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serve(tmp_path_factory: pytest.TempPathFactory, token: str | None) -> Iterator[Server]:
+    """The API and its dashboard in a uvicorn thread; `token` None: an open API, as `trainkit serve` on loopback."""
     import uvicorn
 
     from trainkit_api.app import create_app
@@ -84,7 +91,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     shutil.copytree(ROOT / "datasets" / "demo", datasets / "demo")
     settings = Settings(
         provider=ProviderSettings(home=home),
-        api=ApiSettings(api_token=TOKEN),
+        api=ApiSettings(api_token=token),
         datasets=DatasetSettings(datasets_dir=datasets),
     )
     app = create_app(settings, provider=get_provider("local", settings))
@@ -187,6 +194,33 @@ def seed_run(server: Server, *, status: str, losses: list[float], **fields: Any)
 
 
 # --------------------------------------------------------------------------- no torch
+
+
+def test_a_server_without_a_token_is_not_asked_for_one(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`trainkit serve` on loopback without TRAINKIT_API_TOKEN: the dashboard opens on the runs, no dialog."""
+    with serve(tmp_path_factory, None) as open_server:
+        run = seed_run(open_server, status="succeeded", losses=[7.0, 3.0])
+        context = browser.new_context()
+        tab = context.new_page()
+        errors: list[str] = []
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+        tab.goto(open_server.url + "/")
+        tab.locator(f'tr[data-run-id="{run.id}"]').wait_for()
+        tab.wait_for_function("document.getElementById('server-info').textContent.includes('local')")
+        assert not tab.locator("#token-dialog").is_visible()
+        assert not tab.locator("#signout").is_visible()  # no token to forget
+        assert tab.evaluate("sessionStorage.getItem('trainkit.token')") is None
+        context.close()
+        assert errors == [], errors
+
+
+def test_a_server_with_a_token_asks_for_it(browser: Any, server: Server) -> None:
+    context = browser.new_context()
+    tab = context.new_page()
+    tab.goto(server.url + "/")
+    tab.locator("#token-dialog").wait_for(state="visible")
+    assert not tab.locator("#token-error").is_visible()  # asked, not yet refused
+    context.close()
 
 
 def test_wrong_token_is_refused_and_a_good_one_is_kept_for_the_session(browser: Any, server: Server) -> None:

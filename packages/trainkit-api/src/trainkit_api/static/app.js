@@ -7,7 +7,7 @@
  *   #/models            trained models; #/evals/<report id>  an eval report, base vs tuned
  *   #/app               the provider's app: status, Deploy and Stop (providers with an app lifecycle)
  *
- * The bearer token is asked once and kept in sessionStorage. The live stream is read with
+ * The bearer token is asked only when the server answers 401, once, and kept in sessionStorage. The live stream is read with
  * fetch() rather than EventSource, because EventSource cannot send an Authorization header
  * and the token must never go into a URL.
  */
@@ -248,7 +248,8 @@ function setupToken() {
   signout.addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     app.token = null;
-    askToken("");
+    signout.hidden = true;
+    route();
   });
 }
 
@@ -877,7 +878,7 @@ async function loadInfo() {
     const info = await api("/v1/info");
     const provider = info && (info.provider && (info.provider.name || info.provider));
     document.getElementById("server-info").textContent = provider ? `provider: ${provider}` : "";
-    document.getElementById("signout").hidden = false;
+    document.getElementById("signout").hidden = !app.token;
   } catch (err) { /* shown by the view */ }
 }
 
@@ -889,7 +890,8 @@ function route() {
     const nav = a.dataset.nav;
     a.classList.toggle("active", nav === section || (nav === "runs" && section === "runs") || (nav === "models" && section === "evals"));
   }
-  if (!app.token) { askToken(""); return; }
+  // No token asked up front: a server without TRAINKIT_API_TOKEN (loopback) needs none,
+  // and one that needs it answers 401, which opens the token dialog (see api()).
   loadInfo();
   if (section === "runs" && parts[1]) return viewRun(parts[1]);
   if (section === "sweeps" && parts[1]) return viewSweep(parts[1]);
