@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -212,6 +213,21 @@ def test_a_server_without_a_token_is_not_asked_for_one(browser: Any, tmp_path_fa
         assert tab.evaluate("sessionStorage.getItem('trainkit.token')") is None
         context.close()
         assert errors == [], errors
+
+
+def test_the_playground_of_a_run_without_a_model_says_why(page: Any, server: Server) -> None:
+    """A succeeded run whose model files are gone: both sides answer with the server's error, nothing hangs."""
+    run = seed_run(server, status="succeeded", losses=[7.0, 3.0])
+    page.evaluate("(id) => { location.hash = '#/runs/' + id; }", run.id)
+    page.locator("#playground").wait_for()
+    page.fill("#pg-prompt", "Opposites: hot big")
+    page.click("#pg-send")
+    for side in ("tuned", "base"):
+        page.wait_for_function(f"document.getElementById('pg-{side}-status').textContent === 'failed'")
+        assert run.id in page.inner_text(f"#pg-{side}")
+    assert page.locator("#pg-send").is_enabled()
+    page.evaluate("(id) => { location.hash = '#/models/' + id; }", run.id)
+    page.wait_for_function("document.getElementById('view').textContent.includes('no trained model')")
 
 
 def test_a_server_with_a_token_asks_for_it(browser: Any, server: Server) -> None:
@@ -500,6 +516,31 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         page.click("a[data-nav=models]")
         page.locator(f'#models-table tr[data-model="trained/{run_id}"]').wait_for()
         shot(page, "models")
+
+        # Its page has the playground: the tuned and the base answer stream side by side.
+        page.click(f'#models-table a[href="#/models/{run_id}"]')
+        page.locator("#model-summary").wait_for()
+        page.evaluate(
+            """() => { window.__pieces = {tuned: 0, base: 0};
+            for (const side of ['tuned', 'base']) new MutationObserver((records) => { window.__pieces[side] += records.length; })
+              .observe(document.getElementById('pg-' + side), {childList: true, characterData: true, subtree: true}); }"""
+        )
+        page.fill("#pg-prompt", "Opposites: hot big")
+        page.click("#pg-send")
+        for side in ("tuned", "base"):
+            page.wait_for_function(
+                f"['done', 'stopped at 64 tokens'].includes(document.getElementById('pg-{side}-status').textContent)",
+                timeout=240_000,
+            )
+        tuned, base = page.inner_text("#pg-tuned"), page.inner_text("#pg-base")
+        assert tuned.strip() and base.strip() and tuned != base
+        assert page.evaluate("window.__pieces.base") >= 2  # filled piece by piece from the stream
+        chats = [r for r in requests if r.url.endswith("/v1/chat/completions")]
+        models = sorted(json.loads(r.post_data)["model"] for r in chats)
+        assert models == [f"trained/{run_id}", f"trained/{run_id}:base"]
+        assert all(json.loads(r.post_data)["stream"] is True for r in chats)
+        assert all(r.headers.get("authorization") == f"Bearer {TOKEN}" for r in chats)
+        shot(page, "model-playground")
 
     finally:
         with server.client() as client:
