@@ -529,11 +529,14 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         page.click("#pg-send")
         for side in ("tuned", "base"):
             page.wait_for_function(
-                f"['done', 'stopped at 64 tokens'].includes(document.getElementById('pg-{side}-status').textContent)",
+                f"/^(done|stopped at 64 tokens)/.test(document.getElementById('pg-{side}-status').textContent)",
                 timeout=240_000,
             )
+        # A run stopped this early may end its turn at once (the page says so); the base rambles on.
         tuned, base = page.inner_text("#pg-tuned"), page.inner_text("#pg-base")
-        assert tuned.strip() and base.strip() and tuned != base
+        assert base.strip() and tuned != base
+        if not tuned.strip():
+            assert "empty answer" in page.inner_text("#pg-tuned-status")
         assert page.evaluate("window.__pieces.base") >= 2  # filled piece by piece from the stream
         chats = [r for r in requests if r.url.endswith("/v1/chat/completions")]
         models = sorted(json.loads(r.post_data)["model"] for r in chats)

@@ -776,7 +776,8 @@ function playground(modelPath, ctl) {
     s.note.textContent = "generating…";
     try {
       const finish = await streamChat(s.model, text, (piece) => { s.out.textContent += piece; }, ctl.signal);
-      s.note.textContent = finish === "length" ? `stopped at ${PLAYGROUND_MAX_TOKENS} tokens` : "done";
+      s.note.textContent = finish === "length" ? `stopped at ${PLAYGROUND_MAX_TOKENS} tokens`
+        : s.out.textContent ? "done" : "done (an empty answer: the model ended its turn at once)";
     } catch (err) {
       if (ctl.signal.aborted) return;
       s.out.classList.add("error-text");
