@@ -76,7 +76,8 @@ def _wheels(session: nox.Session) -> dict[str, str]:
         # nox's own Python has pip whichever installer the session uses.
         session.log(f"building the wheels of {', '.join(SOURCES)} (once per state of their sources; about a minute)")
         wheel = [sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--no-deps", "-w", str(building)]
-        session.run(*wheel, *(f"./{s}" for s in SOURCES.values()), external=True, silent=False)
+        # run_install: an install step, so `--install-only` builds them too.
+        session.run_install(*wheel, *(f"./{s}" for s in SOURCES.values()), external=True, silent=False)
         try:
             building.rename(folder)
         except OSError:  # another nox run finished the same build first
