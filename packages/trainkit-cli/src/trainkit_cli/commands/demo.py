@@ -46,7 +46,12 @@ def trainkit_command() -> str:
 
 
 @click.command("demo")
-@click.option("--dataset", default="demo", show_default=True, help="Dataset under TRAINKIT_DATASETS_DIR (demo also ships with trainkit).")
+@click.option(
+    "--dataset",
+    default="demo",
+    show_default=True,
+    help="Dataset under TRAINKIT_DATASETS_DIR (demo also ships with trainkit).",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Training steps (default: the tiny preset's).")
 @click.option("--prompt", "prompts", multiple=True, help="Prompts to answer at the end (repeatable).")
 @pass_state

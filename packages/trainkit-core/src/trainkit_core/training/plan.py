@@ -287,7 +287,10 @@ def make_plan(provider: Any, config: TrainConfig | dict[str, Any], *, exact: boo
 
     price = price_for_run(provider, "" if gpu == "cpu" else config.gpu or "")
     usd = price.get("usd_per_hour")
-    cost = None if seconds is None or usd is None else round(seconds / 3600 * max(1, gpus) * float(usd), 6)
+    if usd is not None and float(usd) == 0.0:
+        cost: float | None = 0.0  # free (the local provider): however long it takes
+    else:
+        cost = None if seconds is None or usd is None else round(seconds / 3600 * max(1, gpus) * float(usd), 6)
     return Plan(
         dataset=config.dataset,
         model=config.model_id,
