@@ -77,8 +77,10 @@ def _wheels(session: nox.Session) -> dict[str, str]:
         building = folder.with_name(f"{folder.name}.building-{os.getpid()}")
         shutil.rmtree(building, ignore_errors=True)
         # nox's own Python has pip whichever installer the session uses.
-        wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(building)]
-        session.run(*wheel, *(f"./{s}" for s in SOURCES.values()), external=True)
+        session.log(f"building the wheels of {', '.join(SOURCES)} (once per state of their sources; about a minute)")
+        wheel = [sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--no-deps", "-w", str(building)]
+        # run_install: an install step, so `--install-only` builds them too.
+        session.run_install(*wheel, *(f"./{s}" for s in SOURCES.values()), external=True, silent=False)
         try:
             building.rename(folder)
         except OSError:  # another nox run finished the same build first
@@ -96,7 +98,13 @@ def _install(session: nox.Session, packages: list[str], *groups: str, extras: di
     wheels = _wheels(session)
     extras = extras or {}
     targets = [wheels[p] + (f"[{extras[p]}]" if p in extras else "") for p in packages]
-    session.install(*CONSTRAINTS, *targets, *(nox.project.dependency_groups(ROOT, *groups) if groups else ()))
+    names = [p + (f"[{extras[p]}]" if p in extras else "") for p in packages]
+    # The training stack takes minutes to install: pip's own lines show that it works.
+    long = any(extras.get(p) == "train" for p in packages)
+    session.log(f"installing {', '.join(names)}" + (f" and the groups {', '.join(groups)}" if groups else ""))
+    session.install(
+        *CONSTRAINTS, *targets, *(nox.project.dependency_groups(ROOT, *groups) if groups else ()), silent=not long
+    )
 
 
 def _pytest(session: nox.Session, *args: str, folder: str) -> None:

@@ -1,4 +1,4 @@
-"""Generate ``datasets/demo``: a task a tiny model visibly learns in about a minute on a CPU.
+"""Generate the demo dataset (shipped in trainkit-core, ``trainkit_core/data/datasets/demo``; ``datasets/demo`` links to it): a task a tiny model visibly learns in about a minute on a CPU.
 
 The task is word-by-word substitution through a fixed dictionary of opposites:
 "Opposites: hot early loud" -> "cold late quiet". The dictionary holds 30 pairs, so 60
@@ -110,7 +110,11 @@ def build(out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "datasets" / "demo")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent.parent / "packages/trainkit-core/src/trainkit_core/data/datasets/demo",
+    )
     args = parser.parse_args()
     build(args.out)
     print(f"wrote {args.out}")

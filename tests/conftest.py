@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from skip_policy import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401  (hooks)
 
 from trainkit_core.plugins import reset_plugin_manager
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -75,6 +76,13 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The API with its dashboard, on a free port of 127.0.0.1, with the demo dataset at hand."""
+    with serve(tmp_path_factory, TOKEN) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serve(tmp_path_factory: pytest.TempPathFactory, token: str | None) -> Iterator[Server]:
+    """The API and its dashboard in a uvicorn thread; `token` None: an open API, as `trainkit serve` on loopback."""
     import uvicorn
 
     from trainkit_api.app import create_app
@@ -84,7 +92,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     shutil.copytree(ROOT / "datasets" / "demo", datasets / "demo")
     settings = Settings(
         provider=ProviderSettings(home=home),
-        api=ApiSettings(api_token=TOKEN),
+        api=ApiSettings(api_token=token),
         datasets=DatasetSettings(datasets_dir=datasets),
     )
     app = create_app(settings, provider=get_provider("local", settings))
@@ -187,6 +195,48 @@ def seed_run(server: Server, *, status: str, losses: list[float], **fields: Any)
 
 
 # --------------------------------------------------------------------------- no torch
+
+
+def test_a_server_without_a_token_is_not_asked_for_one(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`trainkit serve` on loopback without TRAINKIT_API_TOKEN: the dashboard opens on the runs, no dialog."""
+    with serve(tmp_path_factory, None) as open_server:
+        run = seed_run(open_server, status="succeeded", losses=[7.0, 3.0])
+        context = browser.new_context()
+        tab = context.new_page()
+        errors: list[str] = []
+        tab.on("pageerror", lambda exc: errors.append(str(exc)))
+        tab.goto(open_server.url + "/")
+        tab.locator(f'tr[data-run-id="{run.id}"]').wait_for()
+        tab.wait_for_function("document.getElementById('server-info').textContent.includes('local')")
+        assert not tab.locator("#token-dialog").is_visible()
+        assert not tab.locator("#signout").is_visible()  # no token to forget
+        assert tab.evaluate("sessionStorage.getItem('trainkit.token')") is None
+        context.close()
+        assert errors == [], errors
+
+
+def test_the_playground_of_a_run_without_a_model_says_why(page: Any, server: Server) -> None:
+    """A succeeded run whose model files are gone: both sides answer with the server's error, nothing hangs."""
+    run = seed_run(server, status="succeeded", losses=[7.0, 3.0])
+    page.evaluate("(id) => { location.hash = '#/runs/' + id; }", run.id)
+    page.locator("#playground").wait_for()
+    page.fill("#pg-prompt", "Opposites: hot big")
+    page.click("#pg-send")
+    for side in ("tuned", "base"):
+        page.wait_for_function(f"document.getElementById('pg-{side}-status').textContent === 'failed'")
+        assert run.id in page.inner_text(f"#pg-{side}")
+    assert page.locator("#pg-send").is_enabled()
+    page.evaluate("(id) => { location.hash = '#/models/' + id; }", run.id)
+    page.wait_for_function("document.getElementById('view').textContent.includes('no trained model')")
+
+
+def test_a_server_with_a_token_asks_for_it(browser: Any, server: Server) -> None:
+    context = browser.new_context()
+    tab = context.new_page()
+    tab.goto(server.url + "/")
+    tab.locator("#token-dialog").wait_for(state="visible")
+    assert not tab.locator("#token-error").is_visible()  # asked, not yet refused
+    context.close()
 
 
 def test_wrong_token_is_refused_and_a_good_one_is_kept_for_the_session(browser: Any, server: Server) -> None:
@@ -466,6 +516,34 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         page.click("a[data-nav=models]")
         page.locator(f'#models-table tr[data-model="trained/{run_id}"]').wait_for()
         shot(page, "models")
+
+        # Its page has the playground: the tuned and the base answer stream side by side.
+        page.click(f'#models-table a[href="#/models/{run_id}"]')
+        page.locator("#model-summary").wait_for()
+        page.evaluate(
+            """() => { window.__pieces = {tuned: 0, base: 0};
+            for (const side of ['tuned', 'base']) new MutationObserver((records) => { window.__pieces[side] += records.length; })
+              .observe(document.getElementById('pg-' + side), {childList: true, characterData: true, subtree: true}); }"""
+        )
+        page.fill("#pg-prompt", "Opposites: hot big")
+        page.click("#pg-send")
+        for side in ("tuned", "base"):
+            page.wait_for_function(
+                f"/^(done|stopped at 64 tokens)/.test(document.getElementById('pg-{side}-status').textContent)",
+                timeout=240_000,
+            )
+        # A run stopped this early may end its turn at once (the page says so); the base rambles on.
+        tuned, base = page.inner_text("#pg-tuned"), page.inner_text("#pg-base")
+        assert base.strip() and tuned != base
+        if not tuned.strip():
+            assert "empty answer" in page.inner_text("#pg-tuned-status")
+        assert page.evaluate("window.__pieces.base") >= 2  # filled piece by piece from the stream
+        chats = [r for r in requests if r.url.endswith("/v1/chat/completions")]
+        models = sorted(json.loads(r.post_data)["model"] for r in chats)
+        assert models == [f"trained/{run_id}", f"trained/{run_id}:base"]
+        assert all(json.loads(r.post_data)["stream"] is True for r in chats)
+        assert all(r.headers.get("authorization") == f"Bearer {TOKEN}" for r in chats)
+        shot(page, "model-playground")
 
     finally:
         with server.client() as client:

@@ -8,6 +8,7 @@ real prices and measured throughput.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -39,7 +40,11 @@ def provider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[n
     monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(tmp_path / "datasets"))
     monkeypatch.setenv("TRAINKIT_PRICES_FILE", str(prices))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache: no tokenizer of a real model
-    return get_provider("local", Settings.from_env())
+    local = get_provider("local", Settings.from_env())
+    # Stands for a provider with GPUs: the local one plans a GPU preset on this machine's CPU.
+    gpus = dataclasses.replace(local.manifest.capabilities, gpu=True)
+    local.manifest = dataclasses.replace(local.manifest, capabilities=gpus)
+    return local
 
 
 def test_a_plan_without_the_models_tokenizer_labels_its_tokens_an_estimate(provider) -> None:  # type: ignore[no-untyped-def]

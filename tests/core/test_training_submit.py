@@ -37,7 +37,7 @@ def _record(provider, **fields) -> TrainingRun:  # type: ignore[no-untyped-def]
     return run
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="checks the dataset, which comes after the train-extra check")
+@pytest.mark.ml  # run by the ml session: it needs torch (the dataset is checked after the train-extra check)
 def test_unknown_dataset_is_refused_and_leaves_no_run(provider) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(NotFoundError, match="no dataset 'nope'"):
         start_run(provider, TrainConfig(dataset="nope"))

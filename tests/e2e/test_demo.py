@@ -41,24 +41,31 @@ def _dictionary() -> set[str]:
     return words
 
 
+#: The installed console script, as a user runs it (``python -m`` where there is none).
+TRAINKIT = (
+    [str(Path(sys.executable).parent / "trainkit")]
+    if (Path(sys.executable).parent / "trainkit").is_file()
+    else [sys.executable, "-m", "trainkit_cli"]
+)
+
+
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The demo as a pip-installed user runs it: from a folder outside the clone, no datasets folder there."""
     home = tmp_path_factory.mktemp("demo-home")
+    elsewhere = tmp_path_factory.mktemp("outside-the-clone")
     env = {
         **os.environ,
         "TRAINKIT_HOME": str(home),
-        "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
         "TRAINKIT_INFER_IDLE_TIMEOUT_S": "20",
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "COLUMNS": "120",
     }
-    for name in ("TRAINKIT_PROVIDER", "TRAINKIT_LOAD_PLUGINS", "TRAINKIT_DISABLE_PLUGINS"):
+    for name in ("TRAINKIT_PROVIDER", "TRAINKIT_LOAD_PLUGINS", "TRAINKIT_DISABLE_PLUGINS", "TRAINKIT_DATASETS_DIR"):
         env.pop(name, None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainkit_cli", "demo"], cwd=REPO, env=env, capture_output=True, text=True, timeout=1800
-    )
+    proc = subprocess.run([*TRAINKIT, "demo"], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=1800)
     models = home / "volumes" / "trainkit-models" / "trained"
     runs = sorted(p.name for p in models.iterdir()) if models.is_dir() else []
     return {"home": home, "env": env, "proc": proc, "run_id": runs[-1] if runs else None}
@@ -93,6 +100,29 @@ def test_demo_completes_and_prints_the_base_vs_tuned_table(demo: dict[str, Any])
     for row in ("mean loss", "perplexity", "exact match", "token F1"):
         assert row in out
     assert "succeeded" in out and f"trained/{demo['run_id']}" in out
+
+
+def test_the_printed_hint_runs_as_printed_in_a_fresh_shell(demo: dict[str, Any], tmp_path: Path) -> None:
+    """The demo's last line, pasted into a new shell: no virtual environment on PATH, another folder."""
+    last = demo["proc"].stdout.strip().splitlines()[-1]
+    assert last.startswith("Try: "), last
+    fresh = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", str(tmp_path)),
+        # The user's trainkit home is the same in every shell; this test's is private.
+        "TRAINKIT_HOME": str(demo["home"]),
+        **{k: demo["env"][k] for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")},
+    }
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", last.removeprefix("Try: ")],
+        cwd=tmp_path,
+        env=fresh,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() and set(done.stdout.split()) <= _dictionary(), done.stdout
 
 
 def test_tuned_exact_match_clearly_above_the_base(demo: dict[str, Any]) -> None:

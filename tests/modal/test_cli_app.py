@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from types import ModuleType
 
 import pytest
@@ -136,3 +137,18 @@ def test_runs_show_names_the_runs_app(cli_on_fake: ModuleType, capsys: pytest.Ca
     text = " ".join(out.split())  # rich wraps long lines at the terminal's width
     assert "app trainkit (ap-0123456789), deployment ap-0123456789/v4, https://modal.com/id/ap-0123456789" in text
     assert "job attempts 2 of 3 allowed (call fc-abc)" in text
+
+
+@pytest.mark.parametrize("provider", ["modal", "local"])
+def test_serve_without_the_web_api_says_so_the_same_way_everywhere(
+    provider: str, cli_on_fake: ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One cause (trainkit-api not installed), one message style and one exit status, whichever provider serves."""
+    monkeypatch.setenv("TRAINKIT_API_TOKEN", "test-token")
+    for module in ("trainkit_api", "trainkit_api.app", "uvicorn"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed: imports fail, find_spec says None
+    code, out, err = run(capsys, "--provider", provider, "serve")
+    assert code == 5, err
+    assert err.startswith("error: the web API is not installed (") and "is missing)" in err, err
+    assert "hint: pip install trainkit-api" in err
+    assert "test-token" not in out + err

@@ -20,7 +20,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,19 @@ class Deployed:
         return "\n".join(parts)
 
 
+def _live_line(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Print past pytest's capture: a first build of the images' environments takes minutes."""
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+
+    def say(line: str) -> None:
+        with capture.global_and_fixture_disabled():
+            print(line, flush=True)
+
+    return say
+
+
 @pytest.fixture(scope="module")
-def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+def deployed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Deployed]:
     import fake_modal
     from container_sim.deploy import deploy_sim
 
@@ -101,7 +112,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     web = None
     try:
         settings = Settings.from_env()
-        sim = deploy_sim(settings, root)
+        sim = deploy_sim(settings, root, say=_live_line(request))
         pm = build_plugin_manager(load_entry_points=False)
         register(pm, ModalPlugin(lambda: fake_modal), name="modal", module="trainkit_modal.plugin")
         provider = get_provider("modal", settings, pm=pm)

@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -130,8 +131,8 @@ def _declared_env(declared: Any) -> dict[str, str]:
     return env
 
 
-def deploy_sim(settings: Any, root: Path) -> Sim:
-    """Build the app's images as venvs and layouts, and deploy it to the fake under `root`."""
+def deploy_sim(settings: Any, root: Path, say: Callable[[str], None] = print) -> Sim:
+    """Build the app's images as venvs and layouts, and deploy it to the fake under `root` (`say`: progress lines)."""
     import fake_modal
 
     from trainkit_modal.app import build_app
@@ -162,7 +163,7 @@ def deploy_sim(settings: Any, root: Path) -> Sim:
         image_spec = spec.images[image_name]
         if image_name not in envs:
             lock = read_lock(image_name).pins
-            envs[image_name] = build_env(image_name, image_spec.python_version, image_spec.all_packages, lock)
+            envs[image_name] = build_env(image_name, image_spec.python_version, image_spec.all_packages, lock, say)
             only_resolved = [
                 *envs[image_name].left_out,
                 *(f"{p} (left out of the image; resolved)" for p in image_spec.resolved_only),

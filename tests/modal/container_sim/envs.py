@@ -29,6 +29,8 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -135,9 +137,17 @@ def cache_root() -> Path:
 
 
 def build_env(
-    image: str, python_version: str, packages: tuple[str, ...] | list[str], resolved: tuple[str, ...] | list[str]
+    image: str,
+    python_version: str,
+    packages: tuple[str, ...] | list[str],
+    resolved: tuple[str, ...] | list[str],
+    say: Callable[[str], None] = print,
 ) -> ImageEnv:
-    """The venv of one image (cached by content); pip's output stays in `<venv>/pip.log`."""
+    """The venv of one image (cached by content); pip's output stays in `<venv>/pip.log`.
+
+    A first build takes minutes (the training image's stack), so `say` gets a line
+    before and after it: a silent pause that long looks like a hang.
+    """
     install, left_out = plan(packages, resolved)
     constraints = _constraints(install)
     key = hashlib.sha256(json.dumps([python_version, sorted(install), constraints]).encode()).hexdigest()[:16]
@@ -150,6 +160,11 @@ def build_env(
         subprocess.run([_interpreter(python_version), "-m", "venv", str(building)], check=True)
         (building / "constraints.txt").write_text(constraints)
         (building / "requirements.json").write_text(json.dumps({"install": install, "left_out": left_out}, indent=1))
+        say(
+            f"container_sim: building the {image} image's environment, once per content "
+            f"(pip install {' '.join(install)}; log {folder.name}/pip.log)"
+        )
+        started = time.monotonic()
         with open(building / "pip.log", "w") as log:
             done = subprocess.run(
                 [str(building / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
@@ -159,6 +174,7 @@ def build_env(
         if done.returncode != 0:
             tail = (building / "pip.log").read_text()[-3000:]
             raise RuntimeError(f"pip could not build the {image} image's environment:\n{tail}")
+        say(f"container_sim: the {image} image's environment is built ({time.monotonic() - started:.0f} s)")
         try:
             building.rename(folder)
         except OSError:  # another run finished the same venv first

@@ -3,7 +3,8 @@
 The page is plain HTML, CSS and JavaScript shipped inside the package (no CDN, no
 build step): the machines it runs on often have no internet. It holds no data of its
 own and needs no token to load; everything it shows comes from the `/v1` routes,
-which it calls with the bearer token the user types once (kept in the browser's
+which it calls with the bearer token the user types once, and only when the server
+answers 401 (an open API on loopback needs none; kept in the browser's
 `sessionStorage`, never put in a URL). So these routes stay outside the API's auth.
 
 One data route lives here too, behind the token like every `/v1` route: the files a

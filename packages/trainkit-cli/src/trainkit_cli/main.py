@@ -16,6 +16,8 @@ import click
 from trainkit_cli import __version__, commands
 from trainkit_cli.state import CliState
 
+PROVIDER_HELP = "Provider to use (default: TRAINKIT_PROVIDER, else local)."
+
 
 def build_cli() -> click.Group:
     @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -25,7 +27,7 @@ def build_cli() -> click.Group:
         "provider_name",
         metavar="NAME",
         default=None,
-        help="Provider to use (default: TRAINKIT_PROVIDER, else local).",
+        help=PROVIDER_HELP,
     )
     @click.pass_context
     def cli(ctx: click.Context, provider_name: str | None) -> None:
@@ -37,6 +39,7 @@ def build_cli() -> click.Group:
         register = getattr(module, "register", None)
         if register is not None:
             register(cli)
+    accept_provider_after(cli)
     return cli
 
 
@@ -45,6 +48,40 @@ def __getattr__(name: str) -> click.Group:
     if name == "cli":
         return build_cli()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def accept_provider_after(group: click.Group) -> None:
+    """Give every command below the root its own `--provider`, meaning the root's.
+
+    Users type the provider where they type the other options (`trainkit ping
+    --provider modal`); click would only take it before the subcommand. Both places
+    work; two different names are refused rather than one silently winning.
+    """
+    for command in group.commands.values():
+        if not any("--provider" in getattr(p, "opts", ()) for p in command.params):
+            command.params.append(
+                click.Option(
+                    ["--provider"],
+                    metavar="NAME",
+                    expose_value=False,
+                    callback=_set_provider,
+                    help=PROVIDER_HELP,
+                )
+            )
+        if isinstance(command, click.Group):
+            accept_provider_after(command)
+
+
+def _set_provider(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is None:
+        return
+    state = ctx.ensure_object(CliState)
+    if state.provider_name not in (None, value):
+        raise click.UsageError(
+            f"--provider given twice with different names ({state.provider_name!r} and {value!r}); give it once",
+            ctx=ctx,
+        )
+    state.provider_name = value
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -65,6 +65,11 @@ class MissingExtraError(ProviderError):
     http_status = 501
 
 
+def web_api_missing(module: str) -> MissingExtraError:
+    """The error for serving without the web API installed: one message and exit status wherever it happens."""
+    return MissingExtraError(f"the web API is not installed ({module} is missing)", hint="pip install trainkit-api")
+
+
 class JobError(TrainkitError):
     """A job function failed; the message carries the job's own error text."""
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainkit_core.errors import NotFoundError, UsageError
+from trainkit_core.errors import NotFoundError, UsageError, web_api_missing
 from trainkit_core.hookspecs import DeploymentStatus
 from trainkit_core.settings import Settings
 from trainkit_modal import errors
@@ -181,6 +181,10 @@ class ModalDeployment:
 
     def serve(self, on_url: Callable[[str], None] | None = None, *, block: bool = True) -> str | None:
         """Run the app in dev mode (`modal serve`): print the web API's URL, block until Ctrl-C."""
+        import importlib.util
+
+        if importlib.util.find_spec("trainkit_api") is None:
+            raise web_api_missing("trainkit_api")
         sdk = self._sdk_factory()
         built = self.build()
         web = built.objects.get(WEB_FUNCTION)

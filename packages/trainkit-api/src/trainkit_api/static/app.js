@@ -4,10 +4,12 @@
  *   #/                  runs table, filtered by status and sweep group
  *   #/runs/<id>         one run: live loss and learning-rate curves, events, checkpoints, stop/resume
  *   #/sweeps            sweep groups;  #/sweeps/<group>  overlaid loss curves and a comparison table
- *   #/models            trained models; #/evals/<report id>  an eval report, base vs tuned
+ *   #/models            trained models; #/models/<run id>  one model and its playground
+ *   #/evals/<report id> an eval report, base vs tuned
+ * Run and model pages hold a playground: a prompt, the tuned and base answers streamed side by side.
  *   #/app               the provider's app: status, Deploy and Stop (providers with an app lifecycle)
  *
- * The bearer token is asked once and kept in sessionStorage. The live stream is read with
+ * The bearer token is asked only when the server answers 401, once, and kept in sessionStorage. The live stream is read with
  * fetch() rather than EventSource, because EventSource cannot send an Authorization header
  * and the token must never go into a URL.
  */
@@ -248,7 +250,8 @@ function setupToken() {
   signout.addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     app.token = null;
-    askToken("");
+    signout.hidden = true;
+    route();
   });
 }
 
@@ -380,6 +383,7 @@ async function viewRun(runId) {
   const checkpointsBox = h("div", { id: "checkpoints" }, h("p", { class: "muted" }, "loading…"));
   const componentsBox = h("div", { id: "components" });
   const evalBox = h("div", { id: "run-eval" });
+  const playgroundBox = h("div", { id: "run-playground" });
   const showProgress = h("input", { type: "checkbox", id: "show-progress" });
   const logBody = h("tbody", {});
   const logCount = h("span", { class: "muted" });
@@ -392,7 +396,7 @@ async function viewRun(runId) {
     h("div", { class: "charts" },
       h("section", { class: "card" }, h("h2", {}, "Training loss"), lossBox),
       h("section", { class: "card" }, h("h2", {}, "Learning rate"), lrBox)),
-    evalBox,
+    evalBox, playgroundBox,
     h("section", { class: "card" }, h("h2", {}, "Checkpoints"), checkpointsBox),
     componentsBox,
     h("section", { class: "card" },
@@ -496,6 +500,10 @@ async function viewRun(runId) {
     if (run.deployment_id) items.push(["Deployment", h("span", { class: "mono" }, run.deployment_id)]);
     summary.replaceChildren(...items.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", { dataset: { field: k } }, v))));
     renderComponents(componentsBox, run);
+    // A run that succeeded, or was stopped, saved its adapter: trained/<id> answers.
+    if ((run.status === "succeeded" || run.status === "stopped") && !playgroundBox.firstChild) {
+      playgroundBox.replaceChildren(playground(`trained/${runId}`, ctl));
+    }
   };
 
   const refreshCheckpoints = async () => {
@@ -712,6 +720,84 @@ function sweepTable(runs, varied, seen) {
       h("td", { class: "num" }, fmtCost(totalCost(runs))))));
 }
 
+/* ---- playground: a prompt, the tuned and the base answer side by side */
+
+/* Stream one chat completion (OpenAI's chunks over SSE, read with fetch so the token
+ * stays in a header); calls onText(piece) per delta. Resolves with the finish reason. */
+async function streamChat(model, prompt, onText, signal) {
+  const headers = authHeaders({ "Content-Type": "application/json", Accept: "text/event-stream" });
+  const body = { model, messages: [{ role: "user", content: prompt }], stream: true, max_tokens: PLAYGROUND_MAX_TOKENS };
+  const resp = await fetch("/v1/chat/completions", { method: "POST", headers, body: JSON.stringify(body), signal, cache: "no-store" });
+  if (resp.status === 401) { askToken(app.token ? "The server refused this token." : ""); throw new ApiError(401, "a valid API token is needed"); }
+  if (!resp.ok || !resp.body) {
+    let message = `HTTP ${resp.status}`;
+    try { const data = await resp.json(); message = (data.error && data.error.message) || (typeof data.detail === "string" ? data.detail : message); } catch (e) { /* keep the status */ }
+    throw new ApiError(resp.status, message);
+  }
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let finish = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const chunk = parseSseBlock(buffer.slice(0, cut));
+      buffer = buffer.slice(cut + 2);
+      if (!chunk) continue; // "[DONE]" or a comment
+      if (chunk.error) throw new ApiError(500, chunk.error.message || "generation failed");
+      for (const choice of chunk.choices || []) {
+        if (choice.delta && choice.delta.content) onText(choice.delta.content);
+        if (choice.finish_reason) finish = choice.finish_reason;
+      }
+    }
+  }
+  return finish;
+}
+
+const PLAYGROUND_MAX_TOKENS = 64;
+
+/* A card to talk to `modelPath` (trained/<run id>): both answers stream at once. */
+function playground(modelPath, ctl) {
+  const prompt = h("textarea", { id: "pg-prompt", rows: "3", placeholder: "Type a prompt, e.g. one like the training data", "aria-label": "prompt" });
+  const send = h("button", { type: "submit", class: "primary", id: "pg-send" }, "Send");
+  const side = (id, label, model) => {
+    const out = h("pre", { class: "pg-answer", id: `pg-${id}`, dataset: { model } });
+    const note = h("span", { class: "muted small", id: `pg-${id}-status` });
+    return { out, note, model, box: h("div", { class: "pg-side" }, h("h3", {}, label, " ", h("span", { class: "mono muted small" }, model)), out, note) };
+  };
+  const tuned = side("tuned", "Tuned", modelPath);
+  const base = side("base", "Base", `${modelPath}:base`);
+  const ask = async (s, text) => {
+    s.out.textContent = "";
+    s.out.classList.remove("error-text");
+    s.note.textContent = "generating…";
+    try {
+      const finish = await streamChat(s.model, text, (piece) => { s.out.textContent += piece; }, ctl.signal);
+      s.note.textContent = finish === "length" ? `stopped at ${PLAYGROUND_MAX_TOKENS} tokens`
+        : s.out.textContent ? "done" : "done (an empty answer: the model ended its turn at once)";
+    } catch (err) {
+      if (ctl.signal.aborted) return;
+      s.out.classList.add("error-text");
+      s.out.textContent = err.message;
+      s.note.textContent = "failed";
+    }
+  };
+  const form = h("form", { id: "pg-form", class: "pg-form", onsubmit: async (ev) => {
+    ev.preventDefault();
+    const text = prompt.value.trim();
+    if (!text || send.disabled) return;
+    send.disabled = true;
+    try { await Promise.all([ask(tuned, text), ask(base, text)]); } finally { send.disabled = false; }
+  } }, prompt, send);
+  return h("section", { class: "card", id: "playground" },
+    h("h2", {}, "Playground"),
+    h("p", { class: "muted small" }, "The tuned model and its base answer the same prompt, streamed through ", h("code", {}, "/v1/chat/completions"), " (greedy)."),
+    form, h("div", { class: "pg-answers" }, tuned.box, base.box));
+}
+
 /* ---- models and eval reports */
 
 async function viewModels() {
@@ -741,7 +827,7 @@ async function viewModels() {
         const button = h("button", { type: "button", class: "small-btn" }, "Evaluate");
         button.addEventListener("click", () => evaluate(path, button));
         return h("tr", { dataset: { model: path } },
-          h("td", {}, runId ? h("a", { href: `#/runs/${encodeURIComponent(runId)}`, class: "mono" }, path) : h("span", { class: "mono" }, path)),
+          h("td", {}, runId ? h("a", { href: `#/models/${encodeURIComponent(runId)}`, class: "mono" }, path) : h("span", { class: "mono" }, path)),
           h("td", {}, m.base_model || "–"), h("td", {}, m.preset || "–"), h("td", {}, m.dataset_id || "–"),
           h("td", { class: "num" }, fmtNum(metrics.final_loss ?? metrics.train_loss)),
           h("td", { class: "num" }, fmtNum(metrics.eval_mean_loss)),
@@ -750,6 +836,28 @@ async function viewModels() {
           h("td", {}, button));
       }))));
   } catch (err) { showError(body, err); }
+}
+
+/* One trained model: what it is, and the playground. */
+async function viewModel(runId) {
+  const ctl = controller();
+  const path = `trained/${runId}`;
+  const body = h("div", {}, h("p", { class: "muted" }, "loading…"));
+  setView(h("p", { class: "crumbs" }, h("a", { href: "#/models" }, "← Models")),
+    h("div", { class: "page-head" }, h("h1", {}, h("span", { class: "muted" }, "Model "), h("span", { class: "mono" }, path))), body);
+  try {
+    const model = listOf(await api("/v1/models", { signal: ctl.signal }), "models").find((m) => (m.id || m.model_path) === path);
+    if (!model) { body.replaceChildren(h("p", { class: "error-text" }, `no trained model ${path}`)); return; }
+    const metrics = model.metrics || {};
+    const items = [
+      ["Base model", model.base_model || "–"], ["Preset", model.preset || "–"], ["Dataset", model.dataset_id || "–"],
+      ["Final loss", fmtNum(metrics.final_loss ?? metrics.train_loss)], ["Eval loss", fmtNum(metrics.eval_mean_loss)],
+      ["Size", fmtBytes(model.size_bytes)], ["Created", fmtTime(model.created)],
+      ["Run", h("a", { href: `#/runs/${encodeURIComponent(runId)}`, class: "mono" }, runId)],
+    ];
+    body.replaceChildren(h("dl", { class: "summary", id: "model-summary" }, items.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v)))),
+      playground(path, ctl));
+  } catch (err) { if (!ctl.signal.aborted) showError(body, err); }
 }
 
 function messagesText(x) {
@@ -877,7 +985,7 @@ async function loadInfo() {
     const info = await api("/v1/info");
     const provider = info && (info.provider && (info.provider.name || info.provider));
     document.getElementById("server-info").textContent = provider ? `provider: ${provider}` : "";
-    document.getElementById("signout").hidden = false;
+    document.getElementById("signout").hidden = !app.token;
   } catch (err) { /* shown by the view */ }
 }
 
@@ -889,11 +997,13 @@ function route() {
     const nav = a.dataset.nav;
     a.classList.toggle("active", nav === section || (nav === "runs" && section === "runs") || (nav === "models" && section === "evals"));
   }
-  if (!app.token) { askToken(""); return; }
+  // No token asked up front: a server without TRAINKIT_API_TOKEN (loopback) needs none,
+  // and one that needs it answers 401, which opens the token dialog (see api()).
   loadInfo();
   if (section === "runs" && parts[1]) return viewRun(parts[1]);
   if (section === "sweeps" && parts[1]) return viewSweep(parts[1]);
   if (section === "sweeps") return viewSweeps();
+  if (section === "models" && parts[1]) return viewModel(parts[1]);
   if (section === "models") return viewModels();
   if (section === "evals" && parts[1]) return viewEval(parts[1]);
   if (section === "app") return viewApp();

@@ -1,6 +1,6 @@
 """`trainkit demo`: the README's main job, end to end on the current provider.
 
-1. validate the demo dataset (``datasets/demo``) and sync it to the data volume
+1. validate the demo dataset (``datasets/demo``, else the copy shipped in trainkit-core) and sync it to the data volume
    (only when its content changed);
 2. train the ``tiny`` preset (built locally, never downloaded) with a progress bar;
 3. evaluate base vs tuned on the dataset's eval split and print the table;
@@ -12,6 +12,9 @@
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -25,8 +28,30 @@ DEMO_PROMPTS = ("Opposites: happy early loud", "Opposites: cold night far", "Opp
 TRY_PROMPT = "Opposites: young rich strong"
 
 
+def trainkit_command() -> str:
+    """How a new shell runs this very `trainkit`: the bare name only where that finds it.
+
+    A virtual environment (the one `python3 run.py demo` makes, or one the user
+    activated) is gone in a new shell, so its `trainkit` is printed with its full path;
+    without the console script (``python -m trainkit_cli``) the interpreter's path.
+    """
+    script = Path(sys.executable).parent / "trainkit"
+    in_venv = sys.prefix != sys.base_prefix
+    on_path = shutil.which("trainkit")
+    if not in_venv and on_path and Path(on_path).resolve() == script.resolve():
+        return "trainkit"
+    if script.is_file() and os.access(script, os.X_OK):
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -m trainkit_cli"
+
+
 @click.command("demo")
-@click.option("--dataset", default="demo", show_default=True, help="Dataset under TRAINKIT_DATASETS_DIR.")
+@click.option(
+    "--dataset",
+    default="demo",
+    show_default=True,
+    help="Dataset under TRAINKIT_DATASETS_DIR (demo also ships with trainkit).",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Training steps (default: the tiny preset's).")
 @click.option("--prompt", "prompts", multiple=True, help="Prompts to answer at the end (repeatable).")
 @pass_state
@@ -101,11 +126,14 @@ def demo(state: CliState, dataset: str, steps: int | None, prompts: tuple[str, .
         ]
         table.add_row(escape(prompt), *(escape(repr(a["text"])) for a in answers))
     out.print(table)
+    provider_option = "" if provider.name == "local" else f" --provider {provider.name}"
+    try_command = f"{trainkit_command()} infer{provider_option} --model-path {model_path} --prompt '{TRY_PROMPT}'"
     out.print(
-        f"done in {time.monotonic() - started:.0f} s. Try: trainkit infer --model-path {model_path} "
-        f"--prompt '{TRY_PROMPT}' (the demo's 60 words are 30 pairs of opposites, e.g. hot/cold, "
-        "big/small, early/late, loud/quiet, rich/poor, strong/weak; the dictionary is in scripts/make_demo_dataset.py)"
+        f"done in {time.monotonic() - started:.0f} s. The demo's 60 words are 30 pairs of opposites, e.g. hot/cold, "
+        "big/small, early/late, loud/quiet, rich/poor, strong/weak (the dictionary is in scripts/make_demo_dataset.py)."
     )
+    # Last and on a line of its own, never wrapped: it is copied into a shell as printed.
+    out.print(f"Try: {try_command}", markup=False, highlight=False, soft_wrap=True)
 
 
 def register(cli: click.Group) -> None:

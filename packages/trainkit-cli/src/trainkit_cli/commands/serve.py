@@ -35,20 +35,11 @@ def is_loopback(host: str) -> bool:
 @click.option(
     "--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"])
 )
-@click.option(
-    "--provider",
-    "provider_name",
-    metavar="NAME",
-    default=None,
-    help="Provider to serve (same as `trainkit --provider NAME serve`).",
-)
 @pass_state
-def serve(state: CliState, host: str, port: int, log_level: str, provider_name: str | None) -> None:
+def serve(state: CliState, host: str, port: int, log_level: str) -> None:
     """Serve the web API and the dashboard: uvicorn here, or the provider's endpoint."""
     from trainkit_core.errors import UsageError
 
-    if provider_name is not None:
-        state.provider_name = provider_name
     provider = state.provider
     no_token = state.settings.api.api_token is None
     if provider.capabilities.web_endpoint:
@@ -72,11 +63,9 @@ def serve(state: CliState, host: str, port: int, log_level: str, provider_name: 
 
         from trainkit_api.app import create_app
     except ImportError as exc:
-        from trainkit_core.errors import MissingExtraError
+        from trainkit_core.errors import web_api_missing
 
-        raise MissingExtraError(
-            f"the web API is not installed ({exc.name} is missing)", hint="pip install trainkit-api"
-        ) from None
+        raise web_api_missing(exc.name or "trainkit_api") from None
 
     app = create_app(state.settings, provider=provider)
     click.echo(f"trainkit API on http://{host}:{port} (provider {provider.name}; Ctrl-C stops)", err=True)

@@ -126,8 +126,13 @@ def list_local(datasets_dir: Path) -> list[LocalDataset]:
     return found
 
 
+#: Datasets shipped inside trainkit-core (the demo's), so that `trainkit demo` and a first
+#: `train --dataset demo` work from any folder, not only from a clone of the repository.
+SHIPPED_DATASETS = Path(__file__).resolve().parent.parent / "data" / "datasets"
+
+
 def find_local(datasets_dir: Path, name: str) -> LocalDataset:
-    """The dataset `name` (a folder of `datasets_dir`), or the one at a path (see the module docstring)."""
+    """The dataset `name` (a folder of `datasets_dir`, else a shipped one), or the one at a path (see the module docstring)."""
     if is_path(name):
         folder = Path(os.path.abspath(Path(name).expanduser()))  # ".." folded, links kept
         check_name(folder.name)
@@ -142,7 +147,9 @@ def find_local(datasets_dir: Path, name: str) -> LocalDataset:
     folder = check_folder_setting(Path(datasets_dir), "TRAINKIT_DATASETS_DIR") / name
     if (folder / SPEC_FILE).is_file():
         return open_local(folder)
-    known = ", ".join(d.name for d in list_local(datasets_dir)) or "none"
+    if (SHIPPED_DATASETS / name / SPEC_FILE).is_file():
+        return open_local(SHIPPED_DATASETS / name)
+    known = ", ".join(d.name for d in [*list_local(datasets_dir), *list_local(SHIPPED_DATASETS)]) or "none"
     raise NotFoundError(
         f"no dataset {name!r} in {str(datasets_dir)!r} (found: {known})",
         hint="create <datasets dir>/<name>/dataset.toml, or set TRAINKIT_DATASETS_DIR",

@@ -13,6 +13,11 @@ the tokens of one epoch, the GPU, an estimated duration and an estimated cost.
   ``tokens_per_s`` metric) when there are some, else ``data/throughput.toml`` (dated,
   with its sources), plus the table's start-up time.
 - **Cost**: the duration at the price a run would record (`trainkit_core.pricing`).
+- **No account needed**: the provider's store is read only for the median of earlier
+  runs, within `STORE_WAIT_S`; when it cannot be read (no token, no network) the plan
+  says so and uses the table, so a would-be cloud user sees the cost before signing up.
+- **No GPU**: on a provider without GPUs (local) a GPU preset runs on this machine's
+  CUDA device if it has one, else on its CPU; the plan says which, not the preset's GPU.
 
 The dataset is the local copy (``TRAINKIT_DATASETS_DIR``), else the synced one on a
 local provider's data volume. No heavy imports unless an exact count needs them.
@@ -35,12 +40,15 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 from trainkit_core.datasets.validate import CHARS_PER_TOKEN
-from trainkit_core.errors import NotFoundError
+from trainkit_core.errors import NotFoundError, TrainkitError
 from trainkit_core.pricing import price_for_run, split_gpu
 from trainkit_core.training.config import TrainConfig
 
 #: Earlier runs a measured throughput is taken from (the newest).
 MEASURED_RUNS = 5
+#: Seconds a plan waits for the provider's store before planning without earlier runs
+#: (Modal's client retries an unreachable server for about a minute).
+STORE_WAIT_S = 10.0
 
 
 class Plan(BaseModel):
@@ -184,6 +192,48 @@ def measured_throughput(provider: Any, preset: str, gpu: str) -> tuple[float, in
     return (statistics.median(found), len(found)) if found else None
 
 
+def measured_if_reachable(provider: Any, preset: str, gpu: str) -> tuple[tuple[float, int] | None, str | None]:
+    """`measured_throughput`, or (None, why) when the provider's store cannot be read in time.
+
+    A daemon thread, so that a client stuck retrying neither holds the plan nor the
+    process's exit.
+    """
+    import threading
+
+    answer: dict[str, Any] = {}
+
+    def read() -> None:
+        try:
+            answer["value"] = measured_throughput(provider, preset, gpu)
+        except TrainkitError as exc:
+            answer["error"] = exc
+        except BaseException as exc:  # raised again below; an abandoned reader's dies with it at exit
+            answer["crash"] = exc
+
+    reader = threading.Thread(target=read, name="plan-store", daemon=True)
+    reader.start()
+    reader.join(STORE_WAIT_S)
+    fallback = "the estimate comes from the throughput table, not from earlier runs"
+    if reader.is_alive():
+        return None, f"the {provider.name} store did not answer within {STORE_WAIT_S:g} s; {fallback}"
+    if "crash" in answer:
+        raise answer["crash"]
+    if "error" in answer:
+        return None, f"the {provider.name} store is not reachable ({answer['error'].message}); {fallback}"
+    return answer["value"], None
+
+
+def cuda_device_name() -> str | None:
+    """This machine's first CUDA device, when torch is installed and sees one (no import otherwise)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    return str(torch.cuda.get_device_name(0)) if torch.cuda.is_available() else None
+
+
 def make_plan(provider: Any, config: TrainConfig | dict[str, Any], *, exact: bool = True) -> Plan:
     """The plan of a run of `config` on `provider` (see the module docstring)."""
     if not isinstance(config, TrainConfig):
@@ -208,7 +258,21 @@ def make_plan(provider: Any, config: TrainConfig | dict[str, Any], *, exact: boo
 
     gpu, gpus = split_gpu(config.gpu or "")
     preset = config.preset_name
-    measured = measured_throughput(provider, preset, gpu) if preset else None
+    if gpu != "cpu" and not provider.capabilities.gpu:
+        device = cuda_device_name()
+        notes.append(
+            f"{provider.name} has no cloud GPUs: the {preset or config.model_id} preset (made for {config.gpu}) "
+            + (
+                f"would train on this machine's {device}"
+                if device
+                else "would train on this machine's CPU, far too slowly for a model of this size; "
+                "use a provider with GPUs (--provider modal), or --model-size tiny to try things on a CPU"
+            )
+        )
+        gpu, gpus = (device, 1) if device else ("cpu", 0)
+    measured, store_note = measured_if_reachable(provider, preset, gpu) if preset else (None, None)
+    if store_note:
+        notes.append(store_note)
     table = load_throughput().get("presets", {}).get(preset, {})
     startup = float(table.get("startup_s", 0.0))
     if measured is not None:
@@ -221,9 +285,12 @@ def make_plan(provider: Any, config: TrainConfig | dict[str, Any], *, exact: boo
         rate, source = None, f"no throughput figure for {preset or config.model_id} on {gpu}"
     seconds = None if rate is None else round(startup + tokens_total / rate, 1)
 
-    price = price_for_run(provider, config.gpu or "")
+    price = price_for_run(provider, "" if gpu == "cpu" else config.gpu or "")
     usd = price.get("usd_per_hour")
-    cost = None if seconds is None or usd is None else round(seconds / 3600 * max(1, gpus) * float(usd), 6)
+    if usd is not None and float(usd) == 0.0:
+        cost: float | None = 0.0  # free (the local provider): however long it takes
+    else:
+        cost = None if seconds is None or usd is None else round(seconds / 3600 * max(1, gpus) * float(usd), 6)
     return Plan(
         dataset=config.dataset,
         model=config.model_id,
