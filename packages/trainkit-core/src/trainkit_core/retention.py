@@ -194,7 +194,15 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
     """
     import json
 
-    from trainkit_core.datasets.layout import ROOT, Manifest, blobs_dir, current_path, manifest_path, versions_dir
+    from trainkit_core.datasets.layout import (
+        ROOT,
+        Manifest,
+        blobs_dir,
+        current_path,
+        manifest_path,
+        verified_dir,
+        versions_dir,
+    )
     from trainkit_core.models.paths import DONE_MARKER
 
     now = time.time() if now is None else now
@@ -236,6 +244,16 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
                 sha = blob.path.rsplit("/", 1)[-1]
                 if not blob.is_dir and sha not in used and now - blob.mtime >= GC_GRACE_S:
                     drop(data, blob.path)
+        if data.exists(verified_dir(name)):
+            kept_blobs = (
+                {b.path.rsplit("/", 1)[-1] for b in data.listdir(blobs_dir(name))}
+                if data.exists(blobs_dir(name))
+                else set()
+            )
+            kept_blobs -= {p.rsplit("/", 1)[-1] for p in removal.paths if p.startswith(f"{blobs_dir(name)}/")}
+            for marker in data.listdir(verified_dir(name)):
+                if marker.path.rsplit("/", 1)[-1] not in kept_blobs:
+                    drop(data, marker.path)  # a check that no blob backs any more
 
     models = store.models
     if models.exists("trained"):

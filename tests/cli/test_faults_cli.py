@@ -1,0 +1,82 @@
+"""Faults and hostile input met through the CLI: nothing lost, nothing corrupted, errors named.
+
+Each test is one class of bug that a fault probe found (issue 29); docs/records/faults.md
+lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_helpers import run_main
+
+from trainkit_core.datasets.layout import blob_path, verified_path
+from trainkit_core.datasets.local import hash_file
+from trainkit_core.volumes.folder import FolderVolume
+
+
+@pytest.fixture
+def datasets_dir(tmp_path: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "datasets"
+    shutil.copytree(repo_root / "datasets" / "demo", folder / "demo")
+    monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(folder))
+    return folder
+
+
+def cli_json(*args: str) -> dict:
+    code, output = run_main(*args, "--json")
+    assert code == 0, output
+    return json.loads(output)  # type: ignore[no-any-return]
+
+
+def test_a_file_edited_during_its_upload_leaves_no_blob_that_a_later_sync_reuses(
+    datasets_dir: Path, trainkit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    train = datasets_dir / "demo" / "train.jsonl"
+    original = train.read_bytes()
+    edited = original.replace(b"white", b"black", 1)
+    assert len(edited) == len(original) and edited != original
+    upload = FolderVolume.put_file
+    edits = []
+
+    def edited_midway(self: FolderVolume, local_path: Path, path: str) -> None:
+        """The user saves an edit of the same size while the file is being sent (once)."""
+        upload(self, local_path, path)
+        if Path(local_path) == train and not edits:
+            edits.append(path)
+            train.write_bytes(edited)
+
+    monkeypatch.setattr(FolderVolume, "put_file", edited_midway)
+    code, output = run_main("sync", "demo")
+    assert code != 0 and "changed while it was being synced" in output and "Traceback" not in output
+    data = trainkit_home / "volumes" / "trainkit-data"
+    train.write_bytes(original)
+    original_sha = hash_file(train).sha256
+    assert not (data / blob_path("demo", original_sha)).exists()  # no blob under a name it does not match
+    assert not (data / verified_path("demo", original_sha)).exists()
+
+    # The original back: the file is sent again, not "reused", and the synced data reads.
+    synced = cli_json("sync", "demo")
+    assert "train.jsonl" in synced["files_sent"]
+    assert (data / blob_path("demo", original_sha)).read_bytes() == original
+    assert cli_json("datasets")["datasets"][0]["synced"] == "same"
+    code, output = run_main("validate", "demo")
+    assert code == 0, output
+
+
+def test_a_blob_without_its_verification_is_sent_again(datasets_dir: Path, trainkit_home: Path) -> None:
+    """A sync killed between writing a blob and checking it leaves an unverified blob: never reused."""
+    synced = cli_json("sync", "demo")
+    train = datasets_dir / "demo" / "train.jsonl"
+    with open(train, "a") as handle:
+        handle.write('{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "X"}]}\n')
+    sha = hash_file(train).sha256
+    data = trainkit_home / "volumes" / "trainkit-data"
+    blob = data / blob_path("demo", sha)
+    blob.write_bytes(b"\0" * train.stat().st_size)  # the right size, other content, no marker
+    second = cli_json("sync", "demo")
+    assert second["version"] != synced["version"] and "train.jsonl" in second["files_sent"]
+    assert blob.read_bytes() == train.read_bytes() and (data / verified_path("demo", sha)).exists()
