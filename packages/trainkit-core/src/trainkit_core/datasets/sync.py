@@ -35,8 +35,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,6 +57,7 @@ from trainkit_core.datasets.problems import Report
 from trainkit_core.datasets.validate import DatasetInvalidError, LengthCheck, check_local
 from trainkit_core.errors import ConflictError, NotFoundError, ProviderError, UsageError
 from trainkit_core.hookspecs import KVStore, Volume
+from trainkit_core.kv_lock import kv_lock
 
 if TYPE_CHECKING:
     from trainkit_core.provider import Provider
@@ -152,12 +153,13 @@ def sync_to_volume(
     if manifest is None:
         raise DatasetInvalidError(check_local(folder, length=length).report)
     name = manifest.name
+    unchanged = _unchanged(volume, name, manifest.hash)
+    if unchanged:  # read-only: an unchanged dataset takes no lock, so parallel submissions never collide
+        return unchanged
     with _sync_lock(lock_kv, name):
-        current = _read_current(volume, name)
-        if current and current.get("hash") == manifest.hash and volume.exists(manifest_path(name, current["version"])):
-            # The same bytes passed validation when they were synced: nothing to check or send.
-            logger.info("dataset %s unchanged (version %s); nothing sent", name, current["version"])
-            return SyncResult(name, current["version"], manifest.hash, True)
+        unchanged = _unchanged(volume, name, manifest.hash)
+        if unchanged:
+            return unchanged
         report = check_local(folder, length=length or LengthCheck.estimate()).report
         if not report.ok(strict=strict):
             raise DatasetInvalidError(report, strict=strict)
@@ -210,6 +212,16 @@ def sync_to_volume(
             removed_versions=removed,
             report=report,
         )
+
+
+def _unchanged(volume: Volume, name: str, digest: str) -> SyncResult | None:
+    """The result of a sync with nothing to do, when the volume's current version has hash `digest`."""
+    current = _read_current(volume, name)
+    if current and current.get("hash") == digest and volume.exists(manifest_path(name, current["version"])):
+        # The same bytes passed validation when they were synced: nothing to check or send.
+        logger.info("dataset %s unchanged (version %s); nothing sent", name, current["version"])
+        return SyncResult(name, current["version"], digest, True)
+    return None
 
 
 def _upload_blob(volume: Volume, name: str, local: Path, sha: str) -> None:
@@ -329,47 +341,13 @@ def remove_stale_markers(volume: Volume, name: str) -> None:
             volume.remove(verified_path(name, sha))
 
 
-@contextmanager
-def _sync_lock(kv: KVStore | None, name: str) -> Iterator[None]:
+def _sync_lock(kv: KVStore | None, name: str) -> AbstractContextManager[None]:
     """One sync of `name` at a time; a dead holder's lock is taken over."""
-    if kv is None:
-        yield
-        return
-    key = f"sync-lock/{name}"
-    mine = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time()}
-    for _ in range(3):
-        if kv.put_if_absent(key, mine):
-            break
-        holder = kv.get(key) or {}
-        if not _stale(holder):
-            raise ConflictError(
-                f"another sync of dataset {name!r} is running (host {holder.get('host')}, pid {holder.get('pid')})",
-                hint="wait for it to finish",
-            )
-        logger.warning("taking over the sync lock of %s from a dead process %s", name, holder)
-        kv.delete(key)
-    else:
-        raise ConflictError(f"could not take the sync lock of dataset {name!r}")
-    try:
-        yield
-    finally:
-        if kv.get(key) == mine:
-            kv.delete(key)
-
-
-def _stale(holder: dict[str, Any]) -> bool:
-    if holder.get("host") == socket.gethostname():
-        return not _alive(int(holder.get("pid") or 0))
-    return time.time() - float(holder.get("started_at") or 0) > LOCK_STALE_S
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return kv_lock(
+        kv,
+        f"sync-lock/{name}",
+        busy=f"another sync of dataset {name!r} is running",
+        wait_s=0,
+        stale_s=LOCK_STALE_S,
+        hint="wait for it to finish",
+    )
