@@ -100,7 +100,7 @@ def add_examples(
     The set is read, extended and written whole, so concurrent adders hold a lock in
     `lock_kv` around it: without one, the last writer dropped the others' examples.
     """
-    path = set_path(name)
+    set_path(name)  # the name is checked before anything is read
     new = [normalize_example(e, where=f"example {i + 1}") for i, e in enumerate(examples)]
     if not new:
         raise UsageError("no examples to add")
