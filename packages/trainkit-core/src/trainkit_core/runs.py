@@ -49,6 +49,12 @@ UNFINISHED = ("pending", "running")
 #: A run's phases, in the only order they may advance.
 PHASES = ("provisioning", "loading_model", "loading_dataset", "training", "saving", "evaluating", "done")
 
+#: What clients add to a run while its job goes on (`add_dashboard_component`,
+#: `record_latest_rollout`). They change only through `TrainingRun.update_shared`, on
+#: the stored record under its lock; every other save carries them over from the store,
+#: so the job's copy of its record, written back at each progress save, never drops them.
+SHARED_FIELDS = ("dashboard_components", "latest_rollout")
+
 DASHBOARD_TYPES = {"png": "image/png", "html": "text/html", "json": "application/json", "svg": "image/svg+xml"}
 
 
@@ -543,7 +549,33 @@ class TrainingRun(BaseModel):
                 self._indexed = indexed
             except TrainkitError as exc:  # the index is a cache of the records: never lose a record to it
                 log.warning("run %s: the runs index was not updated (%s); a listing repairs it", self.id, exc)
-        self.store.records.put(self.id, data)
+        with self._record_lock():
+            stored = self.store.records.get(self.id)
+            if isinstance(stored, dict):
+                data.update({name: stored[name] for name in SHARED_FIELDS if name in stored})
+            self.store.records.put(self.id, data)
+
+    def update_shared(self, change: Callable[[TrainingRun], None]) -> None:
+        """Apply `change` to the stored record (not this copy) under its lock: for `SHARED_FIELDS`.
+
+        Reading the stored record inside the lock is what keeps another writer's
+        addition (a client's component, the job's rollout) from being lost.
+        """
+        with self._record_lock():
+            stored = self.store.records.get(self.id)
+            fresh = TrainingRun.from_stored_data(stored, store=self.store) if isinstance(stored, dict) else self
+            change(fresh)
+            fresh.updated_at = time.time()
+            self.store.records.put(self.id, fresh.model_dump(mode="json"))
+        for name in SHARED_FIELDS:
+            setattr(self, name, getattr(fresh, name))
+
+    def _record_lock(self) -> contextlib.AbstractContextManager[None]:
+        from trainkit_core.kv_lock import LOCKS_NAMESPACE, kv_lock
+
+        return kv_lock(
+            self.store.kv(LOCKS_NAMESPACE), f"record/{self.id}", busy=f"run {self.id} is being saved by another writer"
+        )
 
     def write_history(self) -> None:
         """Copy the record and its events to the models volume (durable history)."""
@@ -726,8 +758,12 @@ class TrainingRun(BaseModel):
 
     def record_latest_rollout(self, rollout: dict[str, Any]) -> None:
         """Keep the latest sample generations on fixed prompts (saved with the record)."""
-        self.latest_rollout = {"time": time.time(), **rollout}
-        self.save()
+        latest = {"time": time.time(), **rollout}
+
+        def keep(run: TrainingRun) -> None:
+            run.latest_rollout = latest
+
+        self.update_shared(keep)
         self.events.append("rollout", **rollout)
 
     def add_dashboard_component(
@@ -740,8 +776,9 @@ class TrainingRun(BaseModel):
         source = Path(from_path)
         if not source.is_file():
             raise NotFoundError(f"no file {str(source)!r}")
-        existing = [c for c in self.dashboard_components if c["name"] == name]
-        if existing and not replace:
+        stored = self.store.records.get(self.id)
+        present = (stored.get("dashboard_components") or []) if isinstance(stored, dict) else self.dashboard_components
+        if any(c.get("name") == name for c in present) and not replace:
             raise ConflictError(f"run {self.id} already has a component {name!r}; pass replace=True")
         path = f"{history_dir(self.id)}/components/{name}.{component_type}"
         self.store.models.put_file(source, path)
@@ -753,8 +790,11 @@ class TrainingRun(BaseModel):
             "size": source.stat().st_size,
             "added_at": time.time(),
         }
-        self.dashboard_components = [c for c in self.dashboard_components if c["name"] != name] + [component]
-        self.save()
+
+        def attach(run: TrainingRun) -> None:
+            run.dashboard_components = [c for c in run.dashboard_components if c["name"] != name] + [component]
+
+        self.update_shared(attach)
         return component
 
 
