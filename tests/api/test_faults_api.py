@@ -6,9 +6,11 @@ lists them. One real server (uvicorn on 127.0.0.1) per module, with a token.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from api_helpers import Server
 
 from trainkit_core.evals.sets import read_set
@@ -62,3 +64,30 @@ def test_what_a_client_adds_to_a_running_run_survives_the_jobs_saves(server: Ser
     stored = server.store.get(run.id)
     assert [c["name"] for c in stored.dashboard_components] == ["chart"]
     assert stored.latest_rollout is not None and stored.latest_rollout["samples"] == ["from the job"]
+
+
+@pytest.mark.slow
+def test_a_run_whose_submitter_died_before_saving_the_call_id_is_cancellable(server: Server) -> None:
+    """`kill -9` of the server right after `POST /v1/jobs`: the job runs, the record has no `function_call_id`.
+
+    A detached `sleep` job stands in for the training job; like it, the job's first
+    save records its own call id (`attempt_call_id`) on the run.
+    """
+    handle = server.provider.spawn("sleep", seconds=120)
+    run = server.new_run(status="running", attempt_call_id=handle.call_id)
+    run.created_at = run.updated_at = time.time() - 20 * 60  # beyond the reconciler's patience for runs without a job
+    run.store.records.put(run.id, run.model_dump(mode="json"))
+    never_started = server.new_run(status="pending")
+    try:
+        with server.client() as client:
+            shown = client.get(f"/v1/jobs/{run.id}").json()
+            assert shown["status"] == "running"  # the reconciler finds the job alive through its own id
+            cancelled = client.post(f"/v1/jobs/{run.id}/cancel")
+            assert cancelled.status_code == 200 and cancelled.json()["status"] == "stopped"
+            assert handle.status().state == "cancelled"  # the job itself ended, not only the record
+            # No job id at all yet: the cancel cannot reach anything, so it does not answer success.
+            refused = client.post(f"/v1/jobs/{never_started.id}/cancel")
+            assert refused.status_code == 409 and "cannot be reached" in refused.json()["error"]["message"]
+            assert client.get(f"/v1/jobs/{never_started.id}").json()["status"] == "pending"
+    finally:
+        handle.cancel()

@@ -55,6 +55,10 @@ PHASES = ("provisioning", "loading_model", "loading_dataset", "training", "savin
 #: so the job's copy of its record, written back at each progress save, never drops them.
 SHARED_FIELDS = ("dashboard_components", "latest_rollout")
 
+#: What the submitter writes once the provider started the job (`training.submit`), which
+#: the job's own copy of the record may not hold yet.
+SUBMITTER_FIELDS = ("function_call_id", *APP_FIELDS)
+
 DASHBOARD_TYPES = {"png": "image/png", "html": "text/html", "json": "application/json", "svg": "image/svg+xml"}
 
 
@@ -553,10 +557,14 @@ class TrainingRun(BaseModel):
             stored = self.store.records.get(self.id)
             if isinstance(stored, dict):
                 data.update({name: stored[name] for name in SHARED_FIELDS if name in stored})
+                # Filled by the submitter after the job read its copy: an empty value never erases them.
+                data.update(
+                    {name: stored[name] for name in SUBMITTER_FIELDS if stored.get(name) and not data.get(name)}
+                )
             self.store.records.put(self.id, data)
 
     def update_shared(self, change: Callable[[TrainingRun], None]) -> None:
-        """Apply `change` to the stored record (not this copy) under its lock: for `SHARED_FIELDS`.
+        """Apply `change` to the stored record (not this copy) under its lock: `SHARED_FIELDS`, `SUBMITTER_FIELDS`.
 
         Reading the stored record inside the lock is what keeps another writer's
         addition (a client's component, the job's rollout) from being lost.
@@ -567,7 +575,7 @@ class TrainingRun(BaseModel):
             change(fresh)
             fresh.updated_at = time.time()
             self.store.records.put(self.id, fresh.model_dump(mode="json"))
-        for name in SHARED_FIELDS:
+        for name in (*SHARED_FIELDS, *SUBMITTER_FIELDS):
             setattr(self, name, getattr(fresh, name))
 
     def _record_lock(self) -> contextlib.AbstractContextManager[None]:
@@ -701,12 +709,32 @@ class TrainingRun(BaseModel):
 
     stop = close
 
+    @property
+    def job_call_id(self) -> str:
+        """The job's call id: the submitter's record of it, else the one the job wrote when it started.
+
+        A submitter killed between starting the job and saving its id leaves
+        `function_call_id` empty; the job itself records `attempt_call_id` first thing.
+        """
+        return self.function_call_id or self.attempt_call_id
+
     def cancel(self) -> None:
-        """End the run's job now, without saving: the run ends `stopped` with a note."""
+        """End the run's job now, without saving: the run ends `stopped` with a note.
+
+        A job that cannot be reached is not reported cancelled: `ConflictError` while
+        no call id is known yet (its submitter died before saving it, and the job has
+        not started), so the caller retries or stops the run instead.
+        """
+        self.reload()
         if self.done():
             raise ConflictError(f"run {self.id} already ended {self.status}")
-        if self.store.provider is not None and self.function_call_id:
-            self.store.provider.call(self.function_call_id).cancel()
+        if self.store.provider is not None:
+            if not self.job_call_id:
+                raise ConflictError(
+                    f"run {self.id} has no job id recorded yet, so its job cannot be reached to cancel it",
+                    hint=f"try again once it is running, or stop it gracefully: trainkit runs stop {self.id}",
+                )
+            self.store.provider.call(self.job_call_id).cancel()
         self.reload()
         if not self.done():
             now = time.time()
@@ -720,9 +748,9 @@ class TrainingRun(BaseModel):
     @property
     def function_call(self) -> Any:
         """The provider's handle of this run's job (client side only)."""
-        if self.store.provider is None or not self.function_call_id:
+        if self.store.provider is None or not self.job_call_id:
             return None
-        return self.store.provider.call(self.function_call_id)
+        return self.store.provider.call(self.job_call_id)
 
     # ------------------------------------------------------------------ results
 

@@ -130,13 +130,17 @@ def _spawn(provider: Any, run: TrainingRun, *, resume: bool) -> None:
     except Exception as exc:
         _fail(run, f"could not start the train job: {type(exc).__name__}: {exc}")
         raise
-    run.function_call_id = handle.call_id
     # Which app and deployment run the job, where the provider says (`RunHandle.app`).
     app = getattr(handle, "app", None) or {}
-    for field in APP_FIELDS:
-        if app.get(field):
-            setattr(run, field, str(app[field]))
-    run.save()
+
+    def note_call(stored: TrainingRun) -> None:
+        stored.function_call_id = handle.call_id
+        for field in APP_FIELDS:
+            if app.get(field):
+                setattr(stored, field, str(app[field]))
+
+    # On the stored record: the job may have started and saved its progress already.
+    run.update_shared(note_call)
 
 
 def _fail(run: TrainingRun, reason: str) -> None:
@@ -181,6 +185,7 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
     run.completed_at = None
     run.error_message = None
     run.stop_reason = None
+    run.function_call_id = ""  # the old call's; the new one is noted by `_spawn` or by the job itself
     run.attempt += 1
     run.metadata["resumes"] = int(run.metadata.get("resumes", 0)) + 1
     run.save()
