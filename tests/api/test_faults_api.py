@@ -6,12 +6,14 @@ lists them. One real server (uvicorn on 127.0.0.1) per module, with a token.
 
 from __future__ import annotations
 
+import socket
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from api_helpers import Server
+from api_helpers import Server, serve, settings_for
 
 from trainkit_core.evals.sets import read_set
 
@@ -91,3 +93,76 @@ def test_a_run_whose_submitter_died_before_saving_the_call_id_is_cancellable(ser
             assert client.get(f"/v1/jobs/{never_started.id}").json()["status"] == "pending"
     finally:
         handle.cancel()
+
+
+def raw_request(url: str, head: str, timeout: float = 10.0) -> str:
+    """Send `head` (request line and headers) on a raw socket, with no body after it; the answer's first line."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        sock.sendall(head.encode())
+        answer = sock.recv(65536).decode("latin-1")
+    return answer.split("\r\n", 1)[0]
+
+
+def test_the_token_is_checked_before_a_body_is_read(server: Server) -> None:
+    """The body is announced (30 MB) but never sent: only a server that did not wait for it can answer."""
+    head = (
+        "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Content-Length: 30000000\r\n\r\n"
+    )
+    assert raw_request(server.url, head).startswith("HTTP/1.1 401")
+    wrong = head.replace("Host:", "Authorization: Bearer not-the-token\r\nHost:")
+    assert raw_request(server.url, wrong).startswith("HTTP/1.1 401")
+    with server.client() as client:  # with the token, the body is read and judged
+        assert client.post("/v1/jobs", content=b"{not json").status_code == 422
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server without a token (`trainkit serve` on 127.0.0.1 allows that)."""
+    yield from serve(settings_for(tmp_path_factory.mktemp("open-home"), None))
+
+
+@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:80", "127.0.0.1.nip.io", "0.0.0.0", ""])
+def test_a_tokenless_server_refuses_a_rebound_host_name(open_server: Server, host: str) -> None:
+    """DNS rebinding: a page on attacker.example re-points its name at 127.0.0.1; the browser sends its Host."""
+    with open_server.client() as client:
+        for method, path in (("GET", "/v1/jobs"), ("GET", "/v1/models"), ("POST", "/v1/jobs")):
+            answer = client.request(method, path, headers={"Host": host}, json={"dataset": "demo"})
+            assert answer.status_code == 403, (method, path, answer.text)
+            assert (
+                answer.json()["error"]["type"] == "permission_error" and "loopback" in answer.json()["error"]["message"]
+            )
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}", "app.localhost:{port}"])
+def test_a_tokenless_server_answers_loopback_names(open_server: Server, host: str) -> None:
+    port = open_server.url.rsplit(":", 1)[1]
+    with open_server.client() as client:
+        assert client.get("/v1/jobs", headers={"Host": host.format(port=port)}).status_code == 200
+
+
+def test_a_tokenless_server_refuses_cross_origin_changes(open_server: Server) -> None:
+    port = open_server.url.rsplit(":", 1)[1]
+    own = f"http://127.0.0.1:{port}"
+    body = {"examples": [{"prompt": "q", "completion": "a"}]}
+    with open_server.client() as client:
+        for headers in ({"Origin": "https://attacker.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}):
+            answer = client.post("/v1/evals/rebinding/examples", headers=headers, json=body)
+            assert answer.status_code == 403 and "cross-origin" in answer.json()["error"]["message"], headers
+        assert not open_server.provider.volume("eval").exists("sets/rebinding")  # nothing was written
+        # Reading is not a change; the server's own page (same origin) and clients without Origin may change.
+        assert client.get("/v1/jobs", headers={"Origin": "https://attacker.example"}).status_code == 200
+        assert client.post("/v1/evals/rebinding/examples", headers={"Origin": own}, json=body).status_code == 201
+        assert client.post("/v1/evals/rebinding/examples", json=body).status_code == 201
+
+
+def test_a_server_with_a_token_keeps_answering_any_host(server: Server) -> None:
+    with server.client() as client:
+        assert client.get("/v1/jobs", headers={"Host": "trainkit.example.com"}).status_code == 200
+        answer = client.post(
+            "/v1/evals/tokened/examples",
+            headers={"Origin": "https://elsewhere.example"},
+            json={"examples": [{"prompt": "q", "completion": "a"}]},
+        )
+        assert answer.status_code == 201
