@@ -7,6 +7,7 @@ lists them.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -80,3 +81,60 @@ def test_a_blob_without_its_verification_is_sent_again(datasets_dir: Path, train
     second = cli_json("sync", "demo")
     assert second["version"] != synced["version"] and "train.jsonl" in second["files_sent"]
     assert blob.read_bytes() == train.read_bytes() and (data / verified_path("demo", sha)).exists()
+
+
+def test_one_broken_dataset_toml_never_stops_the_others(datasets_dir: Path) -> None:
+    broken = datasets_dir / "broken"
+    broken.mkdir()
+    (broken / "dataset.toml").write_text(
+        f'name = "broken"\ntrain = ["t.jsonl"]\neval_fraction = 0.1\neval_seed = {"9" * 5000}\n'
+    )
+    huge = datasets_dir / "huge-seed"
+    huge.mkdir()
+    (huge / "dataset.toml").write_text(
+        f'name = "huge-seed"\ntrain = ["t.jsonl"]\neval_fraction = 0.1\neval_seed = {2**40}\n'
+    )
+    listing = {d["name"]: d for d in cli_json("datasets")["datasets"]}
+    assert listing["demo"]["train_examples"] == 4000
+    assert "digits" in json.dumps(listing["broken"]["problems"])
+    assert "eval_seed" in json.dumps(listing["huge-seed"]["problems"])
+    assert cli_json("sync", "demo")["files_sent"]
+    for args in (("validate", "demo"), ("validate", "demo", "--local")):
+        code, output = run_main(*args)
+        assert code == 0, output
+    for args, expected in (
+        (("validate", "broken", "--local"), "dataset.toml"),
+        (("sync", "broken"), "dataset.toml"),
+        (("sync", "huge-seed"), "eval_seed"),
+        (("validate", "no-such-set", "--local"), "no dataset 'no-such-set'"),
+        (("sync", "no-such-set"), "no dataset 'no-such-set'"),
+    ):
+        code, output = run_main(*args)
+        assert code not in (0, -1) and expected in output and "Traceback" not in output, (args, output)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dev-zero"])
+def test_a_data_file_that_is_not_a_regular_file_is_named_for_what_it_is(datasets_dir: Path, kind: str) -> None:
+    train = datasets_dir / "demo" / "train.jsonl"
+    train.unlink()
+    if kind == "folder":
+        train.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(train)  # a read would block for ever: it must never be opened
+    else:
+        train.symlink_to("/dev/zero")  # a read would never end
+    expected = {"folder": "is a folder", "fifo": "named pipe", "dev-zero": "device"}[kind]
+    for args in (("validate", "demo", "--local"), ("sync", "demo")):
+        code, output = run_main(*args)
+        assert code not in (0, -1) and expected in output and "missing" not in output, (args, output)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_dataset_toml_that_is_not_a_file_is_named(datasets_dir: Path, kind: str) -> None:
+    spec = datasets_dir / "demo" / "dataset.toml"
+    spec.unlink()
+    spec.mkdir() if kind == "folder" else os.mkfifo(spec)
+    code, output = run_main("validate", "demo", "--local")
+    assert code not in (0, -1) and "dataset.toml" in output and "not a regular file" in output, output
+    listing = cli_json("datasets")["datasets"]
+    assert [d["name"] for d in listing] == ["demo"] and "not a regular file" in json.dumps(listing[0]["problems"])
