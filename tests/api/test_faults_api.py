@@ -166,3 +166,43 @@ def test_a_server_with_a_token_keeps_answering_any_host(server: Server) -> None:
             json={"examples": [{"prompt": "q", "completion": "a"}]},
         )
         assert answer.status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("seed", 10**30),
+        ("warmup_steps", 10**20),
+        ("modules_to_save", ["__class__"]),
+        ("modules_to_save", ["lm_head._parameters"]),
+        ("gpu", "H100; rm -rf /"),
+        ("save_every", 10**18),
+    ],
+)
+def test_what_the_job_would_refuse_is_refused_at_submission(server: Server, field: str, value: object) -> None:
+    job = {"dataset": "no-such-dataset-faults", "model_size": "tiny", "steps": 5, field: value}
+    before = len(server.store.records.items("run-"))
+    with server.client() as client:
+        for dry_run in (False, True):
+            answer = client.post("/v1/jobs", params={"dry_run": dry_run}, json=job)
+            assert answer.status_code in (400, 422), (field, dry_run, answer.text)
+            assert field in answer.text
+    assert len(server.store.records.items("run-")) == before
+
+
+def test_a_dry_run_refuses_what_the_start_refuses(server: Server) -> None:
+    job = {"dataset": "no-such-dataset-faults", "base_model": "/etc", "steps": 5}
+    with server.client() as client:
+        started = client.post("/v1/jobs", json=job)
+        planned = client.post("/v1/jobs", params={"dry_run": True}, json=job)
+    assert started.status_code == planned.status_code == 400, (started.text, planned.text)
+    assert started.json()["error"]["message"] == planned.json()["error"]["message"]
+
+
+def test_one_step_with_the_presets_warm_up_learns_and_an_explicit_one_is_refused(server: Server) -> None:
+    from trainkit_core.training.config import TrainConfig
+
+    assert TrainConfig.parse({"dataset": "d", "steps": 1}).resolve().warmup_steps == 0  # tiny warms up 20 steps
+    with server.client() as client:
+        answer = client.post("/v1/jobs", json={"dataset": "no-such-dataset-faults", "steps": 1, "warmup_steps": 3})
+    assert answer.status_code == 400 and "learning rate 0" in answer.json()["error"]["message"]

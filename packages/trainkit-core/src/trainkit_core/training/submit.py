@@ -63,6 +63,24 @@ def _prepare_dataset(
     return result.hash, summary
 
 
+def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> TrainConfig:
+    """`config` resolved against its preset, with every check a submission makes before the dataset.
+
+    One function for a real start and a dry run (the CLI's and the API's plan), so a
+    plan is never shown for a run that the start would refuse.
+    """
+    if not isinstance(config, TrainConfig):
+        config = TrainConfig.parse(config)
+    if config.base_model:
+        from trainkit_core.base_models import chat_format_for_config, check_source
+
+        # A folder is checked where the job will look for it; its chat format is read from its config.json.
+        found = check_source(provider, config.base_model)
+        if found is not None and config.chat_format is None:
+            config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
+    return config.resolve(gpu_override=provider.settings.compute.gpu)
+
+
 def start_run(
     provider: Any,
     config: TrainConfig | dict[str, Any],
@@ -82,17 +100,8 @@ def start_run(
     from trainkit_core.metadata import check_metadata
     from trainkit_core.training.budget import check_budget
 
-    if not isinstance(config, TrainConfig):
-        config = TrainConfig.parse(config)
     metadata = check_metadata(dict(metadata or {}))
-    if config.base_model:
-        from trainkit_core.base_models import chat_format_for_config, check_source
-
-        # A folder is checked where the job will look for it; its chat format is read from its config.json.
-        found = check_source(provider, config.base_model)
-        if found is not None and config.chat_format is None:
-            config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
-    config = config.resolve(gpu_override=provider.settings.compute.gpu)
+    config = checked_config(provider, config)
     provider.deployment().check(["train"])
     price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
     limits = check_budget(budget, price)
