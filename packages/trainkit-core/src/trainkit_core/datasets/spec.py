@@ -12,6 +12,7 @@ with a seed so every reader picks the same ones)::
     eval = ["eval.jsonl"]          # optional; or:
     # eval_fraction = 0.1
     # eval_seed = 0
+    # allow_chat_markers = false   # true accepts "<end_of_turn>" and the like inside content
 
 Parsing problems are `Problem`s of ``dataset.toml`` (with a line where TOML gives one),
 so the validator reports them like any other; `load_spec` raises them as a `UsageError`
@@ -60,6 +61,9 @@ class DatasetSpec(BaseModel):
     #: Bounded like every number trainkit reads from a file: a seed of thousands of
     #: digits once crashed every command that listed datasets.
     eval_seed: int = Field(0, ge=0, le=MAX_SEED)
+    #: Accept chat-format markers (``<end_of_turn>``...) inside content: off, since they let
+    #: one example inject turns; on for data that discusses the formats themselves.
+    allow_chat_markers: bool = False
 
     @field_validator("name")
     @classmethod
@@ -118,10 +122,15 @@ def parse_spec(
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, [Problem(file, None, "error", "not-utf8", f"not UTF-8 (byte {exc.start})")]
-    if text.startswith("\ufeff"):
+    if "\ufeff" in text:
+        line = text[: text.index("\ufeff")].count("\n") + 1
         return None, [
             Problem(
-                file, 1, "error", "bom", "starts with a byte order mark (U+FEFF); save the file as UTF-8 without BOM"
+                file,
+                line,
+                "error",
+                "bom",
+                "holds a byte order mark (U+FEFF) where TOML allows none; save the file as UTF-8 without BOM",
             )
         ]
     try:
