@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from api_helpers import Server, serve, settings_for
+from api_helpers import TOKEN, Server, serve, settings_for
 
 from trainkit_core.evals.sets import read_set
 
@@ -206,3 +206,28 @@ def test_one_step_with_the_presets_warm_up_learns_and_an_explicit_one_is_refused
     with server.client() as client:
         answer = client.post("/v1/jobs", json={"dataset": "no-such-dataset-faults", "steps": 1, "warmup_steps": 3})
     assert answer.status_code == 400 and "learning rate 0" in answer.json()["error"]["message"]
+
+
+def test_the_api_answers_507_for_a_full_disk(tmp_path: Path) -> None:
+    """The home is a real 5 MB file system (a tmpfs), filled up: see tests/cli/test_disk_full.py."""
+    from trainkit_core.testing.small_disk import fill, mount_tmpfs, unmount
+
+    small_home = tmp_path / "small-home"
+    reason = mount_tmpfs(small_home, "5m")
+    if reason:
+        pytest.skip(reason)
+    served = serve(settings_for(small_home, TOKEN))
+    server = next(served)
+    try:
+        filler = fill(small_home)
+        with server.client() as client:
+            answer = client.post(
+                "/v1/evals/full/examples", json={"examples": [{"prompt": "q" * 1000, "completion": "a"}] * 10}
+            )
+        assert answer.status_code == 507, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "out_of_space" and "out of disk space" in error["message"]
+        filler.unlink()
+    finally:
+        served.close()
+        unmount(small_home)

@@ -8,10 +8,13 @@ terminal, or the run never got a job within `PENDING_TIMEOUT_S`, the run becomes
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
-from trainkit_core.errors import NotFoundError, TrainkitError
+from trainkit_core.errors import NotFoundError, OutOfSpaceError, TrainkitError
+
+log = logging.getLogger(__name__)
 
 PENDING_TIMEOUT_S = 15 * 60
 
@@ -51,6 +54,9 @@ def reconcile_run(run: Any) -> bool:
     run.status = "failed"
     run.ended_at = now
     run.error_message = reason
-    run.save()
-    run.events.append("status", status="failed", reason=reason)
+    try:
+        run.save()
+        run.events.append("status", status="failed", reason=reason)
+    except OutOfSpaceError as exc:  # the reader still sees the run as it is; a later read records it
+        log.warning("run %s: could not record that it failed: %s", run.id, exc.message)
     return True

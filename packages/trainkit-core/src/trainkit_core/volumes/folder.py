@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from trainkit_core.errors import NotFoundError, UsageError
+from trainkit_core.errors import NotFoundError, UsageError, out_of_space, out_of_space_error
 from trainkit_core.hookspecs import FileEntry
 from trainkit_core.volumes.paths import clean_relative, inside
 
@@ -56,21 +56,32 @@ class FolderVolume:
             raise NotFoundError(f"no file {path!r} on volume {self.name!r}")
         return target.read_bytes()
 
-    def _atomic_write(self, target: Path, write: object) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+    def _atomic_write(self, target: Path, write: object, *, size: int | None = None) -> None:
+        """Write through a temporary file renamed into place; a full disk is an `OutOfSpaceError`."""
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+        except OSError as exc:
+            if out_of_space(exc):
+                raise out_of_space_error(
+                    f"{target.name} on volume {self.name!r}", str(target.parent), needed=size
+                ) from None
+            raise
         try:
             with os.fdopen(fd, "wb") as out:
                 write(out)  # type: ignore[operator]
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
+            if out_of_space(exc):
+                what = f"{target.relative_to(self.root).as_posix()} on volume {self.name!r}"
+                raise out_of_space_error(what, str(self.root), needed=size) from None
             raise
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        self._atomic_write(self._path(path), lambda out: out.write(data))
+        self._atomic_write(self._path(path), lambda out: out.write(data), size=len(data))
 
     def put_file(self, local_path: Path, path: str) -> None:
         local_path = Path(local_path)
@@ -82,7 +93,7 @@ class FolderVolume:
             with open(local_path, "rb") as src:
                 shutil.copyfileobj(src, out, _CHUNK)  # type: ignore[arg-type]
 
-        self._atomic_write(target, copy)
+        self._atomic_write(target, copy, size=local_path.stat().st_size)
 
     def put_directory(self, local_dir: Path, path: str) -> None:
         local_dir = Path(local_dir)
