@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -186,3 +188,56 @@ def test_chat_markers_inside_content_are_refused_unless_allowed(datasets_dir: Pa
         f'name = "inject"\ntrain = ["train.jsonl"]\nformat = "{fmt}"\nallow_chat_markers = true\n'
     )
     assert cli_json("sync", "inject")["files_sent"]  # the explicit opt-out
+
+
+def test_gc_removes_a_killed_syncs_partial_upload(datasets_dir: Path, trainkit_home: Path) -> None:
+    cli_json("sync", "demo")
+    blobs = trainkit_home / "volumes" / "trainkit-data" / "datasets" / "demo" / "blobs"
+    partial = blobs / ".tmp-k1ll3d"  # what a sync killed in the middle of a file leaves
+    partial.write_bytes(b"x" * 100_000)
+    young = blobs / ".tmp-inflight"  # a write in progress: younger than gc's grace
+    young.write_bytes(b"y")
+    old = time.time() - 2 * 3600
+    os.utime(partial, (old, old))
+    dry = cli_json("gc", "--dry-run")
+    assert "datasets/demo/blobs/.tmp-k1ll3d" in dry["paths"] and dry["bytes"] >= 100_000 and partial.exists()
+    done = cli_json("gc")
+    assert "datasets/demo/blobs/.tmp-k1ll3d" in done["paths"]
+    assert not partial.exists() and young.exists()
+    code, output = run_main("validate", "demo")
+    assert code == 0, output
+
+
+def test_a_symbolic_link_under_trained_is_skipped_by_gc_and_removed_as_a_link(
+    trainkit_home: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "someone-elses"
+    outside.mkdir()
+    (outside / "precious.bin").write_bytes(b"keep me")
+    trained = trainkit_home / "volumes" / "trainkit-models" / "trained"
+    trained.mkdir(parents=True)
+    link = trained / "run-20200101-000000-abcdef"
+    link.symlink_to(outside, target_is_directory=True)
+    code, output = run_main("gc")
+    assert code == 0 and "warning: trained/run-20200101-000000-abcdef: not a folder" in output, output
+    code, output = run_main("models", "rm", "trained/run-20200101-000000-abcdef")
+    assert code == 0, output
+    assert not link.is_symlink() and (outside / "precious.bin").read_bytes() == b"keep me"
+
+
+@pytest.mark.slow
+def test_a_killed_worker_leaves_no_temporary_folder(trainkit_home: Path) -> None:
+    from trainkit_core import get_provider
+
+    handle = get_provider("local").spawn("sleep", seconds=120, say="job started")
+    deadline = time.monotonic() + 60
+    while "job started" not in handle.logs() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    scratch = Path(handle.record()["scratch_dir"])
+    assert scratch.is_dir() and scratch.is_relative_to(trainkit_home)  # the worker's TMPDIR, in the home
+    (scratch / "trainkit-run-x").mkdir()
+    (scratch / "trainkit-run-x" / "tokenized.bin").write_bytes(b"z" * 100_000)
+    os.kill(handle.pid, signal.SIGKILL)
+    while not handle.status().done and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert handle.status().state == "failed" and not scratch.exists()

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -260,6 +261,9 @@ class DetachedRunner:
                 "kwargs": arguments,
                 "created_at": time.time(),
                 "log_path": str(log_path.resolve()),
+                # The worker's TMPDIR, removed by its supervisor when the worker ends however it
+                # ends: a worker killed mid-training left its temporary folder in /tmp for good.
+                "scratch_dir": str((self.logs_dir.parent / "scratch" / call_id).resolve()),
                 "cwd": os.getcwd(),
                 "job_context": self.job_context,
             },
@@ -315,6 +319,11 @@ def supervise(provider_name: str, namespace: str, call_id: str) -> int:
         _end(calls, call_id, "cancelled", error="cancelled")
         return 0
     spec = calls.get(call_id)
+    scratch = Path(spec["scratch_dir"]) if spec.get("scratch_dir") else None
+    env = dict(os.environ)
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+        env.update(TMPDIR=str(scratch), TEMP=str(scratch), TMP=str(scratch))
     with open(spec["log_path"], "ab", buffering=0) as log:
         worker = subprocess.Popen(
             [sys.executable, "-m", MODULE, "work", provider_name, namespace, call_id],
@@ -322,6 +331,7 @@ def supervise(provider_name: str, namespace: str, call_id: str) -> int:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=spec.get("cwd") or None,
+            env=env,
             preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
         )
         calls.put(f"{call_id}/proc", {**me, "pid": worker.pid, "pid_start": process_start_time(worker.pid)})
@@ -329,6 +339,8 @@ def supervise(provider_name: str, namespace: str, call_id: str) -> int:
         if calls.get(f"{call_id}/cancel") is not None:
             worker.kill()  # a cancel that came while the worker was starting
         returncode = worker.wait()
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
     if calls.get(f"{call_id}/cancel") is not None:
         _end_when_possible(calls, call_id, "cancelled", error="cancelled")
     elif returncode == EXIT_OUT_OF_SPACE:
