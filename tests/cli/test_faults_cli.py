@@ -241,3 +241,23 @@ def test_a_killed_worker_leaves_no_temporary_folder(trainkit_home: Path) -> None
     while not handle.status().done and time.monotonic() < deadline:
         time.sleep(0.1)
     assert handle.status().state == "failed" and not scratch.exists()
+
+
+def test_an_unchanged_dataset_needs_no_sync_lock_and_a_busy_one_names_no_host(
+    datasets_dir: Path, trainkit_home: Path
+) -> None:
+    """Parallel submissions of one unchanged dataset once failed on each other's sync lock (409)."""
+    import socket
+
+    from trainkit_core.local.kv import LocalKV
+
+    first = cli_json("sync", "demo")
+    held = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time()}  # a live holder
+    LocalKV(trainkit_home, "datasets").put("sync-lock/demo", held)
+    again = cli_json("sync", "demo")
+    assert again["unchanged"] and again["version"] == first["version"]
+    with open(datasets_dir / "demo" / "eval.jsonl", "a") as handle:
+        handle.write(chat("one more", "ONE MORE") + "\n")
+    code, output = run_main("sync", "demo")
+    assert code == 4 and "another sync of dataset 'demo' is running" in output, output
+    assert socket.gethostname() not in output and str(os.getpid()) not in output
