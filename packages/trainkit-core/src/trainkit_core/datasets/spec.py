@@ -123,11 +123,11 @@ def parse_spec(
     except UnicodeDecodeError as exc:
         return None, [Problem(file, None, "error", "not-utf8", f"not UTF-8 (byte {exc.start})")]
     if "\ufeff" in text:
-        line = text[: text.index("\ufeff")].count("\n") + 1
+        bom_line = text[: text.index("\ufeff")].count("\n") + 1
         return None, [
             Problem(
                 file,
-                line,
+                bom_line,
                 "error",
                 "bom",
                 "holds a byte order mark (U+FEFF) where TOML allows none; save the file as UTF-8 without BOM",

@@ -71,7 +71,7 @@ class FolderVolume:
     def _walk(base: Path, recursive: bool) -> list[Path]:
         if not recursive:
             return list(base.iterdir())
-        found = []
+        found: list[Path] = []
         for folder, dirs, files in os.walk(base):  # links to folders are listed, not followed
             found.extend(Path(folder) / name for name in (*dirs, *files))
         return found
