@@ -271,3 +271,16 @@ def test_corrupt_current_json_is_named(tmp_path: Path, volume: FolderVolume) -> 
         validate_synced(volume, "ds")
     assert not sync_to_volume(volume, tmp_path / "ds").unchanged  # a sync repairs it
     assert validate_synced(volume, "ds").ok()
+
+
+def test_a_lock_this_process_failed_to_release_does_not_block_it(volume: FolderVolume, kv: LocalKV) -> None:
+    """A store that refused the delete leaves our own lock behind; our next writer takes it over."""
+    from trainkit_core.kv_lock import kv_lock
+
+    with kv_lock(kv, "record/x", busy="busy"):
+        left = kv.get("record/x")
+    kv.put("record/x", left)  # as if the release had failed
+    started = time.monotonic()
+    with kv_lock(kv, "record/x", busy="busy", wait_s=5):
+        assert kv.get("record/x")["token"] != left["token"]
+    assert time.monotonic() - started < 2 and kv.get("record/x") is None

@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 #: The key-value namespace of locks that are not a dataset sync's.
 LOCKS_NAMESPACE = "locks"
+#: Tokens of the locks this process holds now (threads of one process lock each other out too).
+_HELD: set[str] = set()
 
 
 @contextmanager
@@ -48,6 +50,18 @@ def kv_lock(
         return
     mine = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time(), "token": uuid.uuid4().hex}
     deadline = time.monotonic() + wait_s
+    _HELD.add(mine["token"])
+    try:
+        with _taken(kv, key, mine, busy=busy, hint=hint, deadline=deadline, stale_s=stale_s):
+            yield
+    finally:
+        _HELD.discard(mine["token"])
+
+
+@contextmanager
+def _taken(
+    kv: KVStore, key: str, mine: dict[str, Any], *, busy: str, hint: str, deadline: float, stale_s: float
+) -> Iterator[None]:
     pause = 0.005
     while not kv.put_if_absent(key, mine):
         holder = kv.get(key)
@@ -71,9 +85,17 @@ def kv_lock(
 
 
 def is_stale(holder: dict[str, Any], stale_s: float) -> bool:
-    """A holder on this machine whose process is gone, or one elsewhere older than `stale_s`."""
+    """A holder on this machine whose process is gone, or one elsewhere older than `stale_s`.
+
+    A lock of this very process that no block of it holds any more is stale too: its
+    release failed (the store refused the delete), and waiting for ourselves would
+    block every later writer of this process.
+    """
     if holder.get("host") == socket.gethostname():
-        return not pid_alive(int(holder.get("pid") or 0))
+        pid = int(holder.get("pid") or 0)
+        if pid == os.getpid() and holder.get("token"):
+            return holder["token"] not in _HELD
+        return not pid_alive(pid)
     return time.time() - float(holder.get("started_at") or 0) > stale_s
 
 
