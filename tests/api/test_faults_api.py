@@ -231,3 +231,33 @@ def test_the_api_answers_507_for_a_full_disk(tmp_path: Path) -> None:
     finally:
         served.close()
         unmount(small_home)
+
+
+def test_a_broken_dataset_toml_never_breaks_a_job_for_another_dataset(tmp_path: Path, repo_root: Path) -> None:
+    import shutil
+
+    from trainkit_core.settings import ApiSettings, DatasetSettings, ProviderSettings, Settings
+
+    datasets = tmp_path / "datasets"
+    shutil.copytree(repo_root / "datasets" / "demo", datasets / "demo")
+    (datasets / "broken").mkdir()
+    (datasets / "broken" / "dataset.toml").write_text(
+        f'name = "broken"\ntrain = ["t.jsonl"]\neval_seed = {"9" * 5000}\n'
+    )
+    settings = Settings(
+        provider=ProviderSettings(home=tmp_path / "home"),
+        datasets=DatasetSettings(datasets_dir=datasets),
+        api=ApiSettings(api_token=TOKEN),
+    )
+    served = serve(settings)
+    server = next(served)
+    try:
+        with server.client() as client:
+            planned = client.post("/v1/jobs", params={"dry_run": True}, json={"dataset": "demo", "steps": 5})
+            assert planned.status_code == 200, planned.text
+            missing = client.post("/v1/jobs", params={"dry_run": True}, json={"dataset": "nosuch", "steps": 5})
+            assert missing.status_code == 404 and "nosuch" in missing.json()["error"]["message"], missing.text
+            broken = client.post("/v1/jobs", params={"dry_run": True}, json={"dataset": "broken", "steps": 5})
+            assert broken.status_code == 400 and "dataset.toml" in broken.json()["error"]["message"], broken.text
+    finally:
+        served.close()
