@@ -233,6 +233,7 @@ def test_the_api_answers_507_for_a_full_disk(tmp_path: Path) -> None:
         unmount(small_home)
 
 
+@pytest.mark.slow
 def test_a_broken_dataset_toml_never_breaks_a_job_for_another_dataset(tmp_path: Path, repo_root: Path) -> None:
     import shutil
 

@@ -73,6 +73,7 @@ def test_sync_on_a_full_disk_is_a_clear_error_and_keeps_the_previous_version(
     assert not list(small_home.rglob(".tmp-*"))
 
 
+@pytest.mark.slow
 def test_a_job_that_dies_of_a_full_disk_says_so_once_space_is_freed(small_home: Path, tmp_path: Path) -> None:
     from trainkit_core import get_provider
 

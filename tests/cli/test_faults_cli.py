@@ -163,6 +163,7 @@ def test_a_byte_order_mark_is_named_where_it_is(datasets_dir: Path) -> None:
     assert code not in (0, -1) and "dataset.toml:2" in output and "byte order mark" in output, output
 
 
+@pytest.mark.slow
 def test_a_file_of_many_bad_lines_reports_the_first_ones_and_a_count(datasets_dir: Path) -> None:
     from trainkit_core.datasets.examples import MAX_PROBLEMS_PER_FILE
 
