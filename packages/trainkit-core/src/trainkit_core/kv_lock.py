@@ -48,14 +48,15 @@ def kv_lock(
     if kv is None:
         yield
         return
-    mine = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time(), "token": uuid.uuid4().hex}
+    token = uuid.uuid4().hex
+    mine = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time(), "token": token}
     deadline = time.monotonic() + wait_s
-    _HELD.add(mine["token"])
+    _HELD.add(token)
     try:
         with _taken(kv, key, mine, busy=busy, hint=hint, deadline=deadline, stale_s=stale_s):
             yield
     finally:
-        _HELD.discard(mine["token"])
+        _HELD.discard(token)
 
 
 @contextmanager
