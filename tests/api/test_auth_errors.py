@@ -144,7 +144,7 @@ def test_unexpected_errors_hide_their_details(make_app) -> None:
     def boom() -> None:
         raise RuntimeError("secret-value-in-an-exception")
 
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
         response = client.get("/v1/boom")
     assert response.status_code == 500
     assert response.json() == {
@@ -156,7 +156,7 @@ def test_unexpected_errors_hide_their_details(make_app) -> None:
 def test_without_a_configured_token_the_api_is_open(make_app) -> None:
     from fastapi.testclient import TestClient
 
-    with TestClient(make_app()) as client:
+    with TestClient(make_app(), base_url="http://127.0.0.1") as client:
         assert client.get("/v1/info").json()["auth"] is False
 
 

@@ -131,7 +131,8 @@ def test_stream_of_an_ended_run_replays_and_ends(server) -> None:
 
 
 def test_stop_sets_the_flag_and_cancel_ends_the_run(server) -> None:
-    run = server.new_run(status="running")
+    handle = server.provider.spawn("sleep", seconds=120)
+    run = server.new_run(status="running", function_call_id=handle.call_id)
     with server.client() as client:
         stopped = client.post(f"/v1/jobs/{run.id}/stop")
         assert stopped.status_code == 202 and stopped.json()["id"] == run.id
@@ -142,6 +143,7 @@ def test_stop_sets_the_flag_and_cancel_ends_the_run(server) -> None:
         assert cancelled["status"] == "stopped" and cancelled["error_message"].startswith("cancelled")
         again = client.post(f"/v1/jobs/{run.id}/cancel")
     assert again.status_code == 409 and again.json()["error"]["type"] == "conflict_error"
+    assert handle.status().state == "cancelled"
 
 
 def test_checkpoints_lists_complete_ones(server) -> None:

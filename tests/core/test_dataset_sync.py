@@ -180,9 +180,10 @@ def test_killed_sync_leaves_previous_version_and_next_sync_completes(
         if e.path.rsplit("/", 1)[-1] != first.version
     ]
     assert len(abandoned) == 1 and kv.keys() == ["sync-lock/ds"]  # its pending version and its lock
-    # The next sync takes over the dead process's lock, reuses what it sent, finishes.
+    # The next sync takes over the dead process's lock, reuses what it sent and checked
+    # (the first file; the second was killed before its check), finishes.
     second = sync_to_volume(volume, folder, lock_kv=kv)
-    assert not second.unchanged and len(second.files_sent) == len(TRAIN_FILES) - 2
+    assert not second.unchanged and len(second.files_sent) == len(TRAIN_FILES) - 1
     assert second.removed_versions == abandoned
     assert read_synced(volume.root, "ds").train[0]["messages"][0]["content"] == "q0-v2"
     assert kv.keys() == []
@@ -270,3 +271,16 @@ def test_corrupt_current_json_is_named(tmp_path: Path, volume: FolderVolume) -> 
         validate_synced(volume, "ds")
     assert not sync_to_volume(volume, tmp_path / "ds").unchanged  # a sync repairs it
     assert validate_synced(volume, "ds").ok()
+
+
+def test_a_lock_this_process_failed_to_release_does_not_block_it(volume: FolderVolume, kv: LocalKV) -> None:
+    """A store that refused the delete leaves our own lock behind; our next writer takes it over."""
+    from trainkit_core.kv_lock import kv_lock
+
+    with kv_lock(kv, "record/x", busy="busy"):
+        left = kv.get("record/x")
+    kv.put("record/x", left)  # as if the release had failed
+    started = time.monotonic()
+    with kv_lock(kv, "record/x", busy="busy", wait_s=5):
+        assert kv.get("record/x")["token"] != left["token"]
+    assert time.monotonic() - started < 2 and kv.get("record/x") is None

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from trainkit_api import __version__
 from trainkit_api.auth import require_token
 from trainkit_api.errors import install_error_handlers
+from trainkit_api.guard import RequestGuard
 from trainkit_api.limits import BodyLimit
 from trainkit_api.routes import ROUTER_BUILDERS
 from trainkit_api.state import ApiState
@@ -81,6 +82,9 @@ def create_app(
         redirect_slashes=False,
     )
     app.state.trainkit = ApiState(settings=settings, provider=provider, answer_within_s=answer_within_s)
+    # The last added runs first: an oversized body is refused at once (413, before auth),
+    # then a request that may not be answered is refused before its body is read.
+    app.add_middleware(RequestGuard, token=app.state.trainkit.token)
     app.add_middleware(BodyLimit, limit=settings.api.api_max_body_bytes)
     install_error_handlers(app)
     for path in ROUTER_BUILDERS:

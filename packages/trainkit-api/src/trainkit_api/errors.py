@@ -24,6 +24,7 @@ from trainkit_core.errors import (
     JobTimeout,
     MissingExtraError,
     NotFoundError,
+    OutOfSpaceError,
     ProviderError,
     TrainkitError,
     UsageError,
@@ -39,6 +40,7 @@ ERROR_TYPES: tuple[tuple[type[TrainkitError], str], ...] = (
     (NotFoundError, "not_found_error"),
     (ConflictError, "conflict_error"),
     (JobTimeout, "timeout_error"),
+    (OutOfSpaceError, "out_of_space"),
     (JobError, "job_error"),
 )
 

@@ -94,6 +94,16 @@ GEMMA4 = ChatFormat(name="gemma4", bos="<bos>", turn_start="<|turn>", end_of_tur
 FORMATS: dict[str, ChatFormat] = {f.name: f for f in (GEMMA3, GEMMA4)}
 
 
+def control_texts() -> tuple[str, ...]:
+    """Text that means structure to some chat format (turn markers, BOS, EOS, Gemma 4's thought channel).
+
+    Inside an example's content it would be tokenised as the marker itself, letting
+    the example open and close turns of its own, so validation refuses it.
+    """
+    found = {text for f in FORMATS.values() for text in (f.bos, f.turn_start, f.end_of_turn)}
+    return tuple(sorted(found | {"<eos>", "<|channel>", "<channel|>"}))
+
+
 def get_format(name: str) -> ChatFormat:
     try:
         return FORMATS[name]

@@ -81,6 +81,42 @@ class JobTimeout(TrainkitError):
     exit_code = 6
 
 
+class OutOfSpaceError(TrainkitError):
+    """A write failed because its file system is full (or over quota). The message says
+    what was being written, where, and how much was needed and free."""
+
+    http_status = 507
+    exit_code = 7
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether `exc` is a full disk: ``ENOSPC``/``EDQUOT``, or SQLite's "database or disk is full"."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return type(exc).__name__ == "OperationalError" and "disk is full" in str(exc)
+
+
+def out_of_space_error(what: str, where: str, *, needed: int | None = None) -> OutOfSpaceError:
+    """The `OutOfSpaceError` for a failed write of `what` in the folder or file `where`."""
+    import os
+    import shutil
+
+    folder = where
+    while folder and not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    try:
+        free = f"{shutil.disk_usage(folder or '.').free:,} bytes free"
+    except OSError:
+        free = "free space unknown"
+    need = f"{needed:,} bytes needed, " if needed is not None else ""
+    return OutOfSpaceError(
+        f"out of disk space writing {what} in {where} ({need}{free})",
+        hint="free space on that file system (trainkit gc removes what trainkit no longer needs), then try again",
+    )
+
+
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
 
 

@@ -54,8 +54,8 @@ def _read(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"price table {str(path)!r} does not exist", hint="check TRAINKIT_PRICES_FILE") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"price table {str(path)!r} is not valid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, or an integer of thousands of digits
+        raise UsageError(f"price table {str(path)!r} is not valid TOML: {exc or 'nested too deeply'}") from None
     for provider, entry in data.items():
         if provider in ("date", "source"):
             continue

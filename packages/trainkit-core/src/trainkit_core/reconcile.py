@@ -8,10 +8,13 @@ terminal, or the run never got a job within `PENDING_TIMEOUT_S`, the run becomes
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
-from trainkit_core.errors import NotFoundError, TrainkitError
+from trainkit_core.errors import NotFoundError, OutOfSpaceError, TrainkitError
+
+log = logging.getLogger(__name__)
 
 PENDING_TIMEOUT_S = 15 * 60
 
@@ -22,12 +25,13 @@ def reconcile_run(run: Any) -> bool:
         return False
     provider = run.store.provider
     reason = None
-    if run.function_call_id and provider is not None:
+    call_id = run.job_call_id  # the job records its own id, should its submitter have died before saving it
+    if call_id and provider is not None:
         try:
-            status = provider.call(run.function_call_id).status()
+            status = provider.call(call_id).status()
         except NotFoundError as exc:
             status = None
-            reason = f"the run's job {run.function_call_id} cannot be found: {exc.message}"
+            reason = f"the run's job {call_id} cannot be found: {exc.message}"
         except TrainkitError:
             return False  # the provider cannot answer now (network, credentials): decide later
         if status is not None and status.done:
@@ -40,7 +44,7 @@ def reconcile_run(run: Any) -> bool:
                 reason = "the job was cancelled"
             else:
                 reason = f"the job died: {status.error or 'no error text'}"
-    elif not run.function_call_id and time.time() - run.created_at > PENDING_TIMEOUT_S:
+    elif not call_id and time.time() - max(run.created_at, run.updated_at) > PENDING_TIMEOUT_S:
         reason = f"the run never started a job within {PENDING_TIMEOUT_S // 60} minutes"
     if reason is None:
         return False
@@ -50,6 +54,9 @@ def reconcile_run(run: Any) -> bool:
     run.status = "failed"
     run.ended_at = now
     run.error_message = reason
-    run.save()
-    run.events.append("status", status="failed", reason=reason)
+    try:
+        run.save()
+        run.events.append("status", status="failed", reason=reason)
+    except OutOfSpaceError as exc:  # the reader still sees the run as it is; a later read records it
+        log.warning("run %s: could not record that it failed: %s", run.id, exc.message)
     return True

@@ -40,6 +40,8 @@ class Removal:
     kv_keys: int = 0
     dry_run: bool = False
     resumed: bool = False
+    #: What was left alone, and why (gc: a link or a file where trainkit keeps folders).
+    skipped: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,14 +189,27 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
     - on the models volume, checkpoints without their ``done`` marker of runs that
       are not running (an interrupted save or removal), and the staging folders of
       export jobs that died (``exports/.partial-*``, ``exports/.replaced-*``: a merge
-      killed for memory leaves gigabytes there).
+      killed for memory leaves gigabytes there);
+    - on both, the temporary files of writes that were killed (``.tmp-*``: a killed
+      sync's partial upload), where the volume can name them (`FolderVolume.partial_writes`).
+
+    A symbolic link or file where trainkit keeps a model folder is left alone and
+    named in `Removal.skipped`.
 
     Anything younger than `GC_GRACE_S` stays, so a sync or a save in flight is never
     cut short.
     """
     import json
 
-    from trainkit_core.datasets.layout import ROOT, Manifest, blobs_dir, current_path, manifest_path, versions_dir
+    from trainkit_core.datasets.layout import (
+        ROOT,
+        Manifest,
+        blobs_dir,
+        current_path,
+        manifest_path,
+        verified_dir,
+        versions_dir,
+    )
     from trainkit_core.models.paths import DONE_MARKER
 
     now = time.time() if now is None else now
@@ -236,13 +251,28 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
                 sha = blob.path.rsplit("/", 1)[-1]
                 if not blob.is_dir and sha not in used and now - blob.mtime >= GC_GRACE_S:
                     drop(data, blob.path)
+        if data.exists(verified_dir(name)):
+            kept_blobs = (
+                {b.path.rsplit("/", 1)[-1] for b in data.listdir(blobs_dir(name))}
+                if data.exists(blobs_dir(name))
+                else set()
+            )
+            kept_blobs -= {p.rsplit("/", 1)[-1] for p in removal.paths if p.startswith(f"{blobs_dir(name)}/")}
+            for marker in data.listdir(verified_dir(name)):
+                if marker.path.rsplit("/", 1)[-1] not in kept_blobs:
+                    drop(data, marker.path)  # a check that no blob backs any more
 
     models = store.models
     if models.exists("trained"):
         for entry in models.listdir("trained"):
             run_id = entry.path.rsplit("/", 1)[-1]
             folder = f"{entry.path}/checkpoints"
-            if not entry.is_dir or run_id in running or not models.exists(folder):
+            if not entry.is_dir:
+                note = f"{entry.path}: not a folder (a symbolic link or a file); left alone, remove it yourself"
+                log.warning("gc: %s", note)
+                removal.skipped.append(note)
+                continue
+            if run_id in running or not models.exists(folder):
                 continue
             for ckpt in models.listdir(folder):
                 if ckpt.is_dir and not models.exists(f"{ckpt.path}/{DONE_MARKER}") and now - ckpt.mtime >= GC_GRACE_S:
@@ -256,7 +286,22 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
                 and not _touched_since(models, entry, now - GC_GRACE_S)
             ):
                 drop(models, entry.path)
+    for volume in (data, models):
+        # A killed writer's temporary file (`.tmp-*`): listings hide them, the volume names them.
+        partial_writes = getattr(volume, "partial_writes", None)
+        for path in partial_writes(now - GC_GRACE_S) if partial_writes else []:
+            removal.paths.append(path)
+            removal.bytes += _size_of_partial(volume, path)
+            if not dry_run:
+                _remove(volume, path)
     return removal
+
+
+def _size_of_partial(volume: Any, path: str) -> int:
+    try:
+        return int((volume.root / path).stat().st_size)
+    except (AttributeError, OSError):
+        return 0
 
 
 def _touched_since(volume: Volume, entry: Any, since: float) -> bool:

@@ -49,6 +49,16 @@ UNFINISHED = ("pending", "running")
 #: A run's phases, in the only order they may advance.
 PHASES = ("provisioning", "loading_model", "loading_dataset", "training", "saving", "evaluating", "done")
 
+#: What clients add to a run while its job goes on (`add_dashboard_component`,
+#: `record_latest_rollout`). They change only through `TrainingRun.update_shared`, on
+#: the stored record under its lock; every other save carries them over from the store,
+#: so the job's copy of its record, written back at each progress save, never drops them.
+SHARED_FIELDS = ("dashboard_components", "latest_rollout")
+
+#: What the submitter writes once the provider started the job (`training.submit`), which
+#: the job's own copy of the record may not hold yet.
+SUBMITTER_FIELDS = ("function_call_id", *APP_FIELDS)
+
 DASHBOARD_TYPES = {"png": "image/png", "html": "text/html", "json": "application/json", "svg": "image/svg+xml"}
 
 
@@ -573,7 +583,37 @@ class TrainingRun(BaseModel):
                 self._indexed = indexed
             except TrainkitError as exc:  # the index is a cache of the records: never lose a record to it
                 log.warning("run %s: the runs index was not updated (%s); a listing repairs it", self.id, exc)
-        self.store.records.put(self.id, data)
+        with self._record_lock():
+            stored = self.store.records.get(self.id)
+            if isinstance(stored, dict):
+                data.update({name: stored[name] for name in SHARED_FIELDS if name in stored})
+                # Filled by the submitter after the job read its copy: an empty value never erases them.
+                data.update(
+                    {name: stored[name] for name in SUBMITTER_FIELDS if stored.get(name) and not data.get(name)}
+                )
+            self.store.records.put(self.id, data)
+
+    def update_shared(self, change: Callable[[TrainingRun], None]) -> None:
+        """Apply `change` to the stored record (not this copy) under its lock: `SHARED_FIELDS`, `SUBMITTER_FIELDS`.
+
+        Reading the stored record inside the lock is what keeps another writer's
+        addition (a client's component, the job's rollout) from being lost.
+        """
+        with self._record_lock():
+            stored = self.store.records.get(self.id)
+            fresh = TrainingRun.from_stored_data(stored, store=self.store) if isinstance(stored, dict) else self
+            change(fresh)
+            fresh.updated_at = time.time()
+            self.store.records.put(self.id, fresh.model_dump(mode="json"))
+        for name in (*SHARED_FIELDS, *SUBMITTER_FIELDS):
+            setattr(self, name, getattr(fresh, name))
+
+    def _record_lock(self) -> contextlib.AbstractContextManager[None]:
+        from trainkit_core.kv_lock import LOCKS_NAMESPACE, kv_lock
+
+        return kv_lock(
+            self.store.kv(LOCKS_NAMESPACE), f"record/{self.id}", busy=f"run {self.id} is being saved by another writer"
+        )
 
     def write_history(self) -> None:
         """Copy the record and its events to the models volume (durable history)."""
@@ -716,9 +756,9 @@ class TrainingRun(BaseModel):
         the record says it ended, so a call is left `RELEASE_GRACE_S` after the end to
         finish on its own before it is cancelled. Safe to call more than once.
         """
-        if not self.ended() or self.store.provider is None or not self.function_call_id:
+        if not self.ended() or self.store.provider is None or not self.job_call_id:
             return False
-        call = self.store.provider.call(self.function_call_id)
+        call = self.store.provider.call(self.job_call_id)
         ended = self.ended_at or self.updated_at
         try:
             while not call.status().done:
@@ -739,12 +779,32 @@ class TrainingRun(BaseModel):
 
     stop = close
 
+    @property
+    def job_call_id(self) -> str:
+        """The job's call id: the submitter's record of it, else the one the job wrote when it started.
+
+        A submitter killed between starting the job and saving its id leaves
+        `function_call_id` empty; the job itself records `attempt_call_id` first thing.
+        """
+        return self.function_call_id or self.attempt_call_id
+
     def cancel(self) -> None:
-        """End the run's job now, without saving: the run ends `stopped` with a note."""
+        """End the run's job now, without saving: the run ends `stopped` with a note.
+
+        A job that cannot be reached is not reported cancelled: `ConflictError` while
+        no call id is known yet (its submitter died before saving it, and the job has
+        not started), so the caller retries or stops the run instead.
+        """
+        self.reload()
         if self.ended():
             raise ConflictError(f"run {self.id} already ended {self.status}")
-        if self.store.provider is not None and self.function_call_id:
-            self.store.provider.call(self.function_call_id).cancel()
+        if self.store.provider is not None:
+            if not self.job_call_id:
+                raise ConflictError(
+                    f"run {self.id} has no job id recorded yet, so its job cannot be reached to cancel it",
+                    hint=f"try again once it is running, or stop it gracefully: trainkit runs stop {self.id}",
+                )
+            self.store.provider.call(self.job_call_id).cancel()
         self.reload()
         if not self.ended():
             now = time.time()
@@ -758,9 +818,9 @@ class TrainingRun(BaseModel):
     @property
     def function_call(self) -> Any:
         """The provider's handle of this run's job (client side only)."""
-        if self.store.provider is None or not self.function_call_id:
+        if self.store.provider is None or not self.job_call_id:
             return None
-        return self.store.provider.call(self.function_call_id)
+        return self.store.provider.call(self.job_call_id)
 
     # ------------------------------------------------------------------ results
 
@@ -796,8 +856,12 @@ class TrainingRun(BaseModel):
 
     def record_latest_rollout(self, rollout: dict[str, Any]) -> None:
         """Keep the latest sample generations on fixed prompts (saved with the record)."""
-        self.latest_rollout = {"time": time.time(), **rollout}
-        self.save()
+        latest = {"time": time.time(), **rollout}
+
+        def keep(run: TrainingRun) -> None:
+            run.latest_rollout = latest
+
+        self.update_shared(keep)
         self.events.append("rollout", **rollout)
 
     def add_dashboard_component(
@@ -810,8 +874,9 @@ class TrainingRun(BaseModel):
         source = Path(from_path)
         if not source.is_file():
             raise NotFoundError(f"no file {str(source)!r}")
-        existing = [c for c in self.dashboard_components if c["name"] == name]
-        if existing and not replace:
+        stored = self.store.records.get(self.id)
+        present = (stored.get("dashboard_components") or []) if isinstance(stored, dict) else self.dashboard_components
+        if any(c.get("name") == name for c in present) and not replace:
             raise ConflictError(f"run {self.id} already has a component {name!r}; pass replace=True")
         path = f"{history_dir(self.id)}/components/{name}.{component_type}"
         self.store.models.put_file(source, path)
@@ -823,8 +888,11 @@ class TrainingRun(BaseModel):
             "size": source.stat().st_size,
             "added_at": time.time(),
         }
-        self.dashboard_components = [c for c in self.dashboard_components if c["name"] != name] + [component]
-        self.save()
+
+        def attach(run: TrainingRun) -> None:
+            run.dashboard_components = [c for c in run.dashboard_components if c["name"] != name] + [component]
+
+        self.update_shared(attach)
         return component
 
 

@@ -27,6 +27,8 @@ def gc_command(state: CliState, dry_run: bool, as_json: bool) -> None:
     out = console()
     for path in removal.paths:
         out.print(f"  {path}")
+    for note in removal.skipped:
+        out.print(f"warning: {note}")
     verb = "would free" if dry_run else "freed"
     out.print(f"{verb} {human_size(removal.bytes)} in {len(removal.paths)} paths")
 

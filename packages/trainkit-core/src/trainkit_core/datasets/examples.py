@@ -25,6 +25,8 @@ ROLES = ("system", "user", "assistant")
 BOM = b"\xef\xbb\xbf"
 #: The longest line accepted (bytes): far above any example a model can train on.
 MAX_LINE_BYTES = 4 * 1024 * 1024
+#: Problems reported one by one per file; the rest are counted.
+MAX_PROBLEMS_PER_FILE = 100
 #: The keys each format defines; any other key is reported (`unknown-key`).
 EXAMPLE_KEYS = {"chat": ("messages",), "prompt_completion": ("prompt", "completion")}
 MESSAGE_KEYS = ("role", "content")
@@ -50,14 +52,19 @@ class Example:
         return sum(len(content) for _, content in self.messages)
 
 
-def parse_jsonl(data: bytes, file: str, fmt: str) -> tuple[list[Example], list[Problem]]:
-    """Every example of one JSONL file, and every problem with its line.
+def parse_jsonl(
+    data: bytes, file: str, fmt: str, *, allow_chat_markers: bool = False
+) -> tuple[list[Example], list[Problem]]:
+    """Every example of one JSONL file, and its problems with their lines.
 
     Blank lines are skipped. A bad line is reported and left out; parsing goes on, so
-    one run of the validator names all the problems of a file.
+    one run of the validator names the problems of a file: the first
+    `MAX_PROBLEMS_PER_FILE` of them, then one more that counts the rest (a file of a
+    million bad lines once printed, and held, a million problems).
     """
     examples: list[Example] = []
     problems: list[Problem] = []
+    hidden = {"error": 0, "warning": 0}
     if data.startswith(BOM):
         problems.append(
             Problem(
@@ -66,49 +73,80 @@ def parse_jsonl(data: bytes, file: str, fmt: str) -> tuple[list[Example], list[P
         )
         data = data[len(BOM) :]
     for number, raw in enumerate(data.split(b"\n"), start=1):
-        raw = raw.removesuffix(b"\r")
-        if len(raw) > MAX_LINE_BYTES:
-            problems.append(
-                Problem(
-                    file,
-                    number,
-                    "error",
-                    "line-too-large",
-                    f"line of {len(raw)} bytes is over the limit of {MAX_LINE_BYTES} bytes",
-                )
+        example, found = _parse_line(raw.removesuffix(b"\r"), file, number, fmt, allow_chat_markers)
+        if example is not None:
+            examples.append(example)
+        for problem in found:
+            if len(problems) < MAX_PROBLEMS_PER_FILE:
+                problems.append(problem)
+            else:
+                hidden[problem.severity] += 1
+    if hidden["error"] or hidden["warning"]:
+        problems.append(
+            Problem(
+                file,
+                None,
+                "error" if hidden["error"] else "warning",
+                "more-problems",
+                f"{hidden['error']} more error(s) and {hidden['warning']} more warning(s) in this file "
+                f"(the first {MAX_PROBLEMS_PER_FILE} are shown)",
             )
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(
-                Problem(
-                    file,
-                    number,
-                    "error",
-                    "not-utf8",
-                    f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}",
-                )
-            )
-            continue
-        if not text.strip():
-            continue
-        try:
-            record = loads(text)
-        except StrictJSONError as exc:
-            problems.append(Problem(file, number, "error", "invalid-json", f"invalid JSON: {exc}"))
-            continue
-        if not isinstance(record, dict):
-            problems.append(
-                Problem(file, number, "error", "not-object", f"each line must be a JSON object, got {_kind(record)}")
-            )
-            continue
-        messages, line_problems = (_chat if fmt == "chat" else _prompt_completion)(record, file, number)
-        problems.extend(line_problems)
-        problems.extend(_unknown_keys(record, fmt, file, number))
-        if messages is not None and not line_problems:
-            examples.append(Example(file, number, messages))
+        )
     return examples, problems
+
+
+def _parse_line(
+    raw: bytes, file: str, number: int, fmt: str, allow_chat_markers: bool
+) -> tuple[Example | None, list[Problem]]:
+    """One line: its example when it is a good one, and its problems."""
+
+    def problem(code: str, message: str) -> list[Problem]:
+        return [Problem(file, number, "error", code, message)]
+
+    if len(raw) > MAX_LINE_BYTES:
+        return None, problem("line-too-large", f"line of {len(raw)} bytes is over the limit of {MAX_LINE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, problem("not-utf8", f"not UTF-8: byte 0x{raw[exc.start]:02x} at column {exc.start + 1}")
+    if text.startswith("\ufeff"):
+        return None, problem(
+            "bom", "line starts with a byte order mark (U+FEFF), as when files are joined together; remove it"
+        )
+    if not text.strip():
+        return None, []
+    try:
+        record = loads(text)
+    except StrictJSONError as exc:
+        return None, problem("invalid-json", f"invalid JSON: {exc}")
+    if not isinstance(record, dict):
+        return None, problem("not-object", f"each line must be a JSON object, got {_kind(record)}")
+    messages, found = (_chat if fmt == "chat" else _prompt_completion)(record, file, number)
+    if messages is not None and not found and not allow_chat_markers:
+        found = _chat_markers(messages, file, number)
+    keep = messages is not None and not found
+    found = [*found, *_unknown_keys(record, fmt, file, number)]
+    return (Example(file, number, messages) if keep and messages is not None else None), found
+
+
+def _chat_markers(messages: tuple[tuple[str, str], ...], file: str, line: int) -> list[Problem]:
+    """Text of a chat format's turn markers inside content: it would let one example write turns of its own."""
+    from trainkit_core.chat_format import control_texts
+
+    for index, (role, content) in enumerate(messages):
+        for marker in control_texts():
+            if marker in content:
+                return [
+                    Problem(
+                        file,
+                        line,
+                        "error",
+                        "chat-marker",
+                        f"messages[{index}] ({role}) content holds the chat marker {marker!r}, which would let this "
+                        "example write turns of its own; remove it, or set allow_chat_markers = true in dataset.toml",
+                    )
+                ]
+    return []
 
 
 def _unknown_keys(record: dict[str, Any], fmt: str, file: str, line: int) -> list[Problem]:

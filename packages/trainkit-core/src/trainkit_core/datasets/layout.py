@@ -6,6 +6,7 @@
     datasets/<name>/versions/<version>/manifest.json   file -> sha256, size, examples; dataset hash
     datasets/<name>/versions/<version>/pending.json    only while a sync of that version runs
     datasets/<name>/blobs/<sha256>                 file contents, stored once by content
+    datasets/<name>/verified/<sha256>              the blob was checked against its hash when written
 
 A version is a manifest over content-addressed blobs, so a new version re-sends only
 the files whose content the volume does not hold yet, with nothing but the `Volume`
@@ -52,6 +53,15 @@ def blobs_dir(name: str) -> str:
 
 def blob_path(name: str, sha256: str) -> str:
     return f"{ROOT}/{name}/blobs/{sha256}"
+
+
+def verified_dir(name: str) -> str:
+    return f"{ROOT}/{name}/verified"
+
+
+def verified_path(name: str, sha256: str) -> str:
+    """A blob whose marker exists holds exactly its hash's content (a killed upload leaves none)."""
+    return f"{ROOT}/{name}/verified/{sha256}"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,14 +82,42 @@ def dataset_file(folder: Path, rel: str) -> Path | None:
     the folder.
     """
     path = Path(folder) / rel
-    if not path.is_file():
+    kind = file_kind(path)
+    if kind is None:
         return None
+    if kind != "file":
+        raise DatasetFileError(f"{rel}: is {kind}, not a regular file", file=rel)
     if not path.resolve().is_relative_to(Path(folder).resolve()):
         raise DatasetFileError(
             f"{rel}: a symbolic link leading out of the dataset folder; copy the file into the folder instead",
             file=rel,
         )
     return path
+
+
+def file_kind(path: Path) -> str | None:
+    """What `path` is, following links: "file", another kind in words, or None when nothing is there.
+
+    A FIFO, a device or a folder where a data file belongs would block a read, read
+    forever (``/dev/zero``) or fail: they are named, never opened.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # a link loop, a name too long, no permission
+        return f"unreadable ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device" + (f" ({os.path.realpath(path)})" if path.is_symlink() else "")
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
 
 
 def open_local(folder: Path) -> LocalDataset:
@@ -115,14 +144,14 @@ def list_local(datasets_dir: Path) -> list[LocalDataset]:
         return []
     found = []
     for child in sorted(datasets_dir.iterdir()):
-        if not (child / SPEC_FILE).is_file():
+        if not child.is_dir() or file_kind(child / SPEC_FILE) is None:
             continue
         try:
             found.append(open_local(child))
-        except DatasetFileError as exc:
-            found.append(
-                LocalDataset(child.name, child, None, [Problem(exc.file, None, "error", "file-outside", str(exc))])
-            )
+        except (UsageError, OSError) as exc:  # one broken dataset never hides the others
+            file = exc.file if isinstance(exc, DatasetFileError) else SPEC_FILE
+            message = exc.message if isinstance(exc, UsageError) else f"unreadable: {exc}"
+            found.append(LocalDataset(child.name, child, None, [Problem(file, None, "error", "file-invalid", message)]))
     return found
 
 
@@ -138,14 +167,10 @@ def find_local(datasets_dir: Path, name: str) -> LocalDataset:
         check_name(folder.name)
         if folder.exists() and not folder.is_dir():
             raise UsageError(f"{name!r} is a file; a dataset is a folder holding dataset.toml and JSONL files")
-        if not (folder / SPEC_FILE).is_file():
-            raise NotFoundError(
-                f"no {SPEC_FILE} in {name!r}", hint="a dataset is a folder holding dataset.toml and JSONL files"
-            )
         return open_local(folder)
     check_name(name)
     folder = check_folder_setting(Path(datasets_dir), "TRAINKIT_DATASETS_DIR") / name
-    if (folder / SPEC_FILE).is_file():
+    if folder.is_dir() and file_kind(folder / SPEC_FILE) is not None:
         return open_local(folder)
     if (SHIPPED_DATASETS / name / SPEC_FILE).is_file():
         return open_local(SHIPPED_DATASETS / name)

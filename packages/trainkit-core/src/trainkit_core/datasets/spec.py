@@ -12,6 +12,7 @@ with a seed so every reader picks the same ones)::
     eval = ["eval.jsonl"]          # optional; or:
     # eval_fraction = 0.1
     # eval_seed = 0
+    # allow_chat_markers = false   # true accepts "<end_of_turn>" and the like inside content
 
 Parsing problems are `Problem`s of ``dataset.toml`` (with a line where TOML gives one),
 so the validator reports them like any other; `load_spec` raises them as a `UsageError`
@@ -39,6 +40,8 @@ else:  # pragma: no cover - Python 3.10
 
 SPEC_FILE = "dataset.toml"
 FORMATS = ("chat", "prompt_completion")
+#: Largest `eval_seed` (the range of a 32-bit unsigned seed, which every RNG takes).
+MAX_SEED = 2**32 - 1
 #: One naming rule for datasets everywhere (`dataset.toml`, the CLI, the API, the
 #: volume): `trainkit_core.ids.NAME_PATTERN`, lower-case letters, digits, '-' and '_'.
 NAME_PATTERN = _NAME_RE.pattern
@@ -55,7 +58,12 @@ class DatasetSpec(BaseModel):
     train: list[str] = Field(min_length=1)
     eval: list[str] = Field(default_factory=list)
     eval_fraction: float | None = Field(None, gt=0.0, lt=1.0)
-    eval_seed: int = 0
+    #: Bounded like every number trainkit reads from a file: a seed of thousands of
+    #: digits once crashed every command that listed datasets.
+    eval_seed: int = Field(0, ge=0, le=MAX_SEED)
+    #: Accept chat-format markers (``<end_of_turn>``...) inside content: off, since they let
+    #: one example inject turns; on for data that discusses the formats themselves.
+    allow_chat_markers: bool = False
 
     @field_validator("name")
     @classmethod
@@ -114,9 +122,22 @@ def parse_spec(
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, [Problem(file, None, "error", "not-utf8", f"not UTF-8 (byte {exc.start})")]
+    if "\ufeff" in text:
+        bom_line = text[: text.index("\ufeff")].count("\n") + 1
+        return None, [
+            Problem(
+                file,
+                bom_line,
+                "error",
+                "bom",
+                "holds a byte order mark (U+FEFF) where TOML allows none; save the file as UTF-8 without BOM",
+            )
+        ]
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except RecursionError:
+        return None, [Problem(file, None, "error", "toml-invalid", "invalid TOML: nested too deeply")]
+    except ValueError as exc:  # TOMLDecodeError, and Python's limit on integers of thousands of digits
         match = _TOML_LINE.search(str(exc))
         line = int(match.group(1)) if match else None
         if line is None and "end of document" in str(exc):

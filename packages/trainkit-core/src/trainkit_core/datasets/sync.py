@@ -14,8 +14,11 @@ is killed:
    validated when they were synced, so they are not parsed again);
 2. validate the local copy; on errors (or warnings when `strict`) raise
    `DatasetInvalidError` before anything is written to the volume;
-3. upload only the files whose content the volume does not hold as a blob yet (a
-   sync that was killed midway left its blobs behind; they are reused);
+3. upload only the files whose content the volume does not hold as a verified blob
+   yet: a blob is reused only when a kept version lists it or its ``verified/``
+   marker says it was checked against its hash after it was written (a sync killed
+   midway left verified blobs behind, which are reused; a file that changed during
+   its upload leaves no marker, its blob is removed, and the next sync sends it again);
 4. write the version's ``manifest.json``, then ``current.json``: the switch;
 5. remove abandoned versions (a ``pending.json`` without the switch), versions older
    than the newest `keep_versions`, and blobs no kept version uses.
@@ -32,8 +35,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,13 +48,16 @@ from trainkit_core.datasets.layout import (
     current_path,
     manifest_path,
     pending_path,
+    verified_dir,
+    verified_path,
     versions_dir,
 )
 from trainkit_core.datasets.local import DatasetFileError, build_manifest, find_local, hash_file, open_local
 from trainkit_core.datasets.problems import Report
 from trainkit_core.datasets.validate import DatasetInvalidError, LengthCheck, check_local
-from trainkit_core.errors import ConflictError, NotFoundError, ProviderError
+from trainkit_core.errors import ConflictError, NotFoundError, ProviderError, UsageError
 from trainkit_core.hookspecs import KVStore, Volume
+from trainkit_core.kv_lock import kv_lock
 
 if TYPE_CHECKING:
     from trainkit_core.provider import Provider
@@ -147,21 +153,23 @@ def sync_to_volume(
     if manifest is None:
         raise DatasetInvalidError(check_local(folder, length=length).report)
     name = manifest.name
+    unchanged = _unchanged(volume, name, manifest.hash)
+    if unchanged:  # read-only: an unchanged dataset takes no lock, so parallel submissions never collide
+        return unchanged
     with _sync_lock(lock_kv, name):
-        current = _read_current(volume, name)
-        if current and current.get("hash") == manifest.hash and volume.exists(manifest_path(name, current["version"])):
-            # The same bytes passed validation when they were synced: nothing to check or send.
-            logger.info("dataset %s unchanged (version %s); nothing sent", name, current["version"])
-            return SyncResult(name, current["version"], manifest.hash, True)
+        unchanged = _unchanged(volume, name, manifest.hash)
+        if unchanged:
+            return unchanged
         report = check_local(folder, length=length or LengthCheck.estimate()).report
         if not report.ok(strict=strict):
             raise DatasetInvalidError(report, strict=strict)
         version = _new_version(manifest.hash)
         present = _blob_sizes(volume, name)
+        trusted = _verified_blobs(volume, name)
         to_send: dict[str, str] = {}  # sha256 -> one local file with that content
         reused: list[str] = []
         for rel, info in manifest.files.items():
-            if present.get(info.sha256) == info.size or info.sha256 in to_send:
+            if (present.get(info.sha256) == info.size and info.sha256 in trusted) or info.sha256 in to_send:
                 reused.append(rel)
             else:
                 to_send[info.sha256] = rel
@@ -174,9 +182,7 @@ def sync_to_volume(
         if progress:
             progress(0, total)
         for sha, rel in to_send.items():
-            volume.put_file(folder / rel, blob_path(name, sha))
-            if hash_file(folder / rel).sha256 != sha:
-                raise ConflictError(f"{folder / rel} changed while it was being synced; run the sync again")
+            _upload_blob(volume, name, folder / rel, sha)
             sent += manifest.files[rel].size
             if progress:
                 progress(sent, total)
@@ -206,6 +212,63 @@ def sync_to_volume(
             removed_versions=removed,
             report=report,
         )
+
+
+def _unchanged(volume: Volume, name: str, digest: str) -> SyncResult | None:
+    """The result of a sync with nothing to do, when the volume's current version has hash `digest`."""
+    current = _read_current(volume, name)
+    if current and current.get("hash") == digest and volume.exists(manifest_path(name, current["version"])):
+        # The same bytes passed validation when they were synced: nothing to check or send.
+        logger.info("dataset %s unchanged (version %s); nothing sent", name, current["version"])
+        return SyncResult(name, current["version"], digest, True)
+    return None
+
+
+def _upload_blob(volume: Volume, name: str, local: Path, sha: str) -> None:
+    """Send `local` as the blob `sha`, and mark it verified only when it provably holds that content.
+
+    The Volume protocol has no rename, so the blob is written under its final name;
+    the local file is hashed again after the upload and its identity (size, mtime,
+    inode) compared with before. When anything moved, the blob is removed, so no later
+    sync reuses content that does not match its name.
+    """
+    before = _identity(local)
+    volume.put_file(local, blob_path(name, sha))
+    if before != _identity(local) or hash_file(local).sha256 != sha:
+        try:
+            volume.remove(blob_path(name, sha))
+        except NotFoundError:
+            pass
+        raise ConflictError(f"{local} changed while it was being synced; run the sync again")
+    volume.write_bytes(verified_path(name, sha), json.dumps({"verified_at": time.time()}).encode())
+
+
+def _identity(path: Path) -> tuple[int, int, int, int]:
+    st = path.stat()
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+def _verified_blobs(volume: Volume, name: str) -> set[str]:
+    """Blobs known to hold their hash's content: listed by a complete version, or marked when written."""
+    trusted: set[str] = set()
+    try:
+        trusted.update(e.path.rsplit("/", 1)[-1] for e in volume.listdir(verified_dir(name)) if not e.is_dir)
+    except NotFoundError:
+        pass
+    try:
+        versions = [e for e in volume.listdir(versions_dir(name)) if e.is_dir]
+    except NotFoundError:
+        return trusted
+    for entry in versions:
+        version = entry.path.rsplit("/", 1)[-1]
+        where = manifest_path(name, version)
+        if volume.exists(where) and not volume.exists(pending_path(name, version)):
+            try:
+                manifest = Manifest.from_json(volume.read_bytes(where), where=where)
+            except UsageError:
+                continue
+            trusted.update(info.sha256 for info in manifest.files.values())
+    return trusted
 
 
 def _read_current(volume: Volume, name: str) -> dict[str, Any] | None:
@@ -260,52 +323,31 @@ def _clean_up(volume: Volume, name: str, current: str, keep: int) -> list[str]:
     for sha in _blob_sizes(volume, name):
         if sha not in used and not sha.startswith(".tmp-"):
             volume.remove(blob_path(name, sha))
+    remove_stale_markers(volume, name)
     if removed:
         logger.info("dataset %s: removed versions %s", name, ", ".join(sorted(removed)))
     return sorted(removed)
 
 
-@contextmanager
-def _sync_lock(kv: KVStore | None, name: str) -> Iterator[None]:
-    """One sync of `name` at a time; a dead holder's lock is taken over."""
-    if kv is None:
-        yield
+def remove_stale_markers(volume: Volume, name: str) -> None:
+    """Drop ``verified/`` markers whose blob is gone (a later upload of that hash is checked again)."""
+    try:
+        markers = [e.path.rsplit("/", 1)[-1] for e in volume.listdir(verified_dir(name)) if not e.is_dir]
+    except NotFoundError:
         return
-    key = f"sync-lock/{name}"
-    mine = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time()}
-    for _ in range(3):
-        if kv.put_if_absent(key, mine):
-            break
-        holder = kv.get(key) or {}
-        if not _stale(holder):
-            raise ConflictError(
-                f"another sync of dataset {name!r} is running (host {holder.get('host')}, pid {holder.get('pid')})",
-                hint="wait for it to finish",
-            )
-        logger.warning("taking over the sync lock of %s from a dead process %s", name, holder)
-        kv.delete(key)
-    else:
-        raise ConflictError(f"could not take the sync lock of dataset {name!r}")
-    try:
-        yield
-    finally:
-        if kv.get(key) == mine:
-            kv.delete(key)
+    blobs = _blob_sizes(volume, name)
+    for sha in markers:
+        if sha not in blobs:
+            volume.remove(verified_path(name, sha))
 
 
-def _stale(holder: dict[str, Any]) -> bool:
-    if holder.get("host") == socket.gethostname():
-        return not _alive(int(holder.get("pid") or 0))
-    return time.time() - float(holder.get("started_at") or 0) > LOCK_STALE_S
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _sync_lock(kv: KVStore | None, name: str) -> AbstractContextManager[None]:
+    """One sync of `name` at a time; a dead holder's lock is taken over."""
+    return kv_lock(
+        kv,
+        f"sync-lock/{name}",
+        busy=f"another sync of dataset {name!r} is running",
+        wait_s=0,
+        stale_s=LOCK_STALE_S,
+        hint="wait for it to finish",
+    )

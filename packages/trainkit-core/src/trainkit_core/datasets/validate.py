@@ -112,7 +112,7 @@ def check(
         if data is None:
             report.problems.append(Problem(file, None, "error", "file-missing", f"listed in {SPEC_FILE} but missing"))
             continue
-        examples, file_problems = parse_jsonl(data, file, spec.format)
+        examples, file_problems = parse_jsonl(data, file, spec.format, allow_chat_markers=spec.allow_chat_markers)
         report.problems.extend(file_problems)
         report.counts[file] = len(examples)
         parsed[file] = examples

@@ -12,13 +12,16 @@ from typing import Any
 from trainkit_core.errors import UsageError
 from trainkit_core.evals import sets
 from trainkit_core.ids import check_name
+from trainkit_core.kv_lock import LOCKS_NAMESPACE
 from trainkit_core.models import check_model_path, read_card
 
 JOB_TIMEOUT_S = 3600.0
 
 
 def add_examples(provider: Any, name: str, examples: Iterable[Any], *, replace: bool = False) -> dict[str, Any]:
-    return sets.add_examples(provider.volume("eval"), name, examples, replace=replace)
+    return sets.add_examples(
+        provider.volume("eval"), name, examples, replace=replace, lock_kv=provider.kv(LOCKS_NAMESPACE)
+    )
 
 
 def eval_request(

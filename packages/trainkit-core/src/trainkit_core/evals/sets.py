@@ -17,8 +17,9 @@ from typing import Any
 
 from trainkit_core import strict_json
 from trainkit_core.errors import NotFoundError, UsageError
-from trainkit_core.hookspecs import Volume
+from trainkit_core.hookspecs import KVStore, Volume
 from trainkit_core.ids import check_name, new_stamped_id
+from trainkit_core.kv_lock import kv_lock
 
 REPORT_ID_PATTERN = re.compile(r"^ev-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 ROLES = ("system", "user", "assistant")
@@ -91,12 +92,24 @@ def read_set(volume: Volume, name: str) -> list[dict[str, Any]]:
     return parse_jsonl(volume.read_bytes(path), file=f"{volume.name}:{path}")
 
 
-def add_examples(volume: Volume, name: str, examples: Iterable[Any], *, replace: bool = False) -> dict[str, Any]:
-    """Append (or with `replace`, set) the examples of set `name`; duplicates are skipped."""
-    path = set_path(name)
+def add_examples(
+    volume: Volume, name: str, examples: Iterable[Any], *, replace: bool = False, lock_kv: KVStore | None = None
+) -> dict[str, Any]:
+    """Append (or with `replace`, set) the examples of set `name`; duplicates are skipped.
+
+    The set is read, extended and written whole, so concurrent adders hold a lock in
+    `lock_kv` around it: without one, the last writer dropped the others' examples.
+    """
+    set_path(name)  # the name is checked before anything is read
     new = [normalize_example(e, where=f"example {i + 1}") for i, e in enumerate(examples)]
     if not new:
         raise UsageError("no examples to add")
+    with kv_lock(lock_kv, f"eval-set/{name}", busy=f"eval set {name!r} is being written by another request"):
+        return _merge_into_set(volume, name, new, replace=replace)
+
+
+def _merge_into_set(volume: Volume, name: str, new: list[dict[str, Any]], *, replace: bool) -> dict[str, Any]:
+    path = set_path(name)
     current = [] if replace or not volume.exists(path) else read_set(volume, name)
     seen = {json.dumps(e, sort_keys=True) for e in current}
     added = 0

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,7 +52,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainkit_core.errors import JobError, JobTimeout, NotFoundError, UsageError
+from trainkit_core.errors import JobError, JobTimeout, NotFoundError, OutOfSpaceError, UsageError
 from trainkit_core.hookspecs import CallStatus, KVStore
 from trainkit_core.jobs.processes import alive, describe_exit, end_group, process_start_time
 
@@ -63,13 +64,37 @@ if TYPE_CHECKING:
 MODULE = "trainkit_core.jobs.detached"
 CALLS_NAMESPACE = "_calls"
 CANCEL_GRACE_S = 5.0
+#: A worker's exit status when it could not record its end for a full disk.
+EXIT_OUT_OF_SPACE = 75
 #: How long a call may wait for its supervisor to register before it counts as vanished.
 START_GRACE_S = 30.0
+
+
+#: How long a supervisor keeps trying to record how its call ended while the disk is full.
+RECORD_END_PATIENCE_S = 3600.0
 
 
 def _end(calls: KVStore, call_id: str, state: str, **fields: Any) -> bool:
     """Decide the call's outcome, unless something decided it first. True when this did."""
     return calls.put_if_absent(f"{call_id}/end", {"state": state, "ended_at": time.time(), **fields})
+
+
+def _end_when_possible(calls: KVStore, call_id: str, state: str, **fields: Any) -> bool:
+    """`_end`, retried while the store's disk is full, so the cause outlives the full disk.
+
+    Without it, a job that died of a full disk left no end at all, and once space was
+    freed it read "worker process vanished", the cause only in its log.
+    """
+    deadline = time.monotonic() + RECORD_END_PATIENCE_S
+    pause = 1.0
+    while True:
+        try:
+            return _end(calls, call_id, state, **fields)
+        except OutOfSpaceError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 30.0)
 
 
 def import_object(path: str) -> Any:
@@ -236,6 +261,9 @@ class DetachedRunner:
                 "kwargs": arguments,
                 "created_at": time.time(),
                 "log_path": str(log_path.resolve()),
+                # The worker's TMPDIR, removed by its supervisor when the worker ends however it
+                # ends: a worker killed mid-training left its temporary folder in /tmp for good.
+                "scratch_dir": str((self.logs_dir.parent / "scratch" / call_id).resolve()),
                 "cwd": os.getcwd(),
                 "job_context": self.job_context,
             },
@@ -291,6 +319,11 @@ def supervise(provider_name: str, namespace: str, call_id: str) -> int:
         _end(calls, call_id, "cancelled", error="cancelled")
         return 0
     spec = calls.get(call_id)
+    scratch = Path(spec["scratch_dir"]) if spec.get("scratch_dir") else None
+    env = dict(os.environ)
+    if scratch is not None:
+        scratch.mkdir(parents=True, exist_ok=True)
+        env.update(TMPDIR=str(scratch), TEMP=str(scratch), TMP=str(scratch))
     with open(spec["log_path"], "ab", buffering=0) as log:
         worker = subprocess.Popen(
             [sys.executable, "-m", MODULE, "work", provider_name, namespace, call_id],
@@ -298,6 +331,7 @@ def supervise(provider_name: str, namespace: str, call_id: str) -> int:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=spec.get("cwd") or None,
+            env=env,
             preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
         )
         calls.put(f"{call_id}/proc", {**me, "pid": worker.pid, "pid_start": process_start_time(worker.pid)})
@@ -305,11 +339,19 @@ def supervise(provider_name: str, namespace: str, call_id: str) -> int:
         if calls.get(f"{call_id}/cancel") is not None:
             worker.kill()  # a cancel that came while the worker was starting
         returncode = worker.wait()
-    calls.put(f"{call_id}/exit", returncode)
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
     if calls.get(f"{call_id}/cancel") is not None:
-        _end(calls, call_id, "cancelled", error="cancelled")
+        _end_when_possible(calls, call_id, "cancelled", error="cancelled")
+    elif returncode == EXIT_OUT_OF_SPACE:
+        error = "the job ran out of disk space and could not record its error (its log has the details)"
+        _end_when_possible(calls, call_id, "failed", error=error)
     else:
-        _end(calls, call_id, "failed", error=describe_exit(returncode))
+        _end_when_possible(calls, call_id, "failed", error=describe_exit(returncode))
+    try:
+        calls.put(f"{call_id}/exit", returncode)
+    except OutOfSpaceError:
+        pass  # the end above is what readers need
     return 0
 
 
@@ -317,7 +359,10 @@ def work(provider_name: str, namespace: str, call_id: str) -> int:
     """Run the job function of one call in this process and record its result or error."""
     provider, calls = _calls_of(provider_name, namespace)
     spec = calls.get(call_id)
-    print(f"trainkit: job {spec['function']} call {call_id} pid {os.getpid()}", flush=True)
+    try:
+        print(f"trainkit: job {spec['function']} call {call_id} pid {os.getpid()}", flush=True)
+    except OSError:
+        pass  # a log on a full disk: the job itself says what it can
     try:
         from trainkit_core.jobs import resolve
 
@@ -327,11 +372,27 @@ def work(provider_name: str, namespace: str, call_id: str) -> int:
         # A result that cannot be stored is the job's error (stores refuse NaN too).
         json.dumps(result, allow_nan=False)
     except BaseException as exc:
-        traceback.print_exc()
-        _end(calls, call_id, "failed", error=f"{type(exc).__name__}: {exc}")
+        _log_traceback()
+        try:
+            _end(calls, call_id, "failed", error=f"{type(exc).__name__}: {exc}")
+        except OutOfSpaceError:
+            return EXIT_OUT_OF_SPACE  # the supervisor records it once it can
         return 1
-    _end(calls, call_id, "succeeded", result=result)
+    try:
+        _end(calls, call_id, "succeeded", result=result)
+    except OutOfSpaceError:
+        _log_traceback()
+        return EXIT_OUT_OF_SPACE
     return 0
+
+
+def _log_traceback() -> None:
+    """Print the exception to the call's log; a log on a full disk must not hide the exit status."""
+    try:
+        traceback.print_exc()
+        sys.stdout.flush()
+    except OSError:
+        pass
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.errors import UsageError
+from trainkit_core.errors import UsageError, out_of_space, out_of_space_error
 from trainkit_core.kv_values import check_key, dump_value
 
 _SCHEMA = """
@@ -60,15 +60,22 @@ class LocalKV:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        """One write transaction; a full disk is an `OutOfSpaceError` naming the database."""
+        try:
+            with self._lock:
+                conn = self._connection()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+        except (sqlite3.OperationalError, OSError) as exc:
+            if out_of_space(exc):
+                raise out_of_space_error(f"the key-value store ({self.namespace})", str(self.path)) from None
+            raise
 
     _check_key = staticmethod(check_key)
     _dump = staticmethod(dump_value)

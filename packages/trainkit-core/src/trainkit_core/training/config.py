@@ -40,11 +40,12 @@ class TrainConfig(BaseModel):
     batch_size: int | None = Field(None, ge=1, le=4096)
     grad_accum: int | None = Field(None, ge=1, le=1024)
     max_seq_length: int | None = Field(None, ge=8, le=131072)
-    warmup_steps: int | None = Field(None, ge=0)
+    warmup_steps: int | None = Field(None, ge=0, le=1_000_000)
     lr_scheduler: Literal["constant", "linear", "cosine"] | None = None
     weight_decay: float | None = Field(None, ge=0, le=1)
-    save_every: int = Field(50, ge=1, description="Save a checkpoint every N optimizer steps.")
-    seed: int = Field(42, ge=0)
+    save_every: int = Field(50, ge=1, le=1_000_000, description="Save a checkpoint every N optimizer steps.")
+    #: Every random number generator the job seeds takes 32 bits (numpy refuses more).
+    seed: int = Field(42, ge=0, le=2**32 - 1)
     backend: Backend = "auto"
     gpu: str | None = Field(None, description="GPU for this run; default TRAINKIT_GPU, else the preset's.")
     load_in_4bit: bool | None = None
@@ -77,8 +78,22 @@ class TrainConfig(BaseModel):
     @classmethod
     def _module_names(cls, value: list[str] | None) -> list[str] | None:
         for name in value or []:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,199}", name):
-                raise ValueError(f"{name!r} is not a module name")
+            # Dotted names of submodules; a part starting with '_' is an attribute of Python
+            # objects (`__class__`), never a layer, which peft would silently match nothing to.
+            if len(name) > 200 or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9][A-Za-z0-9_]*)*", name):
+                raise ValueError(f"{name!r} is not a module name (dotted names of letters, digits and '_')")
+        return value
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_name(cls, value: str | None) -> str | None:
+        # A provider's GPU spelling: a name, '!' or '+' (Modal's upgrade rules), ':N' for several.
+        if (
+            value is not None
+            and value != ""
+            and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}[!+]?(:[1-9][0-9]?)?", value)
+        ):
+            raise ValueError(f"{value[:60]!r} is not a GPU name (like H100, A100-80GB or H100:2)")
         return value
 
     @field_validator("model_size")
@@ -151,6 +166,14 @@ class TrainConfig(BaseModel):
         for key, default in defaults.items():
             if values.get(key) is None:
                 values[key] = default
+        if values["steps"] == 1 and values["warmup_steps"]:
+            # Warm-up starts at learning rate 0: a one-step run would learn nothing and fail its adapter gate.
+            if self.warmup_steps:
+                raise UsageError(
+                    f"steps 1 with warmup_steps {self.warmup_steps}: the only step would run at learning rate 0",
+                    hint="give more steps, or warmup_steps 0",
+                )
+            values["warmup_steps"] = 0
         if values["steps"] is None and values["epochs"] is None:
             # The preset's length: a step count (tiny) or a number of epochs (the GPU presets).
             if preset.steps is not None:

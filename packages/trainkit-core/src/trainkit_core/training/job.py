@@ -109,6 +109,9 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
         return {"run_id": run_id, "status": run.status, "skipped": True}
     restarted = (run.status in ("running", "preempted") or same_call) and not resume
     _count_attempt(ctx, run, same_call)  # saved below with the status, before any work
+    # The submitter saves the call id after the provider started us; should it die first,
+    # this is the only record of it, which cancel and the reconciler need.
+    run.function_call_id = run.function_call_id or ctx.call_id
     if run.call_attempts > run.max_attempts:
         error = (
             f"gave up after {run.max_attempts} attempt(s): the provider started the job again "

@@ -236,9 +236,9 @@ def cuda_device_name() -> str | None:
 
 def make_plan(provider: Any, config: TrainConfig | dict[str, Any], *, exact: bool = True) -> Plan:
     """The plan of a run of `config` on `provider` (see the module docstring)."""
-    if not isinstance(config, TrainConfig):
-        config = TrainConfig.parse(config)
-    config = config.resolve(gpu_override=provider.settings.compute.gpu)
+    from trainkit_core.training.submit import checked_config
+
+    config = checked_config(provider, config)
     train, held_out = _examples(provider, config.dataset)
     counts, tokens_exact, method = count_tokens(config, train, exact=exact)
     notes = []

@@ -63,6 +63,24 @@ def _prepare_dataset(
     return result.hash, summary
 
 
+def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> TrainConfig:
+    """`config` resolved against its preset, with every check a submission makes before the dataset.
+
+    One function for a real start and a dry run (the CLI's and the API's plan), so a
+    plan is never shown for a run that the start would refuse.
+    """
+    if not isinstance(config, TrainConfig):
+        config = TrainConfig.parse(config)
+    if config.base_model:
+        from trainkit_core.base_models import chat_format_for_config, check_source
+
+        # A folder is checked where the job will look for it; its chat format is read from its config.json.
+        found = check_source(provider, config.base_model)
+        if found is not None and config.chat_format is None:
+            config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
+    return config.resolve(gpu_override=provider.settings.compute.gpu)
+
+
 def start_run(
     provider: Any,
     config: TrainConfig | dict[str, Any],
@@ -82,17 +100,8 @@ def start_run(
     from trainkit_core.metadata import check_metadata
     from trainkit_core.training.budget import check_budget
 
-    if not isinstance(config, TrainConfig):
-        config = TrainConfig.parse(config)
     metadata = check_metadata(dict(metadata or {}))
-    if config.base_model:
-        from trainkit_core.base_models import chat_format_for_config, check_source
-
-        # A folder is checked where the job will look for it; its chat format is read from its config.json.
-        found = check_source(provider, config.base_model)
-        if found is not None and config.chat_format is None:
-            config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
-    config = config.resolve(gpu_override=provider.settings.compute.gpu)
+    config = checked_config(provider, config)
     provider.deployment().check(["train"])
     price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
     limits = check_budget(budget, price)
@@ -130,13 +139,17 @@ def _spawn(provider: Any, run: TrainingRun, *, resume: bool) -> None:
     except Exception as exc:
         _fail(run, f"could not start the train job: {type(exc).__name__}: {exc}")
         raise
-    run.function_call_id = handle.call_id
     # Which app and deployment run the job, where the provider says (`RunHandle.app`).
     app = getattr(handle, "app", None) or {}
-    for field in APP_FIELDS:
-        if app.get(field):
-            setattr(run, field, str(app[field]))
-    run.save()
+
+    def note_call(stored: TrainingRun) -> None:
+        stored.function_call_id = handle.call_id
+        for field in APP_FIELDS:
+            if app.get(field):
+                setattr(stored, field, str(app[field]))
+
+    # On the stored record: the job may have started and saved its progress already.
+    run.update_shared(note_call)
 
 
 def _fail(run: TrainingRun, reason: str) -> None:
@@ -181,6 +194,7 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
     run.completed_at = None
     run.error_message = None
     run.stop_reason = None
+    run.function_call_id = ""  # the old call's; the new one is noted by `_spawn` or by the job itself
     run.attempt += 1
     run.metadata["resumes"] = int(run.metadata.get("resumes", 0)) + 1
     run.save()
