@@ -390,6 +390,12 @@ class TrainingRun(BaseModel):
     def framework_status(self, value: str) -> None:
         self.phase = value
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def method(self) -> str:
+        """How the run trains (sft, dpo, grpo: `trainkit_core.training.methods`); records before methods are sft."""
+        return str(self.config.get("method") or "sft")
+
     # ------------------------------------------------------------------ accounting
 
     def job_seconds(self, now: float | None = None) -> float | None:

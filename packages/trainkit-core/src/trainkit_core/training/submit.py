@@ -85,6 +85,10 @@ def start_run(
     if not isinstance(config, TrainConfig):
         config = TrainConfig.parse(config)
     metadata = check_metadata(dict(metadata or {}))
+    if config.from_model:
+        from trainkit_core.training.start_from import apply_source, read_source_card
+
+        config = apply_source(config, read_source_card(provider, config.from_model))
     if config.base_model:
         from trainkit_core.base_models import chat_format_for_config, check_source
 
@@ -96,6 +100,7 @@ def start_run(
     provider.deployment().check(["train"])
     price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
     limits = check_budget(budget, price)
+    _check_method(provider, config)
     dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress, strict=strict_dataset)
 
     store = RunStore.for_provider(provider)
@@ -119,6 +124,39 @@ def start_run(
     run.events.append("status", status="pending", dataset_sync=sync)
     _spawn(provider, run, resume=False)
     return run
+
+
+def _check_method(provider: Any, config: TrainConfig) -> None:
+    """The dataset's format is the method's, and GRPO's graders exist: refused before any sync or record."""
+    from trainkit_core.training.methods import check_format
+
+    check_format(config.method, _dataset_format(provider, config.dataset), config.dataset)
+    if config.method == "grpo":
+        from trainkit_core.rewards.registry import check_reward_names
+
+        if not config.rewards:
+            raise UsageError(
+                "--method grpo needs at least one grader", hint="e.g. --reward exact_match (see trainkit_core.rewards)"
+            )
+        check_reward_names(config.rewards)
+
+
+def _dataset_format(provider: Any, name: str) -> str:
+    """The `format` of dataset `name`: its local `dataset.toml`, else the synced version's manifest."""
+    from pathlib import Path
+
+    from trainkit_core.datasets.local import find_local
+
+    try:
+        local = find_local(Path(provider.settings.datasets.datasets_dir), name)
+    except NotFoundError:
+        from trainkit_core.datasets.validate import read_current_manifest
+
+        try:
+            return read_current_manifest(provider.volume("data"), name).format
+        except NotFoundError:
+            return "chat"  # `_prepare_dataset` says it is missing, in its own words
+    return local.spec.format if local.spec is not None else "chat"  # a broken spec: validation reports it
 
 
 def _spawn(provider: Any, run: TrainingRun, *, resume: bool) -> None:
