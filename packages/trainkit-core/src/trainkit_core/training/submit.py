@@ -97,10 +97,10 @@ def start_run(
         if found is not None and config.chat_format is None:
             config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
+    _check_method(provider, config)  # the data's format and the graders, before the provider is asked
     provider.deployment().check(["train"])
     price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
     limits = check_budget(budget, price)
-    _check_method(provider, config)
     dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress, strict=strict_dataset)
 
     store = RunStore.for_provider(provider)
