@@ -146,14 +146,13 @@ def build_grpo_trainer(
 
     from datasets import Dataset  # type: ignore[attr-defined]
     from trainkit_core.training.backends import trainer_arguments
+    from trainkit_core.training.methods import grpo_batch
 
     rows, by_prompt = prompt_rows(prompts, fmt)
     functions, weights = reward_functions(config, by_prompt, keeper)
     generations = config.num_generations or 4
     arguments = trainer_arguments(backend, config, output_dir)
-    # trl needs the batch (per device x accumulation) to be a whole number of groups.
-    batch = max(generations, (arguments["per_device_train_batch_size"] // generations) * generations)
-    arguments["per_device_train_batch_size"] = batch
+    arguments["per_device_train_batch_size"] = grpo_batch(arguments["per_device_train_batch_size"], generations)
     args = GRPOConfig(
         **arguments,
         num_generations=generations,

@@ -152,3 +152,8 @@ def check_format(method: str, dataset_format: str, dataset: str) -> None:
     raise UsageError(
         f"dataset {dataset!r} has format {dataset_format!r}, but --method {method} trains on {wanted} data", hint=hint
     )
+
+
+def grpo_batch(batch_size: int, generations: int) -> int:
+    """GRPO's batch in completions: a whole number of groups, at least one (trl's rule)."""
+    return max(generations, (batch_size // generations) * generations)
