@@ -24,9 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import methods_demo as demo
+import pytest
 
 pytestmark = [pytest.mark.ml, pytest.mark.timeout(1200)]
 
