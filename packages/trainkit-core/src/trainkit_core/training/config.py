@@ -74,6 +74,7 @@ class TrainConfig(BaseModel):
     num_generations: int | None = Field(None, ge=2, le=256, description="GRPO: completions per prompt.")
     max_completion_length: int | None = Field(None, ge=1, le=131072, description="GRPO: tokens per completion.")
     kl_coef: float | None = Field(None, ge=0, le=100, description="GRPO: KL coefficient (trl's beta).")
+    temperature: float | None = Field(None, gt=0, le=10, description="GRPO: sampling temperature of the completions.")
     rewards: list[str] | None = Field(
         None, description="GRPO: graders as NAME or NAME=WEIGHT (built-in or from a trainkit.rewards plugin)."
     )
@@ -159,7 +160,7 @@ class TrainConfig(BaseModel):
             raise ValueError("give steps or epochs, not both")
         method_only = {
             "dpo": ("dpo_beta", "dpo_loss_type"),
-            "grpo": ("num_generations", "max_completion_length", "kl_coef", "rewards"),
+            "grpo": ("num_generations", "max_completion_length", "kl_coef", "temperature", "rewards"),
         }
         for method, names in method_only.items():
             for name in names:

@@ -158,6 +158,7 @@ def build_grpo_trainer(
         num_generations=generations,
         max_completion_length=config.max_completion_length or 64,
         beta=config.kl_coef if config.kl_coef is not None else 0.0,
+        temperature=config.temperature if config.temperature is not None else 1.0,
         reward_weights=weights,
         remove_unused_columns=False,
     )

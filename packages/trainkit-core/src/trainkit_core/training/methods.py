@@ -50,6 +50,7 @@ class MethodDefaults:
     num_generations: int | None = None
     max_completion_length: int | None = None
     kl_coef: float | None = None
+    temperature: float | None = None
     rewards: tuple[str, ...] = field(default=())
 
     def values(self) -> dict[str, Any]:
@@ -66,6 +67,7 @@ class MethodDefaults:
             "num_generations": self.num_generations,
             "max_completion_length": self.max_completion_length,
             "kl_coef": self.kl_coef,
+            "temperature": self.temperature,
         }
         return {key: value for key, value in data.items() if value is not None}
 
@@ -86,6 +88,7 @@ _GPU_GRPO = MethodDefaults(
     num_generations=8,
     max_completion_length=256,
     kl_coef=0.0,
+    temperature=1.0,
 )
 
 #: Per method, per preset name ("" is a base model given by id: the 4b-class defaults).
