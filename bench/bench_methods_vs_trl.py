@@ -141,10 +141,18 @@ def main() -> None:
             config = TrainConfig.parse(dataset=dataset, method=method, steps=opts.steps).resolve()
             recipe = config.model_dump(mode="json")
             out = _run(
-                [sys.executable, "-c", BARE, method, str(opts.steps), str(Path(tmp) / "datasets" / dataset),
-                 str(Path(tmp) / f"bare-{method}"), json.dumps(recipe)],
+                [
+                    sys.executable,
+                    "-c",
+                    BARE,
+                    method,
+                    str(opts.steps),
+                    str(Path(tmp) / "datasets" / dataset),
+                    str(Path(tmp) / f"bare-{method}"),
+                    json.dumps(recipe),
+                ],
                 env,
-            )  # fmt: skip
+            )
             bare = json.loads(out.split("BENCH", 1)[1])
             record = json.loads(
                 _run(
@@ -165,7 +173,7 @@ def main() -> None:
                         *extra,
                     ],
                     env,
-                )  # fmt: skip
+                )
             )
             metrics = record.get("metrics", {})
             tk = metrics["train_runtime_s"] / max(1, metrics.get("steps") or opts.steps)
