@@ -176,10 +176,10 @@ def after_training(
     from trainkit_core.evals.scoring import evaluate
 
     synced = read_synced(ctx.path("data"), dataset)
+    from trainkit_core.evals.preference import preference_accuracy, with_answer
+
     pairs = [e for e in synced.eval if "chosen" in e][:MAX_EVAL_EXAMPLES]
     if pairs:
-        from trainkit_core.evals.preference import preference_accuracy, with_answer
-
         with run.substep("saving", "preference_accuracy", pairs=len(pairs)):
             accuracy = preference_accuracy(reloaded, tok, fmt, pairs, device=device, adapter=adapter)
         metrics["eval_preference_accuracy"] = accuracy["tuned"]
