@@ -1,13 +1,15 @@
 """The datasets and measures of the DPO and GRPO learning demonstrations (tests/core/test_methods_ml.py).
 
 One task, the demo's opposites ("Opposites: hot early" -> "cold late"), learnt by a
-short SFT run (`SFT_STEPS`, half the tiny preset's length: it gets some of the unseen
-combinations right, not all), whose answers never end with a full stop. Then:
+short SFT run (the tiny preset's defaults, 400 steps), and one style rule: an answer
+that ends with a full stop. The SFT data ends an answer with one in
+`SFT_FULL_STOP_EVERY` examples only, so its greedy answers on unseen prompts (the
+demo's eval prompts, never trained on) end without one. Then:
 
-- DPO pairs prefer the answer with a full stop over the same answer without one (a
-  style rule the SFT data never shows);
-- GRPO prompts carry the right answer as `reference`, scored by the built-in
-  `exact_match` grader: it rewards the right combinations the SFT model samples.
+- DPO pairs prefer the answer with the full stop over the same answer without it;
+- GRPO prompts carry the answer with its full stop as `reference`, scored by the
+  built-in `exact_match` grader: the completions it samples that end with one (about
+  one in ten at first) are rewarded.
 
 Measured on the eval prompts with greedy answers of the saved model, loaded as
 inference loads it.
@@ -25,8 +27,8 @@ DEMO = REPO / "datasets" / "demo"
 SFT_EXAMPLES = 4000
 PREFERENCE_EXAMPLES = 400
 PROMPT_EXAMPLES = 200
-#: The short SFT run's length (the tiny preset's is 400 steps).
-SFT_STEPS = 150
+#: One SFT answer in this many ends with a full stop.
+SFT_FULL_STOP_EVERY = 10
 EVAL_PROMPTS_N = 40
 
 
@@ -60,7 +62,10 @@ def _write(folder: Path, spec: str, files: dict[str, list[dict[str, Any]]]) -> N
 
 def write_datasets(root: Path) -> None:
     """style-sft (chat), style-pref (preference), style-prompts (prompt) under `root`."""
-    sft = [{"messages": [_user(p), _assistant(a)]} for p, a in TRAIN[:SFT_EXAMPLES]]
+    sft = [
+        {"messages": [_user(p), _assistant(a + "." if i % SFT_FULL_STOP_EVERY == 0 else a)]}
+        for i, (p, a) in enumerate(TRAIN[:SFT_EXAMPLES])
+    ]
     _write(
         root / "style-sft",
         'name = "style-sft"\nformat = "chat"\ntrain = ["train.jsonl"]\n',
@@ -85,7 +90,7 @@ def write_datasets(root: Path) -> None:
     _write(
         root / "style-prompts",
         'name = "style-prompts"\nformat = "prompt"\ntrain = ["train.jsonl"]\n',
-        {"train.jsonl": [{"messages": [_user(p)], "reference": a} for p, a in TRAIN[:PROMPT_EXAMPLES]]},
+        {"train.jsonl": [{"messages": [_user(p)], "reference": a + "."} for p, a in TRAIN[:PROMPT_EXAMPLES]]},
     )
 
 
@@ -115,7 +120,7 @@ def full_stop_rate(texts: list[str]) -> float:
 
 
 def exact_match_reward(texts: list[str]) -> float:
-    """The mean of the built-in `exact_match` grader over the eval prompts (reference: their right answer)."""
+    """The mean of the built-in `exact_match` grader over the eval prompts (reference: the answer with its full stop)."""
     from trainkit_core.rewards.builtin import exact_match
 
-    return sum(exact_match(t, {"reference": a}) for t, (_, a) in zip(texts, EVAL, strict=True)) / len(EVAL)
+    return sum(exact_match(t, {"reference": a + "."}) for t, (_, a) in zip(texts, EVAL, strict=True)) / len(EVAL)

@@ -40,7 +40,8 @@ def read_source_card(provider: Any, from_model: str) -> dict[str, Any]:
 
 def apply_source(config: TrainConfig, card: dict[str, Any]) -> TrainConfig:
     """`config` on the source's base (same preset or id), with the adapter's shape; `UsageError` on another base."""
-    source_config = card.get("config") if isinstance(card.get("config"), dict) else {}
+    found = card.get("config")
+    source_config: dict[str, Any] = found if isinstance(found, dict) else {}
     source_base = str(card["base_model"])
     preset = str(card.get("preset") or "")
     asked = config.model_id if (config.model_size or config.base_model) else None
