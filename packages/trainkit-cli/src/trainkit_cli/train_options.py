@@ -70,6 +70,7 @@ def config_options(func: Any) -> Any:
         click.option("--num-generations", default=None, type=int, help="GRPO: completions per prompt."),
         click.option("--max-completion-length", default=None, type=int, help="GRPO: tokens per completion."),
         click.option("--kl-coef", default=None, type=float, help="GRPO: KL coefficient (trl's beta)."),
+        click.option("--temperature", default=None, type=float, help="GRPO: sampling temperature of the completions."),
         click.option(
             "--reward",
             "rewards",

@@ -54,6 +54,12 @@ def build_dpo_trainer(
     callbacks: list[Any],
 ) -> Any:
     """trl's `DPOTrainer` (Unsloth's patched one when Unsloth is imported) over the pairs."""
+    if backend == "unsloth":
+        import unsloth
+
+        patch = getattr(unsloth, "PatchDPOTrainer", None)  # Unsloth's DPO notebooks call it before the trainer
+        if patch is not None:
+            patch()
     from trl import DPOConfig, DPOTrainer
 
     from datasets import Dataset  # type: ignore[attr-defined]
