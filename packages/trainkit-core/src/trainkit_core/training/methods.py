@@ -111,7 +111,9 @@ METHOD_DEFAULTS: dict[str, dict[str, MethodDefaults]] = {
     },
     "grpo": {
         "tiny": MethodDefaults(
-            learning_rate=5e-3,
+            # 5e-3 (DPO's) rewarded the right completions for 30 steps, then collapsed into
+            # gibberish; 1e-3 took the demonstration's exact match from 0 to 0.97 in 40 steps.
+            learning_rate=1e-3,
             steps=40,
             batch_size=8,
             warmup_steps=0,
