@@ -1,7 +1,7 @@
 """DPO and GRPO learn on the tiny model after a short SFT run, with default options (issue 28).
 
-One short SFT run on the demo's opposites, whose answers never end with a full stop
-(`methods_demo`), is shared by the module. Then, each started with ``--from
+One short SFT run (the tiny preset's defaults) on the demo's opposites, whose answers
+end with a full stop one time in ten (`methods_demo`), is shared by the module. Then, each started with ``--from
 trained/<sft id>`` through `start_run` on the local provider, with the method's
 default options:
 
@@ -9,8 +9,8 @@ default options:
   (never trained on) the greedy answers end with one in <= 20 % of cases before and
   >= 90 % after; its progress events carry DPO's rewards, margin and accuracy, and its
   evals the preference accuracy on held-out pairs.
-- GRPO on prompts scored by the built-in `exact_match` grader (reference: the right
-  answer): the mean reward on the eval prompts rises by >= 0.4; the latest group is
+- GRPO on prompts scored by the built-in `exact_match` grader (reference: the answer
+  with its full stop): the mean reward on the eval prompts rises by >= 0.4; the latest group is
   recorded on the run and shown by `runs show`.
 - GRPO with a user grader from an installed plugin, and graders that raise, answer
   NaN or hang: each such run fails naming the grader and the example.
@@ -80,10 +80,10 @@ def local(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.fixture(scope="module")
 def sft(local: Any) -> Any:
-    """A short SFT run: it learns part of the opposites, and never ends an answer with a full stop."""
+    """A short SFT run (the tiny preset's defaults): it learns the opposites, and its greedy answers lack the full stop."""
     from trainkit_core.training.submit import start_run
 
-    run = start_run(local, {"dataset": "style-sft", "steps": demo.SFT_STEPS}).wait(timeout=900)
+    run = start_run(local, {"dataset": "style-sft"}).wait(timeout=900)
     assert run.status == "succeeded", run.error_message
     answers = demo.answers(local, f"trained/{run.id}", demo.EVAL_PROMPTS)
     return run, answers
