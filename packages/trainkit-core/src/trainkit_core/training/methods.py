@@ -121,6 +121,7 @@ METHOD_DEFAULTS: dict[str, dict[str, MethodDefaults]] = {
             num_generations=4,
             max_completion_length=8,
             kl_coef=0.0,
+            temperature=1.0,
         ),
         "4b": _GPU_GRPO,
         "12b": _GPU_GRPO,
