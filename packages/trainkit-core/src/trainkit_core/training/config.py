@@ -19,8 +19,6 @@ from trainkit_core.presets import CUSTOM_DEFAULTS, PRESETS, TWIN_PRESETS, Preset
 
 Backend = Literal["auto", "hf", "unsloth"]
 Method = Literal["sft", "dpo", "grpo"]
-#: `--reward NAME[=WEIGHT]`.
-REWARD_PATTERN = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,99})(?:=(.+))?")
 
 
 class TrainConfig(BaseModel):
@@ -114,6 +112,8 @@ class TrainConfig(BaseModel):
     @field_validator("rewards")
     @classmethod
     def _reward_specs(cls, value: list[str] | None) -> list[str] | None:
+        from trainkit_core.rewards.spec import parse_reward
+
         for spec in value or []:
             parse_reward(spec)
         return value
@@ -235,25 +235,6 @@ class TrainConfig(BaseModel):
     def model_id(self) -> str:
         """The base model this config trains."""
         return self.base_model or self.preset.base_model
-
-
-def parse_reward(spec: str) -> tuple[str, float]:
-    """(name, weight) of a ``NAME[=WEIGHT]`` grader; `ValueError` saying what is wrong."""
-    import math
-
-    match = REWARD_PATTERN.fullmatch(spec.strip())
-    if match is None:
-        raise ValueError(f"reward {spec!r} is not NAME or NAME=WEIGHT")
-    name, weight_text = match.group(1), match.group(2)
-    if weight_text is None:
-        return name, 1.0
-    try:
-        weight = float(weight_text)
-    except ValueError:
-        raise ValueError(f"reward {spec!r}: weight {weight_text!r} is not a number") from None
-    if not math.isfinite(weight):
-        raise ValueError(f"reward {spec!r}: weight must be a finite number")
-    return name, weight
 
 
 def describe_errors(exc: ValidationError) -> str:
