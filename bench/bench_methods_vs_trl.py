@@ -7,9 +7,12 @@ builds them), the same LoRA (r=8, alpha=16, seven projections, embeddings and he
 full), the same rows (prompts rendered in the Gemma 3 format, answers closed by the end
 of turn) and the same trl config (DPO: lr 5e-3 constant, batch 8, beta 0.1, loss
 sigmoid + sft; GRPO: lr, batch 8, 4 generations of at most 8 tokens, the temperature,
-an exact-match reward), on one torch thread. Prints each trainer time per step and the
+the `length_penalty` reward: from a fresh adapter on the random base an exact match is
+never reached, so its rewards would all be 0 and the run would learn nothing, which
+trainkit's adapter gate rightly fails), on one torch thread. Prints each trainer time per step and the
 ratio trainkit / trl (goal <= 1.05x: what trainkit adds to a step, its callbacks,
-events, rollouts and checkpoints). Timings vary on a shared machine: compare ratios
+events, rollouts and guarded grader calls; neither side saves a checkpoint during the
+steps timed). Timings vary on a shared machine: compare ratios
 from one run.
 
     .venv/bin/python bench/bench_methods_vs_trl.py [--steps 30] [--only dpo]
@@ -65,14 +68,14 @@ if method == "dpo":
     trainer = DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
 else:
     from trl import GRPOConfig, GRPOTrainer
-    def exact_match(prompts, completions, reference, **_):
-        return [1.0 if c.strip() == r.strip() else 0.0 for c, r in zip(completions, reference)]
+    def length_penalty(prompts, completions, **_):
+        return [-min(1.0, len(c) / 200) for c in completions]
     tokenizer.padding_side = "left"
     model.generation_config.eos_token_id = [tokenizer.convert_tokens_to_ids(GEMMA3.end_of_turn), tokenizer.eos_token_id]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     args = GRPOConfig(**common, num_generations=cfg["num_generations"], max_completion_length=cfg["max_completion_length"],
                       beta=cfg["kl_coef"], temperature=cfg["temperature"])
-    trainer = GRPOTrainer(model=model, reward_funcs=[exact_match], args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    trainer = GRPOTrainer(model=model, reward_funcs=[length_penalty], args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
 result = trainer.train()
 print("BENCH", json.dumps({"train_runtime_s": result.metrics["train_runtime"], "steps": trainer.state.global_step}))
 """
@@ -134,7 +137,7 @@ def main() -> None:
         }
         for method, dataset, extra in (
             ("dpo", "style-pref", []),
-            ("grpo", "style-prompts", ["--reward", "exact_match"]),
+            ("grpo", "style-prompts", ["--reward", "length_penalty"]),
         ):
             if opts.only and opts.only != method:
                 continue
