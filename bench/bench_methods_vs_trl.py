@@ -171,7 +171,7 @@ def main() -> None:
                         "--steps",
                         str(opts.steps),
                         "--save-every",
-                        str(opts.steps),
+                        str(opts.steps + 1),
                         "--json",
                         *extra,
                     ],
