@@ -53,6 +53,46 @@ def config_options(func: Any) -> Any:
             help="Keep the last N checkpoints (and the best by eval loss with an eval split); default all.",
         ),
         click.option(
+            "--method",
+            default=None,
+            type=click.Choice(["sft", "dpo", "grpo"]),
+            help="sft (chat data, the default), dpo (preference pairs) or grpo (prompts scored by graders).",
+        ),
+        click.option(
+            "--from",
+            "from_model",
+            default=None,
+            metavar="trained/ID",
+            help="Start from a trained model: its adapter trains on (same base model, checked).",
+        ),
+        click.option(
+            "--beta", "dpo_beta", default=None, type=float, help="DPO: beta (default: the method's, per preset)."
+        ),
+        click.option(
+            "--loss-type",
+            "dpo_loss_type",
+            multiple=True,
+            help="DPO: trl loss type, repeatable (default sigmoid and sft: DPO plus a supervised term).",
+        ),
+        click.option("--num-generations", default=None, type=int, help="GRPO: completions per prompt."),
+        click.option("--max-completion-length", default=None, type=int, help="GRPO: tokens per completion."),
+        click.option("--kl-coef", default=None, type=float, help="GRPO: KL coefficient (trl's beta)."),
+        click.option("--temperature", default=None, type=float, help="GRPO: sampling temperature of the completions."),
+        click.option(
+            "--reward",
+            "rewards",
+            multiple=True,
+            metavar="NAME[=WEIGHT]",
+            help="GRPO: a grader (built-in or a trainkit.rewards plugin), repeatable; rewards are summed with the weights.",
+        ),
+        click.option(
+            "--reward-timeout",
+            "reward_timeout_s",
+            default=None,
+            type=float,
+            help="GRPO: seconds a grader call may take before the run fails (default 10).",
+        ),
+        click.option(
             "--report-to",
             default=None,
             type=click.Choice(["none", "tensorboard", "wandb"]),
@@ -86,4 +126,11 @@ def config_values(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The given (non-None) `TrainConfig` fields out of the command's keyword arguments."""
     from trainkit_core.training.config import TrainConfig
 
-    return {k: v for k, v in kwargs.items() if k in TrainConfig.model_fields and v is not None}
+    values = {k: v for k, v in kwargs.items() if k in TrainConfig.model_fields and v is not None}
+    for name, value in list(values.items()):
+        if isinstance(value, tuple):  # a repeatable option: absent when not given
+            if value:
+                values[name] = list(value)
+            else:
+                del values[name]
+    return values

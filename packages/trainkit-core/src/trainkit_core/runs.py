@@ -425,6 +425,12 @@ class TrainingRun(BaseModel):
     def modal_app_url(self, value: str) -> None:
         self.provider_app_url = value
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def method(self) -> str:
+        """How the run trains (sft, dpo, grpo: `trainkit_core.training.methods`); records before methods are sft."""
+        return str(self.config.get("method") or "sft")
+
     # ------------------------------------------------------------------ accounting
 
     def job_seconds(self, now: float | None = None) -> float | None:

@@ -369,6 +369,40 @@ function describeEvent(e) {
     .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
 }
 
+/* A DPO or GRPO run's own figures in its progress events (trainkit_core.training.dpo / grpo), by label. */
+const METHOD_CURVES = {
+  rewards_chosen: "reward of chosen", rewards_rejected: "reward of rejected", reward_margin: "margin",
+  reward_accuracy: "accuracy", reward_mean: "mean reward",
+};
+
+function methodCurves(e) {
+  const found = [];
+  for (const [key, label] of Object.entries(METHOD_CURVES)) {
+    if (typeof e[key] === "number") found.push([label, e[key]]);
+  }
+  for (const [key, value] of Object.entries(e)) { // one per GRPO grader: reward_<name>_mean
+    if (key.startsWith("reward_") && key.endsWith("_mean") && key !== "reward_mean" && typeof value === "number") {
+      found.push([key.slice("reward_".length, -"_mean".length), value]);
+    }
+  }
+  return found;
+}
+
+/* The latest rollout: GRPO's scored group, or the sample answers at a checkpoint. Text only (no HTML). */
+function rolloutTable(rollout) {
+  const samples = (rollout && rollout.samples) || [];
+  if (!samples.length) return null;
+  const rewardText = (r) => r && typeof r === "object"
+    ? Object.entries(r).map(([k, v]) => `${k} ${fmtNum(v)}`).join(", ") : "–";
+  return h("section", { class: "card", id: "rollout-card" },
+    h("h2", {}, `Latest rollout (step ${rollout.step ?? "?"})`),
+    h("table", { class: "table", id: "rollout-table" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Prompt"), h("th", {}, "Answer"), h("th", {}, "Rewards"))),
+      h("tbody", {}, samples.map((s) => h("tr", {},
+        h("td", {}, String(s.prompt ?? "")), h("td", { class: "mono" }, String(s.completion ?? s.output ?? "")),
+        h("td", {}, rewardText(s.rewards)))))));
+}
+
 async function viewRun(runId) {
   const ctl = controller();
   const title = h("h1", {}, h("span", { class: "muted" }, "Run "), h("span", { class: "mono" }, runId));
@@ -380,6 +414,9 @@ async function viewRun(runId) {
   const summary = h("dl", { class: "summary", id: "run-summary" });
   const lossBox = h("div", { class: "chart-box", id: "loss-chart" });
   const lrBox = h("div", { class: "chart-box", id: "lr-chart" });
+  const methodBox = h("div", { class: "chart-box", id: "method-chart" });
+  const methodCard = h("section", { class: "card", id: "method-card", hidden: true }, h("h2", {}, "Rewards"), methodBox);
+  const rolloutBox = h("div", { id: "rollout" });
   const checkpointsBox = h("div", { id: "checkpoints" }, h("p", { class: "muted" }, "loading…"));
   const componentsBox = h("div", { id: "components" });
   const evalBox = h("div", { id: "run-eval" });
@@ -395,8 +432,8 @@ async function viewRun(runId) {
     errorBox, summary,
     h("div", { class: "charts" },
       h("section", { class: "card" }, h("h2", {}, "Training loss"), lossBox),
-      h("section", { class: "card" }, h("h2", {}, "Learning rate"), lrBox)),
-    evalBox, playgroundBox,
+      h("section", { class: "card" }, h("h2", {}, "Learning rate"), lrBox), methodCard),
+    evalBox, rolloutBox, playgroundBox,
     h("section", { class: "card" }, h("h2", {}, "Checkpoints"), checkpointsBox),
     componentsBox,
     h("section", { class: "card" },
@@ -411,6 +448,7 @@ async function viewRun(runId) {
   const lrChart = new LineChart(lrBox, { xLabel: "step", yLabel: "learning rate" });
   lossChart.setSeries("loss", [], "#1f6feb");
   lrChart.setSeries("learning rate", [], "#9a6700");
+  const methodChart = new LineChart(methodBox, { xLabel: "step", yLabel: "reward" });
   let run = null;
   let lastSeq = 0;
   let latestLoss = null;
@@ -445,6 +483,10 @@ async function viewRun(runId) {
         latestLoss = Number(e.loss);
       }
       if (e.learning_rate !== undefined && e.learning_rate !== null) lrChart.addPoint("learning rate", Number(e.step), Number(e.learning_rate));
+      for (const [label, value] of methodCurves(e)) {
+        methodChart.addPoint(label, Number(e.step), Number(value));
+        methodCard.hidden = false;
+      }
       if (run && !TERMINAL.has(run.status)) { // the record is saved less often than events arrive
         run.step = Math.max(run.step || 0, Number(e.step));
         if (e.total_steps) run.total_steps = e.total_steps;
@@ -480,7 +522,8 @@ async function viewRun(runId) {
     } else errorBox.replaceChildren();
     const cfg = run.config || {};
     const items = [
-      ["Status", run.status], ["Phase", run.phase || "–"], ["Preset", runPreset(run)],
+      ["Status", run.status], ["Phase", run.phase || "–"], ["Method", run.method || cfg.method || "sft"],
+      ["Preset", runPreset(run)],
       ["Dataset", run.dataset_id || "–"], ["Progress", progressBar(run.step, run.total_steps)],
       ["Duration", fmtDuration(runDuration(run))],
       ["GPU time", `${fmtNum(run.gpu_seconds, 0)} GPU-s`], ["Cost", fmtCost(run.cost_usd)],
@@ -498,6 +541,8 @@ async function viewRun(runId) {
       items.push(["App", h("span", {}, `${run.app_name || ""} `, appId)]);
     }
     if (run.deployment_id) items.push(["Deployment", h("span", { class: "mono" }, run.deployment_id)]);
+    if (cfg.from_model) items.push(["From", h("span", { class: "mono" }, cfg.from_model)]);
+    rolloutBox.replaceChildren(...[rolloutTable(run.latest_rollout)].filter(Boolean));
     summary.replaceChildren(...items.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", { dataset: { field: k } }, v))));
     renderComponents(componentsBox, run);
     // A run that succeeded, or was stopped, saved its adapter: trained/<id> answers.

@@ -36,6 +36,8 @@ def _run_row(run: Any) -> dict[str, Any]:
         "step": run.step,
         "total_steps": run.total_steps,
         "dataset": run.dataset_id,
+        "method": run.method,
+        "from": run.config.get("from_model") or "",
         "model": run.config.get("model_size") or run.config.get("base_model") or "",
         "loss": run.metrics.get("final_loss", run.metrics.get("loss")),
         "created_at": run.created_at,
@@ -79,7 +81,7 @@ def list_runs(
     from trainkit_core.pricing import format_cost, group_totals
 
     table = Table(box=None)
-    for column in ("run", "status", "phase", "step", "dataset", "model", "loss", "cost", "created", "group"):
+    for column in ("run", "status", "phase", "method", "step", "dataset", "model", "loss", "cost", "created", "group"):
         table.add_column(column, no_wrap=column in ("run", "created"))
     for run in found:
         row = _run_row(run)
@@ -87,6 +89,7 @@ def list_runs(
             row["id"],
             row["status"],
             row["phase"],
+            row["method"],
             f"{row['step']}/{row['total_steps'] or '?'}",
             row["dataset"],
             row["model"],
@@ -127,6 +130,8 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
         app = f"  app {run.app_name or '-'} ({run.provider_app_id or '-'}), deployment {run.deployment_id or '-'}"
         out.print(app + (f", {run.provider_app_url}" if run.provider_app_url else ""))
     out.print(f"  dataset {run.dataset_id} ({run.dataset_hash[:12]}), model {_run_row(run)['model']}")
+    start = f", from {run.config['from_model']}" if run.config.get("from_model") else ""
+    out.print(f"  method {run.method}{start}")
     out.print(
         f"  created {_fmt_time(run.created_at)}, started {_fmt_time(run.started_at)}, ended {_fmt_time(run.ended_at)}"
     )
@@ -147,8 +152,21 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     for key, value in sorted(run.metrics.items()):
         out.print(f"  {key}: {value}")
     out.print(f"  checkpoints: {', '.join(str(c['step']) for c in checkpoints) or 'none'}")
+    _print_rollout(out, run.latest_rollout)
     if run.metadata.get("tensorboard_dir"):  # --report-to tensorboard
         out.print(f"  tensorboard: {run.metadata['tensorboard_dir']} on the models volume")
+
+
+def _print_rollout(out: Any, rollout: dict[str, Any] | None) -> None:
+    """The latest rollout: GRPO's scored group, or the sample answers at the latest checkpoint."""
+    if not rollout:
+        return
+    out.print(f"  latest rollout (step {rollout.get('step', '?')}):")
+    for sample in rollout.get("samples") or []:
+        answer = sample.get("completion", sample.get("output", ""))
+        rewards = sample.get("rewards")
+        scored = "  " + ", ".join(f"{k}={v:g}" for k, v in rewards.items()) if isinstance(rewards, dict) else ""
+        out.print(f"    {sample.get('prompt', '')!r} -> {answer!r}{scored}", markup=False)
 
 
 @runs.command("logs")

@@ -14,6 +14,7 @@ list (first only); the Gemma turn format folds it into the first user turn later
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,13 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 #: Problems reported one by one per file; the rest are counted.
 MAX_PROBLEMS_PER_FILE = 100
 #: The keys each format defines; any other key is reported (`unknown-key`).
-EXAMPLE_KEYS = {"chat": ("messages",), "prompt_completion": ("prompt", "completion")}
+EXAMPLE_KEYS = {
+    "chat": ("messages",),
+    "prompt_completion": ("prompt", "completion"),
+    "preference": ("input", "preferred_output", "non_preferred_output"),
+}
+#: Keys of an OpenAI preference line's `input` besides `messages` (accepted, not used).
+PREFERENCE_INPUT_KEYS = ("messages", "tools", "parallel_tool_calls")
 MESSAGE_KEYS = ("role", "content")
 
 
@@ -39,9 +46,24 @@ class Example:
     file: str
     line: int
     messages: tuple[tuple[str, str], ...]  # (role, content), hashable for duplicate checks
+    #: Preference pairs: the prompt is `messages` (ending with the user), these the two answers.
+    chosen: str | None = None
+    rejected: str | None = None
+    #: Prompt data: the line's other fields (what graders read), as sorted (key, JSON text) pairs.
+    fields: tuple[tuple[str, str], ...] = ()
 
     def as_record(self) -> dict[str, Any]:
-        return {"messages": [{"role": role, "content": content} for role, content in self.messages]}
+        record: dict[str, Any] = {"messages": [{"role": role, "content": content} for role, content in self.messages]}
+        if self.chosen is not None:
+            record["chosen"], record["rejected"] = self.chosen, self.rejected
+        for key, text in self.fields:
+            record[key] = json.loads(text)
+        return record
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What makes two examples the same (duplicates, train/eval overlap)."""
+        return (self.messages, self.chosen, self.rejected, self.fields)
 
     @property
     def where(self) -> str:
@@ -49,7 +71,7 @@ class Example:
 
     @property
     def chars(self) -> int:
-        return sum(len(content) for _, content in self.messages)
+        return sum(len(content) for _, content in self.messages) + len(self.chosen or "") + len(self.rejected or "")
 
 
 def parse_jsonl(
@@ -121,6 +143,16 @@ def _parse_line(
         return None, problem("invalid-json", f"invalid JSON: {exc}")
     if not isinstance(record, dict):
         return None, problem("not-object", f"each line must be a JSON object, got {_kind(record)}")
+    if fmt in LINE_PARSERS:
+        example, found = LINE_PARSERS[fmt](record, file, number)
+        if example is None or any(p.severity == "error" for p in found):
+            return None, found
+        if not allow_chat_markers:
+            answers = tuple(("assistant", text) for text in (example.chosen, example.rejected) if text is not None)
+            markers = _chat_markers(example.messages + answers, file, number)
+            if markers:
+                return None, [*found, *markers]
+        return example, found
     messages, found = (_chat if fmt == "chat" else _prompt_completion)(record, file, number)
     if messages is not None and not found and not allow_chat_markers:
         found = _chat_markers(messages, file, number)
@@ -306,3 +338,144 @@ def split_eval(examples: list[Example], fraction: float, seed: int) -> tuple[lis
 def count_examples(data: bytes) -> int:
     """Non-blank lines: the example count a listing shows without parsing every line."""
     return sum(1 for line in data.split(b"\n") if line.strip())
+
+
+# --------------------------------------------------------------------------- preference and prompt data
+
+
+def _prompt_turns(
+    messages: Any, file: str, line: int, at: str
+) -> tuple[tuple[tuple[str, str], ...] | None, list[Problem]]:
+    """A prompt's turns (`at` names where they are): chat rules, but ending with the user's turn."""
+
+    def problem(code: str, message: str) -> Problem:
+        return Problem(file, line, "error", code, message)
+
+    if not isinstance(messages, list):
+        return None, [problem("messages-not-list", f"{at} must be an array, got {_kind(messages)}")]
+    if not messages:
+        return None, [problem("messages-empty", f"{at} is empty")]
+    # The chat rules want an answer last: check the prompt with a stand-in answer after it.
+    closing = {"role": "assistant", "content": "-"}
+    if isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":
+        return None, [
+            problem(
+                "prompt-ends-with-assistant",
+                f"{at}[{len(messages) - 1}] is an assistant message; a prompt ends with the user's turn",
+            )
+        ]
+    turns, found = _chat({"messages": [*messages, closing]}, file, line)
+    renamed = [Problem(p.file, p.line, p.severity, p.code, p.message.replace("messages[", f"{at}[")) for p in found]
+    return (turns[:-1] if turns is not None else None), renamed
+
+
+def _answer(record: dict[str, Any], key: str, file: str, line: int) -> tuple[str | None, list[Problem]]:
+    """One side of a preference pair: a list holding one assistant message with non-empty text."""
+
+    def problem(code: str, message: str) -> Problem:
+        return Problem(file, line, "error", code, message)
+
+    if key not in record:
+        return None, [problem(f"{key.replace('_', '-')}-missing", f'no "{key}" key')]
+    side = record[key]
+    if isinstance(side, dict):
+        side = [side]  # one message given without its list
+    if not isinstance(side, list):
+        return None, [
+            problem("answer-not-list", f'"{key}" must be an array of one assistant message, got {_kind(side)}')
+        ]
+    if len(side) != 1:
+        return None, [problem("answer-count", f'"{key}" must hold exactly one assistant message, got {len(side)}')]
+    message = side[0]
+    if not isinstance(message, dict):
+        return None, [problem("message-not-object", f"{key}[0] must be an object, got {_kind(message)}")]
+    if message.get("role") != "assistant":
+        return None, [
+            problem(
+                "answer-not-assistant", f"{key}[0] has role {message.get('role')!r}; an answer is an assistant message"
+            )
+        ]
+    content = message.get("content")
+    if not isinstance(content, str):
+        return None, [problem("content-not-string", f"{key}[0] content must be a string, got {_kind(content)}")]
+    if not content.strip():
+        return None, [problem("content-empty", f"{key}[0] content is empty")]
+    unknown = [k for k in message if k not in MESSAGE_KEYS]
+    if unknown:
+        return content, [
+            Problem(file, line, "warning", "unknown-key", f"unknown key {_quoted(f'{key}[0].{k}')}; it is ignored")
+            for k in unknown
+        ]
+    return content, []
+
+
+def _preference(record: dict[str, Any], file: str, line: int) -> tuple[Example | None, list[Problem]]:
+    """OpenAI's DPO line: ``{"input": {"messages": [...]}, "preferred_output": [...], "non_preferred_output": [...]}``."""
+    if "input" not in record:
+        hint = ' (this is a chat example; set format = "chat")' if "messages" in record else ""
+        return None, [Problem(file, line, "error", "input-missing", f'no "input" key{hint}')]
+    problems: list[Problem] = []
+    given = record["input"]
+    if not isinstance(given, dict):
+        return None, [
+            Problem(file, line, "error", "input-not-object", f'"input" must be an object, got {_kind(given)}')
+        ]
+    if "messages" not in given:
+        return None, [Problem(file, line, "error", "messages-missing", 'no "input.messages" key')]
+    turns, found = _prompt_turns(given["messages"], file, line, "input.messages")
+    problems.extend(found)
+    chosen, found = _answer(record, "preferred_output", file, line)
+    problems.extend(found)
+    rejected, found = _answer(record, "non_preferred_output", file, line)
+    problems.extend(found)
+    if chosen is not None and rejected is not None and chosen.strip() == rejected.strip():
+        problems.append(
+            Problem(
+                file, line, "error", "sides-identical", "preferred_output and non_preferred_output are the same answer"
+            )
+        )
+    for key in record:
+        if key not in EXAMPLE_KEYS["preference"]:
+            problems.append(
+                Problem(
+                    file,
+                    line,
+                    "warning",
+                    "unknown-key",
+                    f"unknown key {_quoted(key)} (the preference format has "
+                    "input, preferred_output, non_preferred_output); it is ignored",
+                )
+            )
+    for key in given:
+        if key not in PREFERENCE_INPUT_KEYS:
+            problems.append(
+                Problem(file, line, "warning", "unknown-key", f"unknown key {_quoted(f'input.{key}')}; it is ignored")
+            )
+    if turns is None or chosen is None or rejected is None:
+        return None, problems
+    return Example(file, line, turns, chosen=chosen, rejected=rejected), problems
+
+
+def _prompt(record: dict[str, Any], file: str, line: int) -> tuple[Example | None, list[Problem]]:
+    """A GRPO prompt: ``{"messages": [... up to the user's turn], "reference": ..., other fields graders read}``."""
+    if "messages" not in record:
+        hint = ' (this is a preference pair; set format = "preference")' if "input" in record else ""
+        return None, [Problem(file, line, "error", "messages-missing", f'no "messages" key{hint}')]
+    turns, problems = _prompt_turns(record["messages"], file, line, "messages")
+    fields = []
+    for key in sorted(k for k in record if k != "messages"):
+        if key.startswith("_"):
+            problems.append(
+                Problem(
+                    file, line, "error", "field-reserved", f"field {_quoted(key)}: names starting with '_' are reserved"
+                )
+            )
+            continue
+        fields.append((key, json.dumps(record[key], sort_keys=True)))
+    if turns is None or any(p.severity == "error" for p in problems):
+        return None, problems
+    return Example(file, line, turns, fields=tuple(fields)), problems
+
+
+#: The formats whose lines are not one conversation: each line's parser builds its `Example`.
+LINE_PARSERS = {"preference": _preference, "prompt": _prompt}

@@ -7,7 +7,7 @@ with a seed so every reader picks the same ones)::
 
     name = "demo"
     description = "Uppercase a few words."
-    format = "chat"                # or "prompt_completion"
+    format = "chat"                # or "prompt_completion"; "preference" (DPO), "prompt" (GRPO)
     train = ["train.jsonl"]
     eval = ["eval.jsonl"]          # optional; or:
     # eval_fraction = 0.1
@@ -39,7 +39,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 SPEC_FILE = "dataset.toml"
-FORMATS = ("chat", "prompt_completion")
+FORMATS = ("chat", "prompt_completion", "preference", "prompt")
 #: Largest `eval_seed` (the range of a 32-bit unsigned seed, which every RNG takes).
 MAX_SEED = 2**32 - 1
 #: One naming rule for datasets everywhere (`dataset.toml`, the CLI, the API, the
@@ -54,7 +54,7 @@ class DatasetSpec(BaseModel):
 
     name: str
     description: str = ""
-    format: Literal["chat", "prompt_completion"] = "chat"
+    format: Literal["chat", "prompt_completion", "preference", "prompt"] = "chat"
     train: list[str] = Field(min_length=1)
     eval: list[str] = Field(default_factory=list)
     eval_fraction: float | None = Field(None, gt=0.0, lt=1.0)

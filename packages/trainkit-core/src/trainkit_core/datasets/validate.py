@@ -168,9 +168,9 @@ def _file_order(spec: DatasetSpec, file: str) -> int:
 
 def _duplicates(examples: list[Example], report: Report) -> None:
     """Warn on repeats within one side (train or eval); a train/eval pair is an overlap error."""
-    first: dict[tuple[tuple[str, str], ...], Example] = {}
+    first: dict[tuple[Any, ...], Example] = {}
     for example in examples:
-        seen = first.setdefault(example.messages, example)
+        seen = first.setdefault(example.key, example)
         if seen is not example:
             report.problems.append(
                 Problem(example.file, example.line, "warning", "duplicate", f"duplicate of {seen.where}")
@@ -178,9 +178,9 @@ def _duplicates(examples: list[Example], report: Report) -> None:
 
 
 def _overlap(train: list[Example], held_out: list[Example], report: Report) -> None:
-    seen = {ex.messages: ex for ex in train}
+    seen = {ex.key: ex for ex in train}
     for example in held_out:
-        twin = seen.get(example.messages)
+        twin = seen.get(example.key)
         if twin is not None:
             report.problems.append(
                 Problem(

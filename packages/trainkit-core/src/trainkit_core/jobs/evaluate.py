@@ -32,6 +32,7 @@ def evaluate(
 
     os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # base models live on the hf-cache volume
     report_id = sets.check_report_id(report_id) if report_id else sets.new_report_id()
+    preference: dict[str, float] = {}
     eval_volume = FolderVolume(ctx.path("eval"))
     cache = ModelCache(ctx.path("models"), ctx.path("hf-cache"))
     loaded = cache.get(model_path)  # validated before anything is read
@@ -44,8 +45,16 @@ def evaluate(
         synced = read_synced(ctx.path("data"), dataset)
         if not synced.eval:
             raise UsageError(f"dataset {dataset!r} has no eval split; give an eval set")
+        pairs = [e for e in synced.eval if "chosen" in e][:max_examples]
+        if pairs:  # preference data: the preferred answer is the reference, and pairs are scored too
+            from trainkit_core.evals.preference import preference_accuracy, with_answer
+
+            preference = preference_accuracy(
+                loaded.model, loaded.tokenizer, loaded.fmt, pairs, device=loaded.device, adapter=loaded.adapter
+            )
+        conversations = [{"messages": with_answer(e, "chosen")} for e in pairs] if pairs else synced.eval
         examples = [
-            sets.normalize_example(e, where=f"{dataset} eval example {i + 1}") for i, e in enumerate(synced.eval)
+            sets.normalize_example(e, where=f"{dataset} eval example {i + 1}") for i, e in enumerate(conversations)
         ]
         source = {"dataset": dataset, "dataset_hash": synced.hash}
     else:
@@ -72,6 +81,7 @@ def evaluate(
         "example_count": len(examples),
         "tuned": result["tuned"],
         "base": result["base"],
+        **({"preference_accuracy": preference} if preference else {}),
         "eval_s": result["eval_s"],
     }
     sets.write_report(eval_volume, report, result["rows"])

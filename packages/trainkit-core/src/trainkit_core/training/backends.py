@@ -56,27 +56,11 @@ def select_backend(requested: str) -> str:
 
 def load_hf(source: str, config: TrainConfig) -> Any:
     """transformers + peft: the base (4-bit on CUDA when asked) with fresh LoRA adapters."""
-    import torch
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
-    from transformers import AutoModelForCausalLM
 
-    cuda = cuda_available()
-    kwargs: dict[str, Any] = {}
-    quantize = bool(config.load_in_4bit) and cuda
-    if quantize:
-        from trainkit_core.quantization import bnb_4bit_config
-
-        kwargs["quantization_config"] = bnb_4bit_config()
-        kwargs["device_map"] = {"": 0}
-    else:
-        kwargs["dtype"] = torch.bfloat16 if cuda else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-    if quantize:
+    model = load_base(source, config)
+    if bool(config.load_in_4bit) and cuda_available():
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)
-    if not cuda:
-        from trainkit_core.inference.loading import small_model_threads
-
-        small_model_threads(model)  # as `trainkit demo` does: its matrices are too small for threads to pay
     lora = LoraConfig(
         r=config.lora_r or 8,
         lora_alpha=config.lora_alpha or 16,
@@ -148,8 +132,60 @@ def model_kind(source: str) -> Any:
     return describe_config(AutoConfig.from_pretrained(source).to_dict())
 
 
-def load_model(backend: str, source: str, config: TrainConfig) -> Any:
+def load_model(backend: str, source: str, config: TrainConfig, adapter_dir: Path | None = None) -> Any:
+    """The model to train: fresh LoRA adapters, or (`adapter_dir`, `--from`) a trained adapter that trains on."""
+    if adapter_dir is not None:
+        return load_trained(backend, source, config, adapter_dir)
     return load_unsloth(source, config) if backend == "unsloth" else load_hf(source, config)
+
+
+def load_base(source: str, config: TrainConfig) -> Any:
+    """The base model alone (transformers), as `load_hf` loads it before adding adapters."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    cuda = cuda_available()
+    kwargs: dict[str, Any] = {}
+    if bool(config.load_in_4bit) and cuda:
+        from trainkit_core.quantization import bnb_4bit_config
+
+        kwargs["quantization_config"] = bnb_4bit_config()
+        kwargs["device_map"] = {"": 0}
+    else:
+        kwargs["dtype"] = torch.bfloat16 if cuda else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    if not cuda:
+        from trainkit_core.inference.loading import small_model_threads
+
+        small_model_threads(model)
+    return model
+
+
+def load_trained(backend: str, source: str, config: TrainConfig, adapter_dir: Path) -> Any:
+    """The base with a trained adapter (and its fully trained modules), trainable: `--from trained/<id>`.
+
+    Unsloth loads the adapter folder itself (it reads the base from the adapter's
+    config, which trainkit checked against the card); the hf backend loads the base and
+    the adapter with peft, `is_trainable` so that its weights are not frozen.
+    """
+    if backend == "unsloth":
+        import unsloth  # noqa: F401
+        from unsloth import FastModel
+
+        cuda = cuda_available()
+        model, _ = FastModel.from_pretrained(
+            model_name=str(adapter_dir),
+            max_seq_length=config.max_seq_length,
+            load_in_4bit=bool(config.load_in_4bit) and cuda,
+            full_finetuning=False,
+        )
+        for name, parameter in model.named_parameters():
+            if "lora_" in name or "modules_to_save" in name:
+                parameter.requires_grad_(True)
+        return model
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(load_base(source, config), str(adapter_dir), is_trainable=True)
 
 
 def build_trainer(
@@ -166,34 +202,11 @@ def build_trainer(
 
     from datasets import Dataset  # type: ignore[attr-defined]  # (mypy sees the repo's datasets/ folder)
 
-    cuda = cuda_available()
-    bf16 = cuda and _bf16_supported()
     args = SFTConfig(
-        output_dir=str(output_dir),
-        max_steps=config.steps if config.steps else -1,
-        num_train_epochs=config.epochs or 1.0,
-        per_device_train_batch_size=config.batch_size or 1,
-        gradient_accumulation_steps=config.grad_accum or 1,
-        learning_rate=config.learning_rate or 2e-4,
-        lr_scheduler_type=config.lr_scheduler or "constant",
-        warmup_steps=config.warmup_steps or 0,
-        weight_decay=config.weight_decay or 0.0,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=config.save_every,
-        seed=config.seed,
-        data_seed=config.seed,
-        use_cpu=not cuda,
-        bf16=bf16,
-        fp16=cuda and not bf16,
-        gradient_checkpointing=cuda and backend == "hf",
-        optim="adamw_8bit" if cuda and config.load_in_4bit else "adamw_torch",
-        report_to=[config.report_to] if config.report_to != "none" else "none",
+        **trainer_arguments(backend, config, output_dir),
         max_length=config.max_seq_length,
         packing=False,
-        disable_tqdm=True,
         include_num_input_tokens_seen="non_padding",
-        dataloader_num_workers=0,
         remove_unused_columns=True,
     )
     dataset = Dataset.from_list(train_rows)
@@ -202,6 +215,36 @@ def build_trainer(
 
     trainer.remove_callback(PrinterCallback)  # a line per step in the job log; the events carry it all
     return trainer
+
+
+def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> dict[str, Any]:
+    """The `TrainingArguments` every method shares (trl's SFT, DPO and GRPO configs extend them)."""
+    cuda = cuda_available()
+    bf16 = cuda and _bf16_supported()
+    return {
+        "output_dir": str(output_dir),
+        "max_steps": config.steps if config.steps else -1,
+        "num_train_epochs": config.epochs or 1.0,
+        "per_device_train_batch_size": config.batch_size or 1,
+        "gradient_accumulation_steps": config.grad_accum or 1,
+        "learning_rate": config.learning_rate or 2e-4,
+        "lr_scheduler_type": config.lr_scheduler or "constant",
+        "warmup_steps": config.warmup_steps or 0,
+        "weight_decay": config.weight_decay or 0.0,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": config.save_every,
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "use_cpu": not cuda,
+        "bf16": bf16,
+        "fp16": cuda and not bf16,
+        "gradient_checkpointing": cuda and backend == "hf",
+        "optim": "adamw_8bit" if cuda and config.load_in_4bit else "adamw_torch",
+        "report_to": [config.report_to] if config.report_to != "none" else "none",
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+    }
 
 
 def _bf16_supported() -> bool:

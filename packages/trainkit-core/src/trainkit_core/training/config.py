@@ -18,6 +18,7 @@ from trainkit_core.ids import check_name
 from trainkit_core.presets import CUSTOM_DEFAULTS, PRESETS, TWIN_PRESETS, Preset, chat_format_for_model, get_preset
 
 Backend = Literal["auto", "hf", "unsloth"]
+Method = Literal["sft", "dpo", "grpo"]
 
 
 class TrainConfig(BaseModel):
@@ -59,6 +60,26 @@ class TrainConfig(BaseModel):
         le=100_000,
         description="Keep the last N checkpoints (and the best by eval loss when the dataset has an eval split); default all.",
     )
+    method: Method = Field("sft", description="sft (chat data), dpo (preference pairs) or grpo (prompts and graders).")
+    from_model: str | None = Field(
+        None,
+        description="Start from a trained model, trained/<run id> (or one of its checkpoints): its adapter trains on "
+        "(the base must be the same).",
+    )
+    dpo_beta: float | None = Field(None, gt=0, le=100, description="DPO: beta (how far from the reference).")
+    dpo_loss_type: list[str] | None = Field(
+        None, description="DPO: trl loss types, e.g. sigmoid, or sigmoid and sft (DPO plus a supervised term)."
+    )
+    num_generations: int | None = Field(None, ge=2, le=256, description="GRPO: completions per prompt.")
+    max_completion_length: int | None = Field(None, ge=1, le=131072, description="GRPO: tokens per completion.")
+    kl_coef: float | None = Field(None, ge=0, le=100, description="GRPO: KL coefficient (trl's beta).")
+    temperature: float | None = Field(None, gt=0, le=10, description="GRPO: sampling temperature of the completions.")
+    rewards: list[str] | None = Field(
+        None, description="GRPO: graders as NAME or NAME=WEIGHT (built-in or from a trainkit.rewards plugin)."
+    )
+    reward_timeout_s: float = Field(
+        10.0, gt=0, le=3600, description="GRPO: a grader call running longer fails the run."
+    )
     report_to: Literal["none", "tensorboard", "wandb"] = Field(
         "none",
         description="Also log to TensorBoard (event files under runs/<id>/tensorboard on the models volume) or "
@@ -72,6 +93,40 @@ class TrainConfig(BaseModel):
             check_name(value, what="dataset name")
         except UsageError as exc:
             raise ValueError(exc.message) from None
+        return value
+
+    @field_validator("from_model")
+    @classmethod
+    def _from_trained(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from trainkit_core.models.paths import parse_model_path
+
+        value = value.strip()
+        if value.startswith("run-"):
+            value = f"trained/{value}"  # a bare run id names its final model
+        try:
+            return parse_model_path(value).path
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
+
+    @field_validator("rewards")
+    @classmethod
+    def _reward_specs(cls, value: list[str] | None) -> list[str] | None:
+        from trainkit_core.rewards.spec import parse_reward
+
+        for spec in value or []:
+            parse_reward(spec)
+        return value
+
+    @field_validator("dpo_loss_type")
+    @classmethod
+    def _loss_types(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("give at least one loss type")
+        for name in value or []:
+            if not re.fullmatch(r"[a-z0-9_]{1,40}", name):
+                raise ValueError(f"{name!r} is not a loss type name")
         return value
 
     @field_validator("modules_to_save")
@@ -118,6 +173,14 @@ class TrainConfig(BaseModel):
             raise ValueError("give model_size or base_model, not both")
         if self.steps is not None and self.epochs is not None:
             raise ValueError("give steps or epochs, not both")
+        method_only = {
+            "dpo": ("dpo_beta", "dpo_loss_type"),
+            "grpo": ("num_generations", "max_completion_length", "kl_coef", "temperature", "rewards"),
+        }
+        for method, names in method_only.items():
+            for name in names:
+                if getattr(self, name) is not None and self.method != method:
+                    raise ValueError(f"{name} is an option of --method {method}, not of {self.method}")
         return self
 
     # ------------------------------------------------------------------ helpers
@@ -143,10 +206,19 @@ class TrainConfig(BaseModel):
 
     def resolve(self, *, gpu_override: str = "") -> TrainConfig:
         """A copy with every unset value taken from the preset (what the run records)."""
+        from trainkit_core.training.methods import method_defaults
+
         preset = self.preset
         values = self.model_dump()
         if not self.base_model:
             values["model_size"] = self.preset_name
+        by_method = method_defaults(self.method, self.preset_name).values()
+        if values["steps"] is not None or values["epochs"] is not None:
+            by_method.pop("steps", None)  # the user chose the length
+            by_method.pop("epochs", None)
+        for key, default in by_method.items():
+            if values.get(key) is None:
+                values[key] = default
         defaults = {
             "chat_format": chat_format_for_model(self.base_model) if self.base_model else preset.chat_format,
             "learning_rate": preset.learning_rate,
@@ -203,5 +275,16 @@ def describe_errors(exc: ValidationError) -> str:
 TUNABLE_FIELDS = tuple(
     name
     for name in TrainConfig.model_fields
-    if name not in ("dataset", "model_size", "base_model", "backend", "gpu", "modules_to_save")
+    if name
+    not in (
+        "dataset",
+        "model_size",
+        "base_model",
+        "backend",
+        "gpu",
+        "modules_to_save",
+        "from_model",
+        "rewards",
+        "dpo_loss_type",
+    )
 )

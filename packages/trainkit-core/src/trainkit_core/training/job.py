@@ -232,6 +232,10 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     run.dataset_hash = dataset.hash
     if not dataset.train:
         raise JobError(f"dataset {config.dataset} has no training examples")
+    from trainkit_core.training.methods import check_format
+
+    check_format(config.method, dataset.format, config.dataset)  # the data may have changed since the submit
+    adapter_dir = _start_from(ctx, config)
 
     run.enter_phase("loading_model")
     backend = select_backend(config.backend)
@@ -243,13 +247,19 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     source = resolve_base_model({"base_model": base_model}, hf_cache)
     run.source_model = base_model
     with run.substep("loading_model", "load_model"):
-        model = load_model(backend, source, config)
+        model = load_model(backend, source, config, adapter_dir)
 
     run.enter_phase("loading_dataset")
-    if base_model == TINY_BASE_MODEL:
+    if adapter_dir is not None:
+        from transformers import AutoTokenizer
+
+        # The trained model's own tokenizer (tiny's is built from its first dataset).
+        tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir))
+        tokenizer.chat_template = fmt.chat_template
+    elif base_model == TINY_BASE_MODEL:
         from trainkit_core.tiny_model import build_tokenizer
 
-        texts = [render(example["messages"], fmt) for example in dataset.train]
+        texts = [text for example in dataset.train for text in _texts(example, fmt)]
         tokenizer = build_tokenizer(texts, fmt.name)
     else:
         from transformers import AutoTokenizer
@@ -266,7 +276,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     rows = []
     dropped = 0
     with run.substep("loading_dataset", "tokenize") as tokenized:
-        for example in dataset.train:
+        if config.method != "sft":  # trl tokenizes pairs and prompts itself
+            tokenized.update(examples=len(dataset.train))
+        for example in dataset.train if config.method == "sft" else []:
             row = encode_for_training(tokenizer, example["messages"], fmt, max_length=config.max_seq_length)
             if any(label != -100 for label in row["labels"]):
                 rows.append(row)
@@ -277,7 +289,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         run.events.append(
             "warning", message=f"{dropped} examples have no answer left within max_seq_length {config.max_seq_length}"
         )
-    if not rows:
+    if not rows and config.method == "sft":
         raise JobError(f"no example of {config.dataset} fits in max_seq_length {config.max_seq_length}")
 
     def card(step: int | None = None) -> dict[str, Any]:
@@ -303,15 +315,23 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     def checkpoint_extras(folder: Path, step: int) -> None:
         tokenizer.save_pretrained(folder)
         write_card(folder, card(step))
-        _record_rollout(run, model, tokenizer, fmt, rollout_prompts, step)
+        if config.method != "grpo":  # GRPO records its own latest group (`training.grpo.RolloutKeeper`)
+            _record_rollout(run, model, tokenizer, fmt, rollout_prompts, step)
         if config.keep_checkpoints:
             _keep_checkpoints(run, config.keep_checkpoints, model, keep_eval_rows, folder, step, card(step))
 
     reporter = Reporter(
-        run, models_root=models_root, save_checkpoint_extras=checkpoint_extras, commit=lambda: ctx.commit("models")
+        run,
+        models_root=models_root,
+        save_checkpoint_extras=checkpoint_extras,
+        commit=lambda: ctx.commit("models"),
+        event_fields=_event_fields(config),
     )
     _tracking(run, config, models_root)
-    trainer = build_trainer(backend, model, tokenizer, rows, config, scratch, [make_callback(reporter)])
+    if config.method == "sft":
+        trainer = build_trainer(backend, model, tokenizer, rows, config, scratch, [make_callback(reporter)])
+    else:
+        trainer = _method_trainer(run, config, fmt, dataset, backend, model, tokenizer, scratch, reporter)
 
     checkpoint = None
     if resume:
@@ -337,7 +357,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             "final_loss": reporter.last_loss,
             "train_runtime_s": round(float(result.metrics.get("train_runtime", 0.0)), 3),
             "steps": trainer.state.global_step,
-            "train_examples": len(rows),
+            "train_examples": len(rows) if config.method == "sft" else len(dataset.train),
         }
     )
 
@@ -346,6 +366,10 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "trained_model.json").unlink(missing_ok=True)  # the card is written last
     with run.substep("saving", "save_adapter"):
+        if config.method == "dpo":
+            from trainkit_core.training.dpo import drop_reference
+
+            drop_reference(trainer.model)
         trainer.model.save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)
 
@@ -361,6 +385,70 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     status = "stopped" if reporter.stop_requested else "succeeded"
     _end(ctx, run, status)
     return status
+
+
+def _texts(example: dict[str, Any], fmt: Any) -> list[str]:
+    """What a built tokenizer must cover of one example: the conversation, each answer of a pair, a reference."""
+    if "chosen" in example:
+        return [
+            render([*example["messages"], {"role": "assistant", "content": example[side]}], fmt)
+            for side in ("chosen", "rejected")
+        ]
+    texts = [render(example["messages"], fmt)]
+    if isinstance(example.get("reference"), str):
+        texts.append(example["reference"])
+    return texts
+
+
+def _start_from(ctx: JobContext, config: TrainConfig) -> Path | None:
+    """The folder of the `--from` model on the mounted models volume (checked again here), or None."""
+    if not config.from_model:
+        return None
+    from trainkit_core.models.paths import local_model_dir, parse_model_path
+
+    folder = local_model_dir(parse_model_path(config.from_model), ctx.path("models"))
+    if not (folder / "adapter_config.json").is_file():
+        raise JobError(f"--from {config.from_model}: no adapter at {folder}")
+    return Path(folder)
+
+
+def _event_fields(config: TrainConfig) -> dict[str, str]:
+    if config.method == "dpo":
+        from trainkit_core.training.dpo import DPO_EVENT_FIELDS
+
+        return DPO_EVENT_FIELDS
+    if config.method == "grpo":
+        from trainkit_core.rewards.registry import check_reward_names
+        from trainkit_core.training.grpo import grader_event_fields
+
+        return grader_event_fields([name for name, _ in check_reward_names(list(config.rewards or []))])
+    return {}
+
+
+def _method_trainer(
+    run: TrainingRun,
+    config: TrainConfig,
+    fmt: Any,
+    dataset: Any,
+    backend: str,
+    model: Any,
+    tokenizer: Any,
+    scratch: Path,
+    reporter: Any,
+) -> Any:
+    """The trl trainer of DPO or GRPO (`training.dpo`, `training.grpo`)."""
+    from trainkit_core.training.progress import make_callback
+
+    callbacks = [make_callback(reporter)]
+    if config.method == "dpo":
+        from trainkit_core.training.dpo import build_dpo_trainer
+
+        return build_dpo_trainer(backend, model, tokenizer, dataset.train, fmt, config, scratch, callbacks)
+    from trainkit_core.training.grpo import RolloutKeeper, build_grpo_trainer, rollout_callback
+
+    keeper = RolloutKeeper()
+    callbacks.append(rollout_callback(run, keeper))
+    return build_grpo_trainer(backend, model, tokenizer, dataset.train, fmt, config, scratch, callbacks, keeper)
 
 
 def _keep_eval_rows(config: TrainConfig, dataset: Any, tokenizer: Any, fmt: Any) -> list[dict[str, list[int]]]:

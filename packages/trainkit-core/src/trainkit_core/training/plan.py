@@ -18,6 +18,10 @@ the tokens of one epoch, the GPU, an estimated duration and an estimated cost.
   says so and uses the table, so a would-be cloud user sees the cost before signing up.
 - **No GPU**: on a provider without GPUs (local) a GPU preset runs on this machine's
   CUDA device if it has one, else on its CPU; the plan says which, not the preset's GPU.
+- **Per method** (`work_per_token`): DPO trains on both answers of each pair and adds
+  the reference's forward pass (about a third of a training step's work per token);
+  GRPO generates `num_generations` completions of up to `max_completion_length` tokens
+  per prompt, token by token, before it trains on them. Both are stated as estimates.
 
 The dataset is the local copy (``TRAINKIT_DATASETS_DIR``), else the synced one on a
 local provider's data volume. No heavy imports unless an exact count needs them.
@@ -49,6 +53,12 @@ MEASURED_RUNS = 5
 #: Seconds a plan waits for the provider's store before planning without earlier runs
 #: (Modal's client retries an unreachable server for about a minute).
 STORE_WAIT_S = 10.0
+#: DPO: the reference's forward pass over each trained token, against a training step's
+#: forward and backward (about 3 forwards' work).
+REFERENCE_PASS_WORK = 1 / 3
+#: GRPO: the work of generating one token against training on one, an assumed figure
+#: (token-by-token decoding is memory-bound; trl's generation without vLLM).
+GENERATED_TOKEN_WORK = 10.0
 
 
 class Plan(BaseModel):
@@ -176,6 +186,48 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
     return counts, True, method
 
 
+def _as_conversations(config: TrainConfig, train: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What each method trains on, as conversations to count: both answers of a pair, a prompt alone."""
+    if config.method == "dpo":
+        return [
+            {"messages": [*e["messages"], {"role": "assistant", "content": e[side]}]}
+            for e in train
+            for side in ("chosen", "rejected")
+        ]
+    if config.method == "grpo":
+        # The prompt with a one-character stand-in answer (the job counts completions, not references).
+        return [{"messages": [*e["messages"], {"role": "assistant", "content": "."}]} for e in train]
+    return train
+
+
+def _completions_per_example(config: TrainConfig) -> int:
+    return (config.num_generations or 1) if config.method == "grpo" else 1
+
+
+def _method_work(config: TrainConfig, counts: list[int]) -> tuple[list[int], float, list[str]]:
+    """(tokens per example, work per token relative to SFT training, notes) of the run's method."""
+    if config.method == "dpo":
+        pairs = [counts[i] + counts[i + 1] for i in range(0, len(counts) - 1, 2)]
+        note = (
+            f"dpo: both answers of each pair are trained on; the reference's forward pass adds "
+            f"{REFERENCE_PASS_WORK:.2f} of a training step's work per token (estimate)"
+        )
+        return pairs, 1 + REFERENCE_PASS_WORK, [note]
+    if config.method == "grpo":
+        generations = config.num_generations or 1
+        completion = config.max_completion_length or 0
+        per_prompt = [generations * (count + completion) for count in counts]
+        generated = generations * completion
+        trained = max(1, sum(per_prompt))
+        work = 1 + GENERATED_TOKEN_WORK * generated * len(counts) / trained
+        note = (
+            f"grpo: {generations} completions of up to {completion} tokens per prompt, generated token by token "
+            f"(counted as {GENERATED_TOKEN_WORK:g}x a trained token's work: an assumption) and then trained on"
+        )
+        return per_prompt, work, [note]
+    return counts, 1.0, []
+
+
 def measured_throughput(provider: Any, preset: str, gpu: str) -> tuple[float, int] | None:
     """(median tokens/s, runs) of the newest succeeded runs of `preset` on `gpu`, if any."""
     from trainkit_core.runs import RunStore
@@ -240,13 +292,20 @@ def make_plan(provider: Any, config: TrainConfig | dict[str, Any], *, exact: boo
 
     config = checked_config(provider, config)
     train, held_out = _examples(provider, config.dataset)
-    counts, tokens_exact, method = count_tokens(config, train, exact=exact)
+    counts, tokens_exact, method = count_tokens(config, _as_conversations(config, train), exact=exact)
     notes = []
+    counts, work, method_notes = _method_work(config, counts)
+    notes.extend(method_notes)
     if len(counts) < len(train):
         notes.append(f"{len(train) - len(counts)} examples have no answer within max_seq_length and are dropped")
     examples = max(1, len(counts))
     batch, accum = config.batch_size or 1, config.grad_accum or 1
-    per_epoch = max(1, math.ceil(math.ceil(examples / batch) / accum))
+    if config.method == "grpo":
+        from trainkit_core.training.methods import grpo_batch
+
+        batch = grpo_batch(batch, config.num_generations or 1)
+    # GRPO's batch counts completions: num_generations of each prompt.
+    per_epoch = max(1, math.ceil(math.ceil(examples * _completions_per_example(config) / batch) / accum))
     if config.steps is not None:
         steps = config.steps
         epochs = round(steps / per_epoch, 3)
@@ -283,7 +342,7 @@ def make_plan(provider: Any, config: TrainConfig | dict[str, Any], *, exact: boo
         source = f"throughput table {load_throughput().get('date', '')}: {table.get('source', '')}"
     else:
         rate, source = None, f"no throughput figure for {preset or config.model_id} on {gpu}"
-    seconds = None if rate is None else round(startup + tokens_total / rate, 1)
+    seconds = None if rate is None else round(startup + tokens_total * work / rate, 1)
 
     price = price_for_run(provider, "" if gpu == "cpu" else config.gpu or "")
     usd = price.get("usd_per_hour")

@@ -176,7 +176,18 @@ def after_training(
     from trainkit_core.evals.scoring import evaluate
 
     synced = read_synced(ctx.path("data"), dataset)
-    examples = [e for e in synced.eval if e.get("messages") and e["messages"][-1]["role"] == "assistant"]
+    from trainkit_core.evals.preference import preference_accuracy, with_answer
+
+    pairs = [e for e in synced.eval if "chosen" in e][:MAX_EVAL_EXAMPLES]
+    if pairs:
+        with run.substep("saving", "preference_accuracy", pairs=len(pairs)):
+            accuracy = preference_accuracy(reloaded, tok, fmt, pairs, device=device, adapter=adapter)
+        metrics["eval_preference_accuracy"] = accuracy["tuned"]
+        metrics["base_eval_preference_accuracy"] = accuracy["base"]
+        run.events.append("eval", preference_accuracy=accuracy, pairs=len(pairs))
+    # The usual metrics too, with a pair's preferred answer as the reference (prompt data has none).
+    conversations = [{"messages": with_answer(e, "chosen")} for e in pairs] if pairs else synced.eval
+    examples = [e for e in conversations if e.get("messages") and e["messages"][-1]["role"] == "assistant"]
     if not examples:
         return metrics
     run.enter_phase("evaluating")  # ends `saving` in step_times

@@ -4,7 +4,8 @@
 `make_callback(reporter)` wraps it in a transformers `TrainerCallback`.
 
 - Progress events (`progress`: step, total_steps, loss, learning_rate, grad_norm,
-  epoch, tokens_per_s, eta_s, memory_mb) go to the run's event log at most every
+  epoch, tokens_per_s, eta_s, memory_mb, and a method's own figures: DPO's rewards and
+  margin, GRPO's reward per grader, KL, completion length) go to the run's event log at most every
   `event_interval_s`, and always for the first and the last step, so a fast CPU run
   does not flood the store (a Modal Dict write takes milliseconds). No loss is lost:
   each event also carries `losses`, the [step, loss] pairs since the previous one.
@@ -76,8 +77,11 @@ class Reporter:
         save_interval_s: float = 5.0,
         stop_poll_s: float = 0.2,
         flush_interval_s: float = 0.25,
+        event_fields: dict[str, str] | None = None,
     ) -> None:
         self.run = run
+        #: A method's own log keys (trl's names) and the progress-event fields they become.
+        self.event_fields = dict(event_fields or {})
         self.models_root = Path(models_root)
         self.save_checkpoint_extras = save_checkpoint_extras
         self.commit = commit
@@ -182,6 +186,10 @@ class Reporter:
             "eta_s": round((total_steps - step) * elapsed / done, 1) if done else None,
             "memory_mb": memory_mb(),
         }
+        for key, name in self.event_fields.items():
+            value = _number(logs.get(key))
+            if value is not None:
+                event[name] = value
         now = time.monotonic()
         first = self._last_event == 0.0
         if first or step >= total_steps or now - self._last_event >= self.event_interval_s:

@@ -71,6 +71,10 @@ def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> Train
     """
     if not isinstance(config, TrainConfig):
         config = TrainConfig.parse(config)
+    if config.from_model:
+        from trainkit_core.training.start_from import apply_source, read_source_card
+
+        config = apply_source(config, read_source_card(provider, config.from_model))
     if config.base_model:
         from trainkit_core.base_models import chat_format_for_config, check_source
 
@@ -78,7 +82,9 @@ def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> Train
         found = check_source(provider, config.base_model)
         if found is not None and config.chat_format is None:
             config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
-    return config.resolve(gpu_override=provider.settings.compute.gpu)
+    config = config.resolve(gpu_override=provider.settings.compute.gpu)
+    _check_method(provider, config)  # the data's format and the graders, before the provider is asked
+    return config
 
 
 def start_run(
@@ -128,6 +134,39 @@ def start_run(
     run.events.append("status", status="pending", dataset_sync=sync)
     _spawn(provider, run, resume=False)
     return run
+
+
+def _check_method(provider: Any, config: TrainConfig) -> None:
+    """The dataset's format is the method's, and GRPO's graders exist: refused before any sync or record."""
+    from trainkit_core.training.methods import check_format
+
+    check_format(config.method, _dataset_format(provider, config.dataset), config.dataset)
+    if config.method == "grpo":
+        from trainkit_core.rewards.registry import check_reward_names
+
+        if not config.rewards:
+            raise UsageError(
+                "--method grpo needs at least one grader", hint="e.g. --reward exact_match (see trainkit_core.rewards)"
+            )
+        check_reward_names(config.rewards)
+
+
+def _dataset_format(provider: Any, name: str) -> str:
+    """The `format` of dataset `name`: its local `dataset.toml`, else the synced version's manifest."""
+    from pathlib import Path
+
+    from trainkit_core.datasets.local import find_local
+
+    try:
+        local = find_local(Path(provider.settings.datasets.datasets_dir), name)
+    except NotFoundError:
+        from trainkit_core.datasets.validate import read_current_manifest
+
+        try:
+            return read_current_manifest(provider.volume("data"), name).format
+        except NotFoundError:
+            return "chat"  # `_prepare_dataset` says it is missing, in its own words
+    return local.spec.format if local.spec is not None else "chat"  # a broken spec: validation reports it
 
 
 def _spawn(provider: Any, run: TrainingRun, *, resume: bool) -> None:

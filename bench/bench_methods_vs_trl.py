@@ -1,0 +1,191 @@
+"""DPO and GRPO steps through `trainkit train --method` against bare trl, same model, data and recipe.
+
+For each method, in fresh processes on CPU: `trainkit train --method M` (the tiny
+preset with the method's tiny defaults, from a fresh adapter) and a bare trl script
+that builds the same tiny model and tokenizer (built from the same texts as the job
+builds them), the same LoRA (r=8, alpha=16, seven projections, embeddings and head in
+full), the same rows (prompts rendered in the Gemma 3 format, answers closed by the end
+of turn) and the same trl config (DPO: lr 5e-3 constant, batch 8, beta 0.1, loss
+sigmoid + sft; GRPO: lr, batch 8, 4 generations of at most 8 tokens, the temperature,
+the `length_penalty` reward: from a fresh adapter on the random base an exact match is
+never reached, so its rewards would all be 0 and the run would learn nothing, which
+trainkit's adapter gate rightly fails), on one torch thread. Prints each trainer time per step and the
+ratio trainkit / trl (goal <= 1.05x: what trainkit adds to a step, its callbacks,
+events, rollouts and guarded grader calls; neither side saves a checkpoint during the
+steps timed). Timings vary on a shared machine: compare ratios
+from one run.
+
+    .venv/bin/python bench/bench_methods_vs_trl.py [--steps 30] [--only dpo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PAIRS, PROMPTS = 400, 200
+
+BARE = r"""
+import json, sys
+from pathlib import Path
+import torch
+from datasets import Dataset
+from peft import LoraConfig, get_peft_model
+from trainkit_core.chat_format import GEMMA3, render, render_prompt
+from trainkit_core.tiny_model import build_model, build_tokenizer
+
+method, steps, data_dir, out, cfg = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], json.loads(sys.argv[5])
+lines = [json.loads(l) for l in (data_dir / "train.jsonl").read_text().splitlines() if l.strip()]
+close = GEMMA3.end_of_turn + "\n"
+if method == "dpo":
+    rows = [{"prompt": render_prompt(l["input"]["messages"], GEMMA3),
+             "chosen": l["preferred_output"][0]["content"] + close,
+             "rejected": l["non_preferred_output"][0]["content"] + close} for l in lines]
+    texts = [render([*l["input"]["messages"], side[0]], GEMMA3) for l in lines
+             for side in (l["preferred_output"], l["non_preferred_output"])]
+else:
+    rows = [{"prompt": render_prompt(l["messages"], GEMMA3), "reference": l["reference"]} for l in lines]
+    texts = [t for l in lines for t in (render(l["messages"], GEMMA3), l["reference"])]
+tokenizer = build_tokenizer(texts)
+if tokenizer.pad_token is None:
+    tokenizer.pad_token = tokenizer.eos_token
+torch.set_num_threads(1)
+lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                  modules_to_save=["embed_tokens", "lm_head"], task_type="CAUSAL_LM")
+model = get_peft_model(build_model(tokenizer), lora)
+common = dict(output_dir=out, max_steps=steps, per_device_train_batch_size=8, learning_rate=cfg["learning_rate"],
+              lr_scheduler_type="constant", logging_steps=1, save_strategy="no", use_cpu=True, bf16=False,
+              gradient_checkpointing=False, report_to="none", disable_tqdm=True, seed=42, remove_unused_columns=False)
+if method == "dpo":
+    from trl import DPOConfig, DPOTrainer
+    args = DPOConfig(**common, beta=cfg["dpo_beta"], loss_type=cfg["dpo_loss_type"], max_length=256)
+    trainer = DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+else:
+    from trl import GRPOConfig, GRPOTrainer
+    def length_penalty(prompts, completions, **_):
+        return [-min(1.0, len(c) / 200) for c in completions]
+    tokenizer.padding_side = "left"
+    model.generation_config.eos_token_id = [tokenizer.convert_tokens_to_ids(GEMMA3.end_of_turn), tokenizer.eos_token_id]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    args = GRPOConfig(**common, num_generations=cfg["num_generations"], max_completion_length=cfg["max_completion_length"],
+                      beta=cfg["kl_coef"], temperature=cfg["temperature"])
+    trainer = GRPOTrainer(model=model, reward_funcs=[length_penalty], args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+result = trainer.train()
+print("BENCH", json.dumps({"train_runtime_s": result.metrics["train_runtime"], "steps": trainer.state.global_step}))
+"""
+
+
+def _datasets(root: Path) -> None:
+    """style-pref (preference) and style-prompts (prompt) from the demo's opposites."""
+    pairs = []
+    for line in (REPO / "datasets" / "demo" / "train.jsonl").read_text().splitlines():
+        messages = json.loads(line)["messages"]
+        pairs.append((messages[0]["content"], messages[1]["content"]))
+    for name, fmt, records in (
+        (
+            "style-pref",
+            "preference",
+            [
+                {
+                    "input": {"messages": [{"role": "user", "content": p}]},
+                    "preferred_output": [{"role": "assistant", "content": a + "."}],
+                    "non_preferred_output": [{"role": "assistant", "content": a}],
+                }
+                for p, a in pairs[:PAIRS]
+            ],
+        ),
+        (
+            "style-prompts",
+            "prompt",
+            [{"messages": [{"role": "user", "content": p}], "reference": a} for p, a in pairs[:PROMPTS]],
+        ),
+    ):
+        folder = root / name
+        folder.mkdir(parents=True)
+        (folder / "dataset.toml").write_text(f'name = "{name}"\nformat = "{fmt}"\ntrain = ["train.jsonl"]\n')
+        (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _run(cmd: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(cmd[:5])}… failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--only", choices=["dpo", "grpo"], default=None)
+    opts = parser.parse_args()
+    from trainkit_core.training.config import TrainConfig
+
+    with tempfile.TemporaryDirectory(prefix="bench-methods-") as tmp:
+        _datasets(Path(tmp) / "datasets")
+        env = {
+            **os.environ,
+            "TRAINKIT_HOME": str(Path(tmp) / "home"),
+            "TRAINKIT_DATASETS_DIR": str(Path(tmp) / "datasets"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+        for method, dataset, extra in (
+            ("dpo", "style-pref", []),
+            ("grpo", "style-prompts", ["--reward", "length_penalty"]),
+        ):
+            if opts.only and opts.only != method:
+                continue
+            config = TrainConfig.parse(dataset=dataset, method=method, steps=opts.steps).resolve()
+            recipe = config.model_dump(mode="json")
+            out = _run(
+                [
+                    sys.executable,
+                    "-c",
+                    BARE,
+                    method,
+                    str(opts.steps),
+                    str(Path(tmp) / "datasets" / dataset),
+                    str(Path(tmp) / f"bare-{method}"),
+                    json.dumps(recipe),
+                ],
+                env,
+            )
+            bare = json.loads(out.split("BENCH", 1)[1])
+            record = json.loads(
+                _run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "trainkit_cli",
+                        "train",
+                        "--dataset",
+                        dataset,
+                        "--method",
+                        method,
+                        "--steps",
+                        str(opts.steps),
+                        "--save-every",
+                        str(opts.steps + 1),
+                        "--json",
+                        *extra,
+                    ],
+                    env,
+                )
+            )
+            metrics = record.get("metrics", {})
+            tk = metrics["train_runtime_s"] / max(1, metrics.get("steps") or opts.steps)
+            trl = bare["train_runtime_s"] / max(1, bare["steps"])
+            print(f"{method}: {opts.steps} steps, tiny model, CPU, one torch thread")
+            print(f"  bare trl        {trl * 1000:8.1f} ms a step")
+            print(f"  trainkit train  {tk * 1000:8.1f} ms a step")
+            print(f"  ratio trainkit / trl: {tk / trl:.2f}x (goal <= 1.05x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Calling graders so that a broken one fails the run instead of teaching the model nothing.
+
+Each call runs on a daemon thread with a time limit: a grader that raises, returns
+something that is not a finite number, or runs past `timeout_s` raises `GraderError`
+naming the grader and the example (its first prompt words and line fields), never a
+zero reward. A hung grader's thread cannot be killed from Python; being a daemon, it
+does not keep the job's process alive once the run has failed.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from trainkit_core.errors import JobError
+from trainkit_core.rewards.builtin import Grader
+
+
+class GraderError(JobError):
+    """A grader failed: raised, returned a non-finite number, or ran past its time limit."""
+
+
+def describe_example(example: Mapping[str, Any]) -> str:
+    messages = example.get("messages") or []
+    users = [m.get("content", "") for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+    prompt = str(users[-1] if users else "")
+    shown = prompt if len(prompt) <= 80 else prompt[:80] + "…"
+    where = example.get("_where")
+    prefix = f"{where} " if where else ""
+    return f"{prefix}(prompt {shown!r})"
+
+
+def call_grader(name: str, grader: Grader, completion: str, example: Mapping[str, Any], timeout_s: float) -> float:
+    """`grader(completion, example)` as a float, or `GraderError` (see the module docstring)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = grader(completion, example)
+        except BaseException as exc:  # reported below, with the grader's name
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name=f"grader-{name}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    where = describe_example(example)
+    if thread.is_alive():
+        raise GraderError(f"grader {name!r} ran past its timeout of {timeout_s:g} s on example {where}")
+    if "error" in outcome:
+        exc = outcome["error"]
+        raise GraderError(f"grader {name!r} raised {type(exc).__name__}: {exc} on example {where}") from exc
+    value = outcome.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GraderError(
+            f"grader {name!r} returned {type(value).__name__} {value!r}, not a number, on example {where}"
+        )
+    if not math.isfinite(value):
+        raise GraderError(f"grader {name!r} returned {value!r}, not a finite number, on example {where}")
+    return float(value)

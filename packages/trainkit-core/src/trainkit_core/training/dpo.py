@@ -1,0 +1,86 @@
+"""DPO: trl's `DPOTrainer` on preference pairs, the starting model as the reference.
+
+Prompts are rendered in the run's chat format (`render_prompt`) and each answer ends
+with the format's end of turn, as SFT trains it, so the tuned model learns where to
+stop. The reference is the starting model: given a peft model and no reference, trl
+1.16 copies the adapter, before any step, into a frozen adapter named "ref" (its fully
+trained modules included, as the tiny preset's embeddings and head) and scores the
+reference through it. So the reference is the base with a fresh adapter, or the
+`--from` model as it was trained, at the memory cost of one more adapter, not a
+second model. That copy is removed before the adapter is saved (`drop_reference`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.chat_format import ChatFormat, render_prompt
+from trainkit_core.training.config import TrainConfig
+
+#: trl's log keys -> trainkit's progress-event fields.
+DPO_EVENT_FIELDS = {
+    "rewards/chosen": "rewards_chosen",
+    "rewards/rejected": "rewards_rejected",
+    "rewards/margins": "reward_margin",
+    "rewards/accuracies": "reward_accuracy",
+}
+
+
+def preference_rows(pairs: list[dict[str, Any]], fmt: ChatFormat) -> list[dict[str, str]]:
+    """trl's standard preference rows: rendered prompt, and each answer closed by the end of turn."""
+    close = fmt.end_of_turn + "\n"
+    return [
+        {"prompt": render_prompt(p["messages"], fmt), "chosen": p["chosen"] + close, "rejected": p["rejected"] + close}
+        for p in pairs
+    ]
+
+
+def drop_reference(model: Any) -> None:
+    """Remove trl's frozen "ref" adapter, so that only the trained adapter is saved and served."""
+    if "ref" in getattr(model, "peft_config", {}):
+        model.set_adapter("default")
+        model.delete_adapter("ref")
+
+
+def build_dpo_trainer(
+    backend: str,
+    model: Any,
+    tokenizer: Any,
+    pairs: list[dict[str, Any]],
+    fmt: ChatFormat,
+    config: TrainConfig,
+    output_dir: Path,
+    callbacks: list[Any],
+) -> Any:
+    """trl's `DPOTrainer` (Unsloth's patched one when Unsloth is imported) over the pairs."""
+    if backend == "unsloth":
+        import unsloth
+
+        patch = getattr(unsloth, "PatchDPOTrainer", None)  # Unsloth's DPO notebooks call it before the trainer
+        if patch is not None:
+            patch()
+    from trl import DPOConfig, DPOTrainer
+
+    from datasets import Dataset  # type: ignore[attr-defined]
+    from trainkit_core.training.backends import trainer_arguments
+
+    args = DPOConfig(
+        **trainer_arguments(backend, config, output_dir),
+        beta=config.dpo_beta if config.dpo_beta is not None else 0.1,
+        loss_type=list(config.dpo_loss_type or ["sigmoid"]),
+        max_length=config.max_seq_length,
+        remove_unused_columns=False,
+    )
+    trainer = DPOTrainer(
+        model=model,
+        ref_model=None,  # the starting model, as a frozen copy of the adapter (see the module docstring)
+        args=args,
+        train_dataset=Dataset.from_list(preference_rows(pairs, fmt)),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+    from transformers import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    return trainer

@@ -1,0 +1,170 @@
+"""DPO and GRPO learn on the tiny model after a short SFT run, with default options (issue 28).
+
+One short SFT run (the tiny preset's defaults) on the demo's opposites, whose answers
+end with a full stop one time in ten (`methods_demo`), is shared by the module. Then, each started with ``--from
+trained/<sft id>`` through `start_run` on the local provider, with the method's
+default options:
+
+- DPO on pairs preferring the answer with a full stop: on the demo's eval prompts
+  (never trained on) the greedy answers end with one in <= 20 % of cases before and
+  >= 90 % after; its progress events carry DPO's rewards, margin and accuracy, and its
+  evals the preference accuracy on held-out pairs.
+- GRPO on prompts scored by the built-in `exact_match` grader (reference: the answer
+  with its full stop): the mean reward on the eval prompts rises by >= 0.4; the latest group is
+  recorded on the run and shown by `runs show`.
+- GRPO with a user grader from an installed plugin, and graders that raise, answer
+  NaN or hang: each such run fails naming the grader and the example.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import methods_demo as demo
+import pytest
+
+pytestmark = [pytest.mark.ml, pytest.mark.timeout(1200)]
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The local provider on its own home, with the demonstration datasets and a grader plugin installed."""
+    from trainkit_core import get_provider
+    from trainkit_core.settings import DatasetSettings, ProviderSettings, Settings
+
+    root = tmp_path_factory.mktemp("methods")
+    demo.write_datasets(root / "datasets")
+    site = root / "site"
+    site.mkdir()
+    (site / "style_graders.py").write_text(
+        "import time\n"
+        "def full_stop(completion, example):\n"
+        "    return 1.0 if completion.strip().endswith('.') else 0.0\n"
+        "def boom(completion, example):\n"
+        "    raise RuntimeError('the grader broke')\n"
+        "def not_a_number(completion, example):\n"
+        "    return float('nan')\n"
+        "def hangs(completion, example):\n"
+        "    time.sleep(120)\n"
+        "    return 1.0\n"
+    )
+    info = site / "style_graders-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: style-graders\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[trainkit.rewards]\nfull_stop = style_graders:full_stop\nboom = style_graders:boom\n"
+        "not_a_number = style_graders:not_a_number\nhangs = style_graders:hangs\n"
+    )
+    # Installed for this process and the local provider's workers (the job loads graders by name).
+    sys.path.insert(0, str(site))
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), old) if p)
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        os.environ[name] = "1"
+    settings = Settings(
+        provider=ProviderSettings(home=root / "home"), datasets=DatasetSettings(datasets_dir=root / "datasets")
+    )
+    yield get_provider("local", settings)
+    sys.path.remove(str(site))
+    if old is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = old
+
+
+@pytest.fixture(scope="module")
+def sft(local: Any) -> Any:
+    """A short SFT run (the tiny preset's defaults): it learns the opposites, and its greedy answers lack the full stop."""
+    from trainkit_core.training.submit import start_run
+
+    run = start_run(local, {"dataset": "style-sft"}).wait(timeout=900)
+    assert run.status == "succeeded", run.error_message
+    answers = demo.answers(local, f"trained/{run.id}", demo.EVAL_PROMPTS)
+    return run, answers
+
+
+def _progress(run: Any) -> list[dict[str, Any]]:
+    return [e for e in run.events.read() if e["type"] == "progress"]
+
+
+def test_dpo_after_sft_follows_the_preferred_style_on_unseen_prompts(local: Any, sft: Any) -> None:
+    from cli_helpers import run_main
+
+    from trainkit_core.training.submit import start_run
+
+    base, before = sft
+    assert demo.full_stop_rate(before) <= 0.2, before
+    run = start_run(local, {"dataset": "style-pref", "method": "dpo", "from_model": f"trained/{base.id}"})
+    run = run.wait(timeout=900)
+    assert run.status == "succeeded", run.error_message
+    after = demo.answers(local, f"trained/{run.id}", demo.EVAL_PROMPTS)
+    assert demo.full_stop_rate(after) >= 0.9, after
+
+    assert run.method == "dpo" and run.config["from_model"] == f"trained/{base.id}"
+    assert run.config["model_size"] == "tiny" and run.config["dpo_beta"] == 0.1  # the --from model's base; defaults
+    last = _progress(run)[-1]
+    for field in ("rewards_chosen", "rewards_rejected", "reward_margin", "reward_accuracy"):
+        assert isinstance(last[field], float), last
+    assert last["reward_margin"] > 0 and last["reward_accuracy"] >= 0.9
+    assert run.metrics["eval_preference_accuracy"] >= 0.9  # held-out pairs, the tuned model
+    status, output = run_main("--provider", "local", "runs", "show", run.id, env=_cli_env(local))
+    assert status == 0 and f"method dpo, from trained/{base.id}" in output, output
+    status, output = run_main("--provider", "local", "runs", "list", "--json", env=_cli_env(local))
+    assert {r["id"]: r["method"] for r in json.loads(output)}[run.id] == "dpo"
+
+
+def test_grpo_after_sft_raises_the_exact_match_reward_and_records_its_rollout(local: Any, sft: Any) -> None:
+    from cli_helpers import run_main
+
+    from trainkit_core.training.submit import start_run
+
+    base, before = sft
+    config = {"dataset": "style-prompts", "method": "grpo", "from_model": f"trained/{base.id}"}
+    run = start_run(local, {**config, "rewards": ["exact_match"]}).wait(timeout=900)
+    assert run.status == "succeeded", run.error_message
+    after = demo.answers(local, f"trained/{run.id}", demo.EVAL_PROMPTS)
+    assert demo.exact_match_reward(after) - demo.exact_match_reward(before) >= 0.4, (before, after)
+
+    last = _progress(run)[-1]
+    for field in ("reward_mean", "reward_std", "reward_exact_match_mean", "completion_length"):
+        assert isinstance(last[field], float), last
+    rollout = run.latest_rollout
+    assert rollout and rollout["kind"] == "grpo" and rollout["samples"]
+    sample = rollout["samples"][0]
+    assert sample["prompt"].startswith("Opposites:") and set(sample["rewards"]) == {"exact_match"}
+    status, output = run_main("--provider", "local", "runs", "show", run.id, env=_cli_env(local))
+    assert status == 0 and "latest rollout" in output and "exact_match=" in output, output
+
+
+def test_grpo_with_a_plugin_grader_by_name_and_graders_that_fail(local: Any, sft: Any) -> None:
+    from trainkit_core.training.submit import start_run
+
+    base, _ = sft
+    config = {"dataset": "style-prompts", "method": "grpo", "from_model": f"trained/{base.id}", "steps": 2}
+    run = start_run(local, {**config, "rewards": ["full_stop=0.5", "exact_match"]}).wait(timeout=900)
+    assert run.status == "succeeded", run.error_message
+    assert set(run.latest_rollout["samples"][0]["rewards"]) == {"full_stop", "exact_match"}
+    assert "reward_full_stop_mean" in _progress(run)[-1]
+
+    for grader, words in (
+        ("boom", "grader 'boom' raised RuntimeError: the grader broke on example"),
+        ("not_a_number", "grader 'not_a_number' returned nan, not a finite number"),
+        ("hangs", "grader 'hangs' ran past its timeout of 2 s"),
+    ):
+        failed = start_run(local, {**config, "rewards": [grader], "reward_timeout_s": 2}).wait(timeout=900)
+        assert failed.status == "failed"
+        assert words in (failed.error_message or ""), failed.error_message
+        assert "(prompt 'Opposites:" in (failed.error_message or "")
+
+
+def _cli_env(local: Any) -> dict[str, str]:
+    return {
+        "TRAINKIT_HOME": str(local.settings.provider.home),
+        "TRAINKIT_DATASETS_DIR": str(local.settings.datasets.datasets_dir),
+    }
