@@ -187,9 +187,10 @@ def validate_command(
     length = length_check_for(model_size, max_tokens=max_tokens)
     if local:
         dataset = find_local(Path(state.settings.datasets.datasets_dir), name)
-        report = validate_local(dataset.path, length=length)
+        report = validate_local(dataset.path, length=length, image_limits=state.settings.datasets.image_limits())
     else:
-        report = validate_synced(state.provider.volume("data"), name, length=length)
+        limits = state.settings.datasets.image_limits()
+        report = validate_synced(state.provider.volume("data"), name, length=length, image_limits=limits)
     if as_json:
         print_json({**report.as_dict(), "ok": report.ok(strict=strict), "strict": strict})
     else:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainkit_core.datasets.images import ImageLimits
 from trainkit_core.datasets.layout import (
     Manifest,
     blob_path,
@@ -114,6 +115,7 @@ def sync_dataset(
         length=length,
         strict=strict,
         progress=progress,
+        image_limits=settings.datasets.image_limits(),
     )
 
 
@@ -134,6 +136,7 @@ def sync_to_volume(
     strict: bool = False,
     progress: Progress | None = None,
     keep_versions: int = KEEP_VERSIONS,
+    image_limits: ImageLimits | None = None,
 ) -> SyncResult:
     """Sync the dataset in `folder` to `volume` (the steps in the module docstring)."""
     folder = Path(folder)
@@ -145,7 +148,7 @@ def sync_to_volume(
         except DatasetFileError:
             manifest = None  # validation names the missing file
     if manifest is None:
-        raise DatasetInvalidError(check_local(folder, length=length).report)
+        raise DatasetInvalidError(check_local(folder, length=length, image_limits=image_limits).report)
     name = manifest.name
     with _sync_lock(lock_kv, name):
         current = _read_current(volume, name)
@@ -153,7 +156,7 @@ def sync_to_volume(
             # The same bytes passed validation when they were synced: nothing to check or send.
             logger.info("dataset %s unchanged (version %s); nothing sent", name, current["version"])
             return SyncResult(name, current["version"], manifest.hash, True)
-        report = check_local(folder, length=length or LengthCheck.estimate()).report
+        report = check_local(folder, length=length or LengthCheck.estimate(), image_limits=image_limits).report
         if not report.ok(strict=strict):
             raise DatasetInvalidError(report, strict=strict)
         version = _new_version(manifest.hash)
