@@ -31,12 +31,16 @@ IGNORE = -100
 
 
 def image_placeholder(processor: Any) -> str:
-    """The string a processor expands into one image's tokens (Gemma 3: ``<start_of_image>``)."""
-    for name in ("boi_token", "image_token"):
-        token = getattr(processor, name, None)
-        if isinstance(token, str) and token:
-            return token
-    raise UsageError(f"{type(processor).__name__} names no image token; it is not a vision-language processor")
+    """The string a processor expands into one image's tokens.
+
+    Gemma 3's expands its begin-of-image token (``<start_of_image>``) into the full
+    image sequence; Gemma 4's (and most others') expand the image token itself.
+    """
+    name = "boi_token" if hasattr(processor, "full_image_sequence") else "image_token"
+    token = getattr(processor, name, None)
+    if not isinstance(token, str) or not token:
+        raise UsageError(f"{type(processor).__name__} names no image token; it is not a vision-language processor")
+    return token
 
 
 def render_with_images(
