@@ -54,6 +54,8 @@ class Preset:
     load_in_4bit: bool = True
     #: Modules trained in full and saved with the adapter (peft ``modules_to_save``).
     modules_to_save: tuple[str, ...] = ()
+    #: On image datasets, train the vision tower and projector too (the twins' are random).
+    finetune_vision_layers: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -163,6 +165,7 @@ TWIN_PRESETS: dict[str, Preset] = {
         learning_rate=1e-2,
         batch_size=4,
         steps=20,
+        finetune_vision_layers=True,
         description="Tiny twin of 4b/12b: a Gemma3ForConditionalGeneration with a SigLIP tower, built locally.",
     ),
     "tiny-gemma4": Preset(
@@ -177,6 +180,7 @@ TWIN_PRESETS: dict[str, Preset] = {
         learning_rate=1e-2,
         batch_size=4,
         steps=20,
+        finetune_vision_layers=True,
         description="Tiny twin of 31b: a Gemma4ForConditionalGeneration (per-layer attention, vision tower), built locally.",
     ),
 }

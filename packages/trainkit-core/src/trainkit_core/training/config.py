@@ -64,6 +64,12 @@ class TrainConfig(BaseModel):
         "Weights & Biases; trainkit's own events stay the record.",
     )
 
+    finetune_vision_layers: bool | None = Field(
+        None,
+        description="On an image dataset, also train the vision tower and the projector (in full, saved with "
+        "the adapter), as Unsloth's finetune_vision_layers; default the preset's (off for the real presets).",
+    )
+
     @field_validator("dataset")
     @classmethod
     def _dataset_name(cls, value: str) -> str:
@@ -147,6 +153,7 @@ class TrainConfig(BaseModel):
             "gpu": gpu_override or preset.gpu,
             "load_in_4bit": preset.load_in_4bit,
             "modules_to_save": list(preset.modules_to_save),
+            "finetune_vision_layers": preset.finetune_vision_layers,
         }
         for key, default in defaults.items():
             if values.get(key) is None:
@@ -180,5 +187,6 @@ def describe_errors(exc: ValidationError) -> str:
 TUNABLE_FIELDS = tuple(
     name
     for name in TrainConfig.model_fields
-    if name not in ("dataset", "model_size", "base_model", "backend", "gpu", "modules_to_save")
+    if name
+    not in ("dataset", "model_size", "base_model", "backend", "gpu", "modules_to_save", "finetune_vision_layers")
 )

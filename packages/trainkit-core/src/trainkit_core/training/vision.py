@@ -28,6 +28,31 @@ from trainkit_core.datasets.images import ImageLimits, load_image
 from trainkit_core.errors import JobError, UsageError
 
 IGNORE = -100
+#: What `finetune_vision_layers` trains in full beside the LoRA adapter, per model type
+#: (the module names of transformers' Gemma 3 and Gemma 4 multimodal classes).
+VISION_MODULES = {"gemma3": ("vision_tower", "multi_modal_projector"), "gemma4": ("vision_tower", "embed_vision")}
+
+
+def has_images(records: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any message of `records` (OpenAI form) holds an image part."""
+    return any(
+        isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
+        for record in records
+        for m in record["messages"]
+    )
+
+
+def as_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Records as one JSON column: Arrow cannot hold contents that are strings in one message and lists in another."""
+    import json
+
+    return [{"record": json.dumps(record)} for record in records]
+
+
+def vision_modules(model_type: str) -> list[str]:
+    if model_type not in VISION_MODULES:
+        raise UsageError(f"finetune_vision_layers: no vision modules known for model type {model_type!r}")
+    return list(VISION_MODULES[model_type])
 
 
 def image_placeholder(processor: Any) -> str:
@@ -92,9 +117,12 @@ class VisionCollator:
     limits: ImageLimits | None = None
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        import json
+
         placeholder = image_placeholder(self.processor)
         texts, images, roles = [], [], []
-        for example in examples:
+        for row in examples:
+            example = json.loads(row["record"]) if "record" in row else row
             text, refs, turn_roles = render_with_images(example["messages"], self.fmt, placeholder)
             texts.append(text)
             images.append([load_image(ref, self.limits) for ref in refs])
@@ -174,3 +202,33 @@ def check_vision_mask(processor: Any, fmt: ChatFormat, example: Mapping[str, Any
 def _image_tokens(processor: Any) -> list[str]:
     names = ("boi_token", "eoi_token", "image_token")
     return [t for t in (getattr(processor, n, None) or getattr(processor.tokenizer, n, None) for n in names) if t]
+
+
+def with_vision_modules(config: Any, source: str) -> Any:
+    """`config` with the vision tower and projector in `modules_to_save` when it fine-tunes vision layers."""
+    if not config.finetune_vision_layers:
+        return config
+    from trainkit_core.training.backends import model_kind
+
+    model_type = model_kind(source).model_type
+    extra = [name for name in vision_modules(model_type) if name not in (config.modules_to_save or [])]
+    return config.model_copy(update={"modules_to_save": [*(config.modules_to_save or []), *extra]})
+
+
+def prepare_vision(
+    run: Any, source: str, fmt: ChatFormat, records: Sequence[Mapping[str, Any]], config: Any
+) -> tuple[Any, VisionCollator, list[dict[str, str]]]:
+    """(processor, collator, rows) of an image run; the loss mask proved on its first image example first."""
+    from trainkit_core.processors import load_processor
+
+    processor = load_processor(source)
+    if processor is None:
+        raise UsageError(
+            f"the dataset has images, but {config.model_id} is a text-only model (no processor); "
+            "use a multimodal preset (4b, 12b, 31b) or remove the image parts"
+        )
+    first = next(r for r in records if has_images([r]))
+    summary = check_vision_mask(processor, fmt, first)
+    run.events.append("log", message="loss mask checked on the processor's output", **summary)
+    collator = VisionCollator(processor, fmt, max_length=config.max_seq_length)
+    return processor, collator, as_rows(records)

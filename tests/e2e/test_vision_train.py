@@ -1,0 +1,119 @@
+"""Both vision twins through the image path from the CLI on the `local` provider.
+
+A small generated shapes dataset (`scripts/make_shapes_dataset.py`) is synced and
+validated, then each twin trains on it with the hf backend for a few steps; the run
+proves its loss mask on the processor's output, trains the vision tower and projector
+beside LoRA, scores the eval pictures base vs tuned, and leaves the processor with the
+adapter.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(1800)]
+
+REPO = Path(__file__).resolve().parents[2]
+TWINS = {"tiny-gemma3mm": "gemma3", "tiny-gemma4": "gemma4"}
+
+
+def _load_script() -> Any:
+    spec = importlib.util.spec_from_file_location("make_shapes_dataset", REPO / "scripts" / "make_shapes_dataset.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Env:
+    def __init__(self, home: Path, datasets: Path) -> None:
+        self.env = {
+            **os.environ,
+            "TRAINKIT_HOME": str(home),
+            "TRAINKIT_DATASETS_DIR": str(datasets),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "COLUMNS": "200",
+        }
+        self.home = home
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "trainkit_cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=REPO,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"trainkit {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        return done
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
+    datasets = tmp_path_factory.mktemp("datasets")
+    _load_script().write(datasets / "shapes", train_per_class=2, eval_per_class=1)
+    return Env(tmp_path_factory.mktemp("home"), datasets)
+
+
+@pytest.fixture(scope="module", params=list(TWINS))
+def trained(request: pytest.FixtureRequest, env: Env) -> dict[str, Any]:
+    size = request.param
+    done = env.cli("train", "--dataset", "shapes", "--model-size", size, "--steps", "4", "--save-every", "4")
+    found = re.search(r"model: (trained/run-\S+)", done.stdout)
+    assert found, done.stdout
+    run_id = found.group(1).split("/", 1)[1]
+    from trainkit_core import get_provider
+    from trainkit_core.runs import RunStore
+    from trainkit_core.settings import DatasetSettings, ProviderSettings, Settings
+
+    provider = get_provider("local", Settings(provider=ProviderSettings(home=env.home), datasets=DatasetSettings()))
+    run = RunStore.for_provider(provider).get(run_id)
+    return {"size": size, "run": run, "out": Path(provider.volume("models").root) / "trained" / run_id, "env": env}
+
+
+def test_sync_and_validate_count_the_images(env: Env) -> None:
+    done = env.cli("validate", "shapes", "--local", "--json")
+    report = json.loads(done.stdout)
+    assert report["ok"] and report["images"] == 18 + 9
+    listing = json.loads(env.cli("datasets", "--json").stdout)
+    [shapes] = [d for d in (listing if isinstance(listing, list) else listing["datasets"]) if d["name"] == "shapes"]
+    assert shapes["images"] == 27
+
+
+def test_the_twin_trains_on_images_with_its_mask_checked(trained: dict[str, Any]) -> None:
+    run = trained["run"]
+    assert run.status == "succeeded", run.error_message
+    checks = [e for e in run.events.read() if e.get("message") == "loss mask checked on the processor's output"]
+    assert checks and checks[0]["chat_format"] == TWINS[trained["size"]]
+    assert run.config["finetune_vision_layers"] is True
+    metrics = run.metrics
+    assert metrics["eval_examples"] == 9 and metrics["base_eval_examples"] == 9
+    assert metrics["gate_effect_max_abs_diff"] > metrics["gate_effect_minimum"]
+
+
+def test_the_vision_tower_and_projector_are_saved_with_the_adapter(trained: dict[str, Any]) -> None:
+    from safetensors import safe_open
+
+    with safe_open(str(trained["out"] / "adapter_model.safetensors"), "pt") as weights:
+        keys = list(weights.keys())
+    assert any(".vision_tower." in k for k in keys)
+    projector = "multi_modal_projector" if trained["size"] == "tiny-gemma3mm" else "embed_vision"
+    assert any(projector in k for k in keys)
+    assert not [k for k in keys if "lora_" in k and "vision" in k]  # LoRA stays on the language model
+    assert (trained["out"] / "preprocessor_config.json").is_file() or (
+        trained["out"] / "processor_config.json"
+    ).is_file()
