@@ -45,19 +45,26 @@ def gemma4_image_text_processor(image_processor: Any, tokenizer: Any) -> Any:
 
 
 def save_processor(processor: Any, folder: Path) -> None:
-    """The processor's parts into `folder`: its image processor's config and its tokenizer."""
-    processor.image_processor.save_pretrained(folder)
-    processor.tokenizer.save_pretrained(folder)
+    """The processor into `folder`; Gemma 4's as its parts (image processor config and tokenizer)."""
+    if type(processor).__name__ == "Gemma4ImageTextProcessor":
+        processor.image_processor.save_pretrained(folder)
+        processor.tokenizer.save_pretrained(folder)
+    else:
+        processor.save_pretrained(folder)
 
 
-def load_processor(source: str | Path) -> Any:
-    """The processor of the multimodal checkpoint at `source` (a folder); None for a text-only one."""
+def load_processor(source: str | Path, *, model_type: str | None = None) -> Any:
+    """The processor saved in folder `source`; None when it holds none (a text-only model).
+
+    `model_type` says which model it serves where the folder has no ``config.json``
+    (an adapter's folder).
+    """
     folder = Path(source)
     if not any((folder / name).is_file() for name in ("processor_config.json", "preprocessor_config.json")):
         return None
     from transformers import AutoConfig, AutoTokenizer
 
-    if AutoConfig.from_pretrained(source).model_type == "gemma4":
+    if (model_type or AutoConfig.from_pretrained(source).model_type) == "gemma4":
         from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
 
         return gemma4_image_text_processor(

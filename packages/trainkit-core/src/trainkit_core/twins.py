@@ -369,12 +369,10 @@ def ensure_twin_base(base_model: str, hf_cache_dir: Path | None) -> Path:
         model = build_model(twin, tokenizer)
         model.save_pretrained(tmp)
         processor = build_processor(twin, tokenizer)
-        if processor is not None and twin.name == "gemma3mm":
-            processor.save_pretrained(tmp)
-        elif processor is not None:
+        if processor is not None:
             from trainkit_core.processors import save_processor
 
-            save_processor(processor, tmp)  # its parts: the stock class needs torchvision to load
+            save_processor(processor, tmp)
         else:
             tokenizer.save_pretrained(tmp)
         info = {

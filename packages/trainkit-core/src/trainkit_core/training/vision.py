@@ -227,6 +227,9 @@ def prepare_vision(
             f"the dataset has images, but {config.model_id} is a text-only model (no processor); "
             "use a multimodal preset (4b, 12b, 31b) or remove the image parts"
         )
+    processor.tokenizer.chat_template = fmt.chat_template  # as the text tokenizer saved beside it
+    if processor.tokenizer.pad_token is None:
+        processor.tokenizer.pad_token = processor.tokenizer.eos_token
     first = next(r for r in records if has_images([r]))
     summary = check_vision_mask(processor, fmt, first)
     run.events.append("log", message="loss mask checked on the processor's output", **summary)
