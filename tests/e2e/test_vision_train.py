@@ -13,8 +13,10 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +65,20 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     datasets = tmp_path_factory.mktemp("datasets")
     _load_script().write(datasets / "shapes", train_per_class=2, eval_per_class=1)
-    return Env(tmp_path_factory.mktemp("home"), datasets)
+    env = Env(tmp_path_factory.mktemp("home"), datasets)
+    yield env
+    from trainkit_core.local.inference_server import read_record
+    from trainkit_core.local.runner import alive
+
+    worker = read_record(env.home)  # the warm inference worker `infer` started
+    if worker and alive(worker.get("pid"), worker.get("pid_start")):
+        try:
+            os.kill(worker["pid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture(scope="module", params=list(TWINS))
@@ -117,3 +129,31 @@ def test_the_vision_tower_and_projector_are_saved_with_the_adapter(trained: dict
     assert (trained["out"] / "preprocessor_config.json").is_file() or (
         trained["out"] / "processor_config.json"
     ).is_file()
+
+
+def _image_file(env: Env) -> Path:
+    return Path(env.env["TRAINKIT_DATASETS_DIR"]) / "shapes" / "images" / "eval-red-circle-000.png"
+
+
+def test_infer_answers_about_an_image_and_keeps_the_processor_warm(trained: dict[str, Any]) -> None:
+    env, run = trained["env"], trained["run"]
+    image = str(_image_file(env))
+    args = ("infer", "--model-path", f"trained/{run.id}", "--prompt", "What is in the picture?", "--image", image)
+    first = json.loads(env.cli(*args, "--max-new-tokens", "8", "--json").stdout)
+    again = json.loads(env.cli(*args, "--max-new-tokens", "8", "--json").stdout)
+    assert first["text"] == again["text"] and again["cached"] is True  # greedy, and the warm worker kept it all
+    assert first["usage"]["prompt_tokens"] > 20  # the picture's tokens are in the prompt
+    text_only = env.cli("infer", "--model-path", f"trained/{run.id}", "--image", __file__, "--prompt", "x", check=False)
+    assert text_only.returncode != 0 and "not a PNG, JPEG" in text_only.stderr
+
+
+def test_eval_scores_the_image_examples_and_keeps_their_pictures(trained: dict[str, Any]) -> None:
+    env, run = trained["env"], trained["run"]
+    report = json.loads(env.cli("eval", "run", "--model-path", f"trained/{run.id}", "--json").stdout)
+    shown = json.loads(env.cli("eval", "show", report["report_id"], "--examples", "--json").stdout)
+    assert shown["tuned"]["examples"] == 9 and shown["base"]["examples"] == 9
+    first = shown["examples"][0]
+    parts = first["messages"][0]["content"]
+    [picture] = [p["image_url"]["url"] for p in parts if p["type"] == "image_url"]
+    assert picture.startswith("data:image/png;base64,")  # the dashboard shows it beside the answers
+    assert first["reference"].startswith("a ") and "answer" in first["tuned"]

@@ -231,6 +231,37 @@ def load_image(ref: str, limits: ImageLimits | None = None) -> Any:
         return open_image(handle.read(), limits)
 
 
+#: The longest side of a picture kept in an eval report (pixels).
+THUMBNAIL_SIDE = 128
+
+
+def with_thumbnails(row: dict[str, Any]) -> dict[str, Any]:
+    """An eval row whose image parts (paths on a volume, or data URLs) became small PNG data URLs."""
+    messages = row.get("messages")
+    if not isinstance(messages, list) or not any(isinstance(m.get("content"), list) for m in messages):
+        return row
+    turns = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [
+                {"type": "image_url", "image_url": {"url": _thumbnail(p["image_url"]["url"])}}
+                if p.get("type") == "image_url"
+                else p
+                for p in content
+            ]
+        turns.append({**message, "content": content})
+    return {**row, "messages": turns}
+
+
+def _thumbnail(ref: str) -> str:
+    image = load_image(ref)
+    image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
 def referenced_files(data: bytes) -> list[str]:
     """The relative image paths a JSONL file's lines refer to (in order, each once).
 
