@@ -91,24 +91,6 @@ def test_only_assistant_text_is_trained_on_the_real_processor_output(twin: tuple
     assert int(batch["attention_mask"][2].sum()) < batch["input_ids"].shape[1]  # the text-only row is padded
 
 
-def test_images_are_sized_by_the_processor_and_the_model_takes_the_batch(twin: tuple[str, Path, Any]) -> None:
-    import torch
-    from transformers import AutoModelForImageTextToText
-
-    from trainkit_core.chat_format import get_format
-    from trainkit_core.training.vision import VisionCollator
-
-    base, folder, processor = twin
-    batch = VisionCollator(processor, get_format(TWINS[base]))(EXAMPLES[:2])
-    assert batch["pixel_values"].shape[0] == 3  # three pictures, each resized or patched as the processor does
-    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32)
-    loss = model(**batch).loss
-    assert torch.isfinite(loss) and loss.item() > 0
-    loss.backward()
-    projector = [p for n, p in model.named_parameters() if "embed_vision" in n or "multi_modal_projector" in n]
-    assert projector and any(p.grad is not None for p in projector)
-
-
 def test_a_mask_that_would_train_image_tokens_is_caught(twin: tuple[str, Path, Any]) -> None:
     from trainkit_core.chat_format import get_format
     from trainkit_core.errors import JobError

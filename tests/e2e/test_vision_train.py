@@ -106,6 +106,13 @@ def test_sync_and_validate_count_the_images(env: Env) -> None:
     assert shapes["images"] == 27
 
 
+def test_a_text_only_model_refuses_an_image_dataset_before_anything_runs(env: Env) -> None:
+    done = env.cli("train", "--dataset", "shapes", "--model-size", "tiny", "--steps", "1", check=False)
+    assert done.returncode != 0
+    assert "has images" in done.stderr and "text-only" in done.stderr
+    assert "run-" not in done.stdout  # no run was created
+
+
 def test_the_twin_trains_on_images_with_its_mask_checked(trained: dict[str, Any]) -> None:
     run = trained["run"]
     assert run.status == "succeeded", run.error_message
@@ -157,3 +164,73 @@ def test_eval_scores_the_image_examples_and_keeps_their_pictures(trained: dict[s
     [picture] = [p["image_url"]["url"] for p in parts if p["type"] == "image_url"]
     assert picture.startswith("data:image/png;base64,")  # the dashboard shows it beside the answers
     assert first["reference"].startswith("a ") and "answer" in first["tuned"]
+
+
+BARE_IMAGE_GENERATE = """
+import importlib.util, json
+blocked = [n for n in ("peft", "trainkit_core", "trainkit_cli", "trl") if importlib.util.find_spec(n) is not None]
+assert not blocked, f"importable in the bare environment: {blocked}"
+import torch
+from transformers import AutoModelForImageTextToText
+folder, inputs_file, max_new = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model = AutoModelForImageTextToText.from_pretrained(folder).eval()
+inputs = torch.load(inputs_file)
+with torch.inference_mode():
+    out = model.generate(**inputs, max_new_tokens=max_new, do_sample=False)
+new = out[0, inputs["input_ids"].shape[1]:].tolist()
+print(json.dumps({"class": type(model).__name__, "new": new}))
+"""
+
+
+def test_the_merged_export_keeps_the_towers_and_answers_like_infer_without_trainkit(
+    trained: dict[str, Any], tmp_path: Path
+) -> None:
+    import torch
+
+    from trainkit_core.inference.request import GenerateRequest
+    from trainkit_core.processors import load_processor
+    from trainkit_core.training.vision import image_placeholder, render_with_images
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import bare_env
+
+    env, run = trained["env"], trained["run"]
+    out = tmp_path / "merged"
+    env.cli("export", f"trained/{run.id}", "--merged", str(out), "--json")
+    model_type = json.loads((out / "config.json").read_text())["model_type"]
+    processor = load_processor(out, model_type=model_type)
+    assert processor is not None, "the export lost its processor files"
+    request = GenerateRequest.parse(
+        {
+            "model_path": f"trained/{run.id}",
+            "prompt": "What is in the picture?",
+            "images": [json.loads(json.dumps(_data_url(_image_file(env))))],
+        }
+    )
+    fmt = "gemma3" if model_type == "gemma3" else "gemma4"
+    from trainkit_core.chat_format import get_format
+
+    text, refs, _ = render_with_images(
+        request.chat(), get_format(fmt), image_placeholder(processor), add_generation_prompt=True
+    )
+    from trainkit_core.datasets.images import load_image
+
+    inputs = dict(processor(text=[text], images=[[load_image(r) for r in refs]], return_tensors="pt"))
+    torch.save(inputs, tmp_path / "inputs.pt")
+    site = bare_env.build(tmp_path / "site")
+    done = bare_env.run(site, BARE_IMAGE_GENERATE, str(out), str(tmp_path / "inputs.pt"), "8")
+    assert done.returncode == 0, done.stderr[-3000:]
+    bare = json.loads(done.stdout.strip().splitlines()[-1])
+    assert bare["class"] == ("Gemma3ForConditionalGeneration" if fmt == "gemma3" else "Gemma4ForConditionalGeneration")
+    args = ("infer", "--model-path", f"trained/{run.id}", "--prompt", "What is in the picture?")
+    served = json.loads(env.cli(*args, "--image", str(_image_file(env)), "--max-new-tokens", "8", "--json").stdout)
+    stops = set(json.loads((out / "generation_config.json").read_text())["eos_token_id"])
+    new = bare["new"]
+    answer = new[: next((i for i, t in enumerate(new) if t in stops), len(new))]
+    assert processor.tokenizer.decode(answer, skip_special_tokens=True) == served["text"]
+
+
+def _data_url(path: Path) -> str:
+    import base64
+
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
