@@ -275,3 +275,30 @@ def test_sync_sends_only_changed_images_and_the_job_reads_them(tmp_path: Path, t
     url = data.train[1]["messages"][0]["content"][1]["image_url"]["url"]
     with Image.open(url) as picture:  # the job gets the synced blob's path
         assert picture.getpixel((0, 0)) == (255, 255, 0)
+
+
+def test_the_plan_counts_each_images_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainkit_core import get_provider
+    from trainkit_core.settings import Settings
+    from trainkit_core.training.plan import make_plan
+
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    folder = make(datasets, GOOD + image_line("images/ok.png", "images/ok.png", answer="two of them"))
+    text = folder.parent / "plain"
+    text.mkdir()
+    (text / "dataset.toml").write_text('name = "plain"\nformat = "chat"\ntrain = ["train.jsonl"]\n')
+    (text / "train.jsonl").write_bytes(
+        raw_line([{"role": "user", "content": "What is in the picture?"}, {"role": "assistant", "content": "first"}])
+        + raw_line(
+            [{"role": "user", "content": "What is in the picture?"}, {"role": "assistant", "content": "two of them"}]
+        )
+    )
+    monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(datasets))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    provider = get_provider("local", Settings.from_env())
+    with_images = make_plan(provider, {"dataset": "pics", "model_size": "4b", "steps": 1}, exact=False)
+    plain = make_plan(provider, {"dataset": "plain", "model_size": "4b", "steps": 1}, exact=False)
+    assert with_images.tokens_per_epoch - plain.tokens_per_epoch == 3 * 260  # three images, 260 tokens each
+    assert any("3 images in 2 examples" in note for note in with_images.notes)
+    assert "tokens per image" in with_images.tokens_method

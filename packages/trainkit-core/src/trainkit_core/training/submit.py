@@ -58,7 +58,9 @@ def _prepare_dataset(
         from trainkit_core.datasets.images import referenced_files
 
         data_files = [local.path / f for f in local.spec.files if (local.path / f).is_file()]
-        files_with_images = sum(1 for f in data_files if referenced_files(f.read_bytes()) or b"data:image" in f.read_bytes())
+        files_with_images = sum(
+            1 for f in data_files if referenced_files(f.read_bytes()) or b"data:image" in f.read_bytes()
+        )
         _refuse_images_on_a_text_model(config, files_with_images)
     result = sync_dataset(provider, config.dataset, provider.settings, length=length, progress=progress, strict=strict)
     summary = {
