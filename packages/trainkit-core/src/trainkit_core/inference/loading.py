@@ -286,7 +286,8 @@ class ModelCache:
                 name = self._load_adapter(entry, ref, folder)
                 from trainkit_core.processors import load_processor
 
-                processor = load_processor(folder, model_type=entry.model.config.model_type)
+                model_type = getattr(getattr(entry.model, "config", None), "model_type", None)
+                processor = load_processor(folder, model_type=model_type)
                 entry.adapters[ref.path] = _Adapter(name, stamp, tokenizer, fmt, processor)
                 if known is not None:  # the folder was written again (e.g. a resumed run): drop the old weights
                     log.info("%s changed on the volume; its adapter was loaded again", ref.path)
