@@ -321,7 +321,9 @@ def check_images(
     return bad, problems
 
 
-def _check_one(url: str, read: Callable[[str], bytes | None], limits: ImageLimits, outside: type) -> str | None:
+def _check_one(
+    url: str, read: Callable[[str], bytes | None], limits: ImageLimits, outside: type[Exception]
+) -> str | None:
     """None when the image is fine, else "code message"."""
     if url.lower().startswith("data:"):
         try:

@@ -82,7 +82,8 @@ def render_with_images(
     for index, message in enumerate(messages):
         role, content = str(message.get("role")), message.get("content")
         pieces: list[str] = []
-        for part in content if isinstance(content, list) else [{"type": "text", "text": str(content)}]:
+        parts: list[Any] = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
+        for part in parts:
             if part.get("type") == "image_url":
                 if role == "assistant":
                     raise UsageError(f"message {index}: images go in user or system messages, not assistant")
