@@ -54,7 +54,8 @@ TRAINKIT = (
 from trainkit_core.chat_format import GEMMA3
 from trainkit_core.training.backends import build_trainer, load_hf
 from trainkit_core.training.config import TrainConfig
-from trainkit_core.training.vision import VisionCollator, as_rows, with_vision_modules
+from trainkit_core.training.vision import as_rows, with_vision_modules
+from trainkit_core.vision_collator import VisionCollator
 config = TrainConfig.parse(dataset="shapes", model_size="tiny-gemma3mm", steps=steps, batch_size=8).resolve()
 config = with_vision_modules(config, str(folder)).model_copy(update={"save_every": 10**6})
 model = load_hf(str(folder), config)

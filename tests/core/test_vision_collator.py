@@ -60,7 +60,7 @@ def twin(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 def test_only_assistant_text_is_trained_on_the_real_processor_output(twin: tuple[str, Path, Any]) -> None:
     from trainkit_core.chat_format import get_format
-    from trainkit_core.training.vision import IGNORE, VisionCollator
+    from trainkit_core.vision_collator import IGNORE, VisionCollator
 
     base, _, processor = twin
     fmt = get_format(TWINS[base])
@@ -94,7 +94,7 @@ def test_only_assistant_text_is_trained_on_the_real_processor_output(twin: tuple
 def test_a_mask_that_would_train_image_tokens_is_caught(twin: tuple[str, Path, Any]) -> None:
     from trainkit_core.chat_format import get_format
     from trainkit_core.errors import JobError
-    from trainkit_core.training.vision import check_vision_mask
+    from trainkit_core.vision_collator import check_vision_mask
 
     base, _, processor = twin
     fmt = get_format(TWINS[base])

@@ -190,7 +190,7 @@ def test_the_merged_export_keeps_the_towers_and_answers_like_infer_without_train
 
     from trainkit_core.inference.request import GenerateRequest
     from trainkit_core.processors import load_processor
-    from trainkit_core.training.vision import image_placeholder, render_with_images
+    from trainkit_core.vision_collator import image_placeholder, render_with_images
 
     sys.path.insert(0, str(Path(__file__).parent))
     import bare_env

@@ -132,12 +132,6 @@ class DatasetSettings(BaseSettings):
     image_max_bytes: int = Field(default=20 * 1024 * 1024, gt=0, description="Largest image file, in bytes.")
     image_max_per_example: int = Field(default=8, gt=0, description="Most images in one example or request.")
 
-    def image_limits(self) -> Any:
-        """These limits as the validator's `ImageLimits`."""
-        from trainkit_core.datasets.images import ImageLimits
-
-        return ImageLimits(self.image_max_pixels, self.image_max_bytes, self.image_max_per_example)
-
 
 class ApiSettings(BaseSettings):
     """The web API."""

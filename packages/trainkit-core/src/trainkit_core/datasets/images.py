@@ -54,6 +54,11 @@ class ImageLimits:
     max_bytes: int = 20 * 1024 * 1024
     max_per_example: int = 8
 
+    @classmethod
+    def from_settings(cls, settings: Any) -> ImageLimits:
+        """The limits a `DatasetSettings` sets."""
+        return cls(settings.image_max_pixels, settings.image_max_bytes, settings.image_max_per_example)
+
 
 def is_image_content(content: Any) -> bool:
     return isinstance(content, tuple)

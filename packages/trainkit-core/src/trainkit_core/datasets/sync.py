@@ -115,7 +115,7 @@ def sync_dataset(
         length=length,
         strict=strict,
         progress=progress,
-        image_limits=settings.datasets.image_limits(),
+        image_limits=ImageLimits.from_settings(settings.datasets),
     )
 
 

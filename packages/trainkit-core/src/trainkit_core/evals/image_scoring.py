@@ -30,7 +30,7 @@ def score_image_batch(
     import torch
 
     from trainkit_core.datasets.images import load_image
-    from trainkit_core.training.vision import IGNORE, VisionCollator, image_placeholder, render_with_images
+    from trainkit_core.vision_collator import IGNORE, VisionCollator, image_placeholder, render_with_images
 
     tokenizer = processor.tokenizer
     full = VisionCollator(processor, fmt)([{"messages": list(messages)} for messages in batch])

@@ -31,7 +31,7 @@ def stop_token_ids(loaded: LoadedModel) -> list[int]:
 def image_inputs(loaded: LoadedModel, turns: list[dict[str, Any]]) -> Any:
     """The processor's inputs (ids, pixel values, token types) for a conversation with images."""
     from trainkit_core.errors import UsageError
-    from trainkit_core.training.vision import image_placeholder, render_with_images
+    from trainkit_core.vision_collator import image_placeholder, render_with_images
 
     if loaded.processor is None:
         raise UsageError(f"{loaded.ref.path} (base {loaded.card.base_model}) is a text-only model: it takes no images")
