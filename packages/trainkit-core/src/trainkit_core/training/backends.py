@@ -164,7 +164,7 @@ def build_trainer(
 ) -> Any:
     """trl's `SFTTrainer` over pre-tokenized rows (labels already masked), or raw rows a `data_collator` batches.
 
-    A collator (`trainkit_core.training.vision.VisionCollator`) gets its rows as they
+    A collator (`trainkit_core.vision_collator.VisionCollator`) gets its rows as they
     are: trl's own preparation and column removal are off.
     """
     from trl import SFTConfig, SFTTrainer
