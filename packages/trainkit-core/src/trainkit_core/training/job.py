@@ -325,6 +325,10 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
 
     def checkpoint_extras(folder: Path, step: int) -> None:
         tokenizer.save_pretrained(folder)
+        if processor is not None:  # a checkpoint of an image run answers about images too
+            from trainkit_core.processors import save_processor
+
+            save_processor(processor, folder)
         write_card(folder, card(step))
         _record_rollout(run, model, tokenizer, fmt, rollout_prompts, step)
         if config.keep_checkpoints:
