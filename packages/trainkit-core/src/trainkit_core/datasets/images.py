@@ -212,7 +212,7 @@ def open_image(data: bytes, limits: ImageLimits) -> Any:
             f"its header claims more pixels than Pillow will decode, over the limit of {limits.max_pixels} "
             "(TRAINKIT_IMAGE_MAX_PIXELS): a decompression bomb?"
         ) from None
-    except (OSError, SyntaxError) as exc:
+    except Exception as exc:  # Pillow's decoders raise many types on hostile bytes (OSError, struct.error, ...)
         raise ValueError(f"Pillow cannot decode it ({type(exc).__name__}: {str(exc)[:120]})") from None
 
 
