@@ -210,10 +210,10 @@ CASES: list[tuple[str, str, bytes, str, int, str]] = [
     (
         "openai-parts-content",
         "chat",
-        G + chat(("user", [{"type": "text", "text": "q"}]), ("assistant", "a")),
-        "content-not-string",
+        G + chat(("user", [{"type": "input_text", "text": "q"}]), ("assistant", "a")),
+        "part-type-unknown",
         2,
-        "an array",
+        "'input_text'",
     ),
     (
         "object-content",

@@ -63,7 +63,13 @@ MALFORMED = [
     ("role-unknown", good(1) + chat(("user", "a"), ("bot", "b")), "role-unknown", 2, "'bot'"),
     ("role-model", good(1) + chat(("user", "a"), ("model", "b")), "role-unknown", 2, "assistant"),
     ("content-missing", good(1) + line({"messages": [{"role": "user"}]}), "content-missing", 2, "messages[0]"),
-    ("content-not-string", good(1) + chat(("user", ["a"]), ("assistant", "b")), "content-not-string", 2, "an array"),
+    (
+        "content-part-not-object",
+        good(1) + chat(("user", ["a"]), ("assistant", "b")),
+        "part-not-object",
+        2,
+        "content[0]",
+    ),
     ("content-null", good(1) + chat(("user", None), ("assistant", "b")), "content-not-string", 2, "null"),
     ("content-empty", good(1) + chat(("user", "a"), ("assistant", "   ")), "content-empty", 2, "messages[1]"),
     (

@@ -54,6 +54,11 @@ class Preset:
     load_in_4bit: bool = True
     #: Modules trained in full and saved with the adapter (peft ``modules_to_save``).
     modules_to_save: tuple[str, ...] = ()
+    #: On image datasets, train the vision tower and projector too (the twins' are random).
+    finetune_vision_layers: bool = False
+    #: Tokens one image takes in the prompt, markers included (the processor's figure:
+    #: Gemma 3 256 soft tokens + begin/end + two blank lines; Gemma 4 up to 280 + begin/end).
+    image_tokens: int = 260
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -143,6 +148,7 @@ PRESETS: dict[str, Preset] = {
         # --steps or --epochs override it (docs/concepts/model-sizes.md gives the anchors).
         steps=None,
         epochs=1.0,
+        image_tokens=282,
         description="Gemma 4 31B instruct, 4-bit QLoRA on an A100-80GB (Unsloth's notebook: 18.6 GB reserved).",
     ),
 }
@@ -163,6 +169,8 @@ TWIN_PRESETS: dict[str, Preset] = {
         learning_rate=1e-2,
         batch_size=4,
         steps=20,
+        finetune_vision_layers=True,
+        image_tokens=8,
         description="Tiny twin of 4b/12b: a Gemma3ForConditionalGeneration with a SigLIP tower, built locally.",
     ),
     "tiny-gemma4": Preset(
@@ -177,6 +185,8 @@ TWIN_PRESETS: dict[str, Preset] = {
         learning_rate=1e-2,
         batch_size=4,
         steps=20,
+        finetune_vision_layers=True,
+        image_tokens=72,
         description="Tiny twin of 31b: a Gemma4ForConditionalGeneration (per-layer attention, vision tower), built locally.",
     ),
 }

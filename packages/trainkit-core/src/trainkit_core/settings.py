@@ -184,6 +184,11 @@ class DatasetSettings(BaseSettings):
     datasets_dir: Path = Field(
         default=Path("datasets"), description="Folder of the local datasets (`<dir>/<name>/dataset.toml`)."
     )
+    image_max_pixels: int = Field(
+        default=50_000_000, gt=0, description="Largest image (width x height) a dataset or a request may hold."
+    )
+    image_max_bytes: int = Field(default=20 * 1024 * 1024, gt=0, description="Largest image file, in bytes.")
+    image_max_per_example: int = Field(default=8, gt=0, description="Most images in one example or request.")
 
 
 class ApiSettings(BaseSettings):

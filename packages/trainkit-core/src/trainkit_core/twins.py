@@ -33,7 +33,7 @@ from typing import Any
 
 from trainkit_core.chat_format import GEMMA3, GEMMA4, ChatFormat
 
-BUILD_VERSION = 1  # bump when a twin's architecture or recipe changes
+BUILD_VERSION = 2  # bump when a twin's architecture or recipe changes (v2: Gemma 4's image processor)
 VOCAB_SIZE = 512
 MARKER = "trainkit_twin.json"
 
@@ -328,15 +328,22 @@ def build_model(twin: Twin, tokenizer: Any, seed: int = 0) -> Any:
 def build_processor(twin: Twin, tokenizer: Any) -> Any:
     """The processor a real checkpoint ships (image processor + tokenizer), at the twin's image size.
 
-    Only for Gemma 3: Gemma 4's processor also needs a video processor, which needs
-    torchvision (never installed beside the CPU torch here). `None` when the processor
-    cannot be built: Gemma 4, or Pillow missing (it is not in the `train` extra; text
-    training never needs it, and the weights and tokenizer are the same either way).
+    The slow (PIL) image processors: the fast ones and Gemma 4's video processor need
+    torchvision, never installed beside the CPU torch here (`trainkit_core.processors`).
+    Gemma 4's keeps the real default of 280 soft tokens' patch budget out of reach of a
+    tiny tower: 70, the smallest the class allows. `None` when Pillow is missing (text
+    training never needs it; the weights and tokenizer are the same either way).
     """
     import importlib.util
 
-    if twin.name != "gemma3mm" or importlib.util.find_spec("PIL") is None:
+    if importlib.util.find_spec("PIL") is None:
         return None
+    if twin.name == "gemma4":
+        from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
+        from trainkit_core.processors import gemma4_image_text_processor
+
+        return gemma4_image_text_processor(Gemma4ImageProcessorPil(max_soft_tokens=70), tokenizer)
     from transformers import Gemma3Processor
     from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 
@@ -363,7 +370,9 @@ def ensure_twin_base(base_model: str, hf_cache_dir: Path | None) -> Path:
         model.save_pretrained(tmp)
         processor = build_processor(twin, tokenizer)
         if processor is not None:
-            processor.save_pretrained(tmp)
+            from trainkit_core.processors import save_processor
+
+            save_processor(processor, tmp)
         else:
             tokenizer.save_pretrained(tmp)
         info = {

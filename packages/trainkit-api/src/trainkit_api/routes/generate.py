@@ -62,7 +62,9 @@ class ChatMessageIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[dict[str, Any]] = Field(description="Text, or a list of `{type: text, text}` parts.")
+    content: str | list[dict[str, Any]] = Field(
+        description="Text, or a list of `{type: text, text}` and `{type: image_url, image_url: {url: data:...}}` parts."
+    )
 
 
 class StreamOptions(BaseModel):
@@ -120,15 +122,26 @@ class ChatCompletion(BaseModel):
 SSE_DOC = {"text/event-stream": {"schema": {"type": "string"}}}
 
 
-def _text(content: str | list[dict[str, Any]], where: str) -> str:
+def _content(content: str | list[dict[str, Any]], where: str) -> str | list[dict[str, Any]]:
+    """A message's content for trainkit: text, or text and ``image_url`` parts (checked by `GenerateRequest`)."""
     if isinstance(content, str):
         return content
-    parts = []
+    parts: list[dict[str, Any]] = []
     for i, part in enumerate(content):
-        if part.get("type") != "text" or not isinstance(part.get("text"), str):
-            raise UsageError(f"{where}.content[{i}]: only text parts are supported")
-        parts.append(part["text"])
-    return "".join(parts)
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "image_url":
+            image_url = part.get("image_url")
+            url = image_url.get("url") if isinstance(image_url, dict) else image_url
+            if not isinstance(url, str):
+                raise UsageError(f'{where}.content[{i}]: an image_url part needs "image_url": {{"url": "data:..."}}')
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        else:
+            raise UsageError(f"{where}.content[{i}]: only text and image_url parts are supported")
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
 
 
 def generate_request(body: ChatCompletionRequest) -> dict[str, Any]:
@@ -149,7 +162,7 @@ def generate_request(body: ChatCompletionRequest) -> dict[str, Any]:
     messages = []
     for i, message in enumerate(body.messages):
         role = "system" if message.role == "developer" else message.role
-        messages.append({"role": role, "content": _text(message.content, f"messages[{i}]")})
+        messages.append({"role": role, "content": _content(message.content, f"messages[{i}]")})
     request: dict[str, Any] = {**target, "messages": messages, "base": base}
     max_tokens = body.max_completion_tokens or body.max_tokens
     if max_tokens is not None:

@@ -905,10 +905,23 @@ async function viewModel(runId) {
   } catch (err) { if (!ctl.signal.aborted) showError(body, err); }
 }
 
+function contentText(content) {
+  if (!Array.isArray(content)) return String(content);
+  return content.map((p) => (p && p.type === "text" ? p.text : "[image]")).join("\n");
+}
+
+/* The pictures of an eval example's prompt (stored in the report as small data: URLs). */
+function promptImages(messages) {
+  if (!Array.isArray(messages)) return [];
+  return messages.flatMap((m) => (m && Array.isArray(m.content) ? m.content : []))
+    .filter((p) => p && p.type === "image_url" && typeof p.image_url?.url === "string" && p.image_url.url.startsWith("data:image/"))
+    .map((p) => h("img", { class: "eval-image", src: p.image_url.url, alt: "the example's image" }));
+}
+
 function messagesText(x) {
   if (x === undefined || x === null) return "";
   if (typeof x === "string") return x;
-  if (Array.isArray(x)) return x.map((m) => (m && m.content !== undefined ? `${m.role ? m.role + ": " : ""}${m.content}` : JSON.stringify(m))).join("\n");
+  if (Array.isArray(x)) return x.map((m) => (m && m.content !== undefined ? `${m.role ? m.role + ": " : ""}${contentText(m.content)}` : JSON.stringify(m))).join("\n");
   if (typeof x === "object" && x.content !== undefined) return String(x.content);
   return JSON.stringify(x);
 }
@@ -969,7 +982,7 @@ async function viewEval(reportId) {
     ["Examples", fmtNum(report.example_count ?? (report.examples || []).length)], ["Created", fmtTime(report.created_at)], ["Took", fmtDuration(report.eval_s)]];
   const examples = (report.examples || []).map((ex, i) => h("tr", {},
     h("td", { class: "num" }, (ex.index ?? i) + 1),
-    h("td", {}, h("pre", {}, messagesText(ex.messages ?? ex.prompt))),
+    h("td", {}, ...promptImages(ex.messages), h("pre", {}, messagesText(ex.messages ?? ex.prompt))),
     h("td", {}, h("pre", {}, messagesText(ex.reference))),
     exampleCell(ex.base), exampleCell(ex.tuned)));
   body.replaceChildren(

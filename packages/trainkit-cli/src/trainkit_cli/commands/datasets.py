@@ -176,6 +176,7 @@ def validate_command(
 
     Every problem is printed as file:line. Exits 2 on errors (or on warnings with --strict).
     """
+    from trainkit_core.datasets.images import ImageLimits
     from trainkit_core.datasets.local import find_local
     from trainkit_core.datasets.validate import (
         DatasetInvalidError,
@@ -187,9 +188,11 @@ def validate_command(
     length = length_check_for(model_size, max_tokens=max_tokens)
     if local:
         dataset = find_local(Path(state.settings.datasets.datasets_dir), name)
-        report = validate_local(dataset.path, length=length)
+        limits = ImageLimits.from_settings(state.settings.datasets)
+        report = validate_local(dataset.path, length=length, image_limits=limits)
     else:
-        report = validate_synced(state.provider.volume("data"), name, length=length)
+        limits = ImageLimits.from_settings(state.settings.datasets)
+        report = validate_synced(state.provider.volume("data"), name, length=length, image_limits=limits)
     if as_json:
         print_json({**report.as_dict(), "ok": report.ok(strict=strict), "strict": strict})
     else:

@@ -37,11 +37,35 @@ def _messages(path: str) -> list[dict[str, Any]]:
     return data
 
 
+def _data_url(path: str) -> str:
+    """The picture at `path` as a data URL: it travels in the request to wherever the model runs."""
+    import base64
+
+    from trainkit_core.errors import UsageError
+
+    try:
+        data = Path(path).expanduser().read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--image {path}: cannot read it ({exc.strerror})") from None
+    kinds = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"RIFF": "webp", b"GIF8": "gif", b"BM": "bmp"}
+    kind = next((name for magic, name in kinds.items() if data.startswith(magic)), None)
+    if kind is None:
+        raise UsageError(f"--image {path}: not a PNG, JPEG, WebP, GIF or BMP picture")
+    return f"data:image/{kind};base64,{base64.b64encode(data).decode()}"
+
+
 @click.command("infer")
 @click.option("--model-path", metavar="PATH", help="trained/<run id> or trained/<run id>/checkpoints/<step>.")
 @click.option("--model-size", metavar="SIZE", help="Instead of --model-path: the newest trained model of this preset.")
 @click.option("--prompt", metavar="TEXT", help="One user message.")
 @click.option("--messages", "messages_file", metavar="FILE", help="JSON file with a list of chat messages.")
+@click.option(
+    "--image",
+    "images",
+    metavar="PATH",
+    multiple=True,
+    help="A picture for the (last) user turn; repeat for several. Needs a multimodal model.",
+)
 @click.option("--base", is_flag=True, help="Generate with the model's base alone (adapter off), for comparison.")
 @click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=128, show_default=True)
 @click.option("--temperature", type=click.FloatRange(0.0, 5.0), default=0.0, show_default=True, help="0: greedy.")
@@ -58,6 +82,7 @@ def infer_command(
     model_size: str | None,
     prompt: str | None,
     messages_file: str | None,
+    images: tuple[str, ...],
     base: bool,
     max_new_tokens: int,
     temperature: float,
@@ -76,6 +101,7 @@ def infer_command(
         "model_size": model_size,
         "prompt": prompt,
         "messages": _messages(messages_file) if messages_file else None,
+        "images": [_data_url(path) for path in images] or None,
         "base": base,
         "max_new_tokens": max_new_tokens,
         "temperature": temperature,

@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from trainkit_core.datasets.images import as_openai, image_urls, parse_content, text_of
 from trainkit_core.datasets.problems import Problem
 from trainkit_core.strict_json import StrictJSONError, loads
 
@@ -45,7 +46,9 @@ class Example:
 
     file: str
     line: int
-    messages: tuple[tuple[str, str], ...]  # (role, content), hashable for duplicate checks
+    #: (role, content), hashable for duplicate checks; a content with images is a
+    #: tuple of parts (`trainkit_core.datasets.images`).
+    messages: tuple[tuple[str, Any], ...]
     #: Preference pairs: the prompt is `messages` (ending with the user), these the two answers.
     chosen: str | None = None
     rejected: str | None = None
@@ -53,7 +56,9 @@ class Example:
     fields: tuple[tuple[str, str], ...] = ()
 
     def as_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"messages": [{"role": role, "content": content} for role, content in self.messages]}
+        record: dict[str, Any] = {
+            "messages": [{"role": role, "content": as_openai(content)} for role, content in self.messages]
+        }
         if self.chosen is not None:
             record["chosen"], record["rejected"] = self.chosen, self.rejected
         for key, text in self.fields:
@@ -66,12 +71,20 @@ class Example:
         return (self.messages, self.chosen, self.rejected, self.fields)
 
     @property
+    def image_urls(self) -> list[str]:
+        return [url for _, content in self.messages for url in image_urls(content)]
+
+    @property
     def where(self) -> str:
         return f"{self.file}:{self.line}"
 
     @property
     def chars(self) -> int:
-        return sum(len(content) for _, content in self.messages) + len(self.chosen or "") + len(self.rejected or "")
+        return (
+            sum(len(text_of(content)) for _, content in self.messages)
+            + len(self.chosen or "")
+            + len(self.rejected or "")
+        )
 
 
 def parse_jsonl(
@@ -161,13 +174,13 @@ def _parse_line(
     return (Example(file, number, messages) if keep and messages is not None else None), found
 
 
-def _chat_markers(messages: tuple[tuple[str, str], ...], file: str, line: int) -> list[Problem]:
+def _chat_markers(messages: tuple[tuple[str, Any], ...], file: str, line: int) -> list[Problem]:
     """Text of a chat format's turn markers inside content: it would let one example write turns of its own."""
     from trainkit_core.chat_format import control_texts
 
     for index, (role, content) in enumerate(messages):
         for marker in control_texts():
-            if marker in content:
+            if marker in text_of(content):
                 return [
                     Problem(
                         file,
@@ -214,7 +227,7 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def _chat(record: dict[str, Any], file: str, line: int) -> tuple[tuple[tuple[str, str], ...] | None, list[Problem]]:
+def _chat(record: dict[str, Any], file: str, line: int) -> tuple[tuple[tuple[str, Any], ...] | None, list[Problem]]:
     def problem(code: str, message: str) -> Problem:
         return Problem(file, line, "error", code, message)
 
@@ -227,7 +240,7 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[tuple[tuple[str
     if not messages:
         return None, [problem("messages-empty", '"messages" is empty')]
     problems: list[Problem] = []
-    turns: list[tuple[str, str]] = []
+    turns: list[tuple[str, Any]] = []
     for index, message in enumerate(messages):
         at = f"messages[{index}]"
         if not isinstance(message, dict):
@@ -247,9 +260,18 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[tuple[tuple[str
             problems.append(problem("content-missing", f'{at} ({role}) has no "content"'))
             continue
         content = message["content"]
+        if isinstance(content, list):
+            parts, part_problems = parse_content(content, at, role, problem)
+            problems.extend(part_problems)
+            if parts is not None:
+                turns.append((role, parts))
+            continue
         if not isinstance(content, str):
             problems.append(
-                problem("content-not-string", f"{at} ({role}) content must be a string, got {_kind(content)}")
+                problem(
+                    "content-not-string",
+                    f"{at} ({role}) content must be a string or a list of parts, got {_kind(content)}",
+                )
             )
             continue
         if not content.strip():
@@ -262,8 +284,8 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[tuple[tuple[str
 
 
 def _check_order(
-    turns: tuple[tuple[str, str], ...], problem: Any
-) -> tuple[tuple[tuple[str, str], ...] | None, list[Problem]]:
+    turns: tuple[tuple[str, Any], ...], problem: Any
+) -> tuple[tuple[tuple[str, Any], ...] | None, list[Problem]]:
     """An optional system message first, then user/assistant alternating, user first, assistant last."""
     roles = [role for role, _ in turns]
     for index, role in enumerate(roles):
@@ -300,7 +322,7 @@ def _check_order(
 
 def _prompt_completion(
     record: dict[str, Any], file: str, line: int
-) -> tuple[tuple[tuple[str, str], ...] | None, list[Problem]]:
+) -> tuple[tuple[tuple[str, Any], ...] | None, list[Problem]]:
     if "messages" in record and "prompt" not in record and "completion" not in record:
         return None, [
             Problem(

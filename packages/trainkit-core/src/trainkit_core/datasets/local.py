@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainkit_core.datasets.images import referenced_files
 from trainkit_core.datasets.layout import FileInfo, Manifest, dataset_hash
 from trainkit_core.datasets.problems import Problem
 from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, check_name, parse_spec
@@ -61,6 +62,7 @@ class LocalDataset:
             },
             train_examples=sum(manifest.files[f].examples for f in self.spec.train),
             eval_examples=sum(manifest.files[f].examples for f in self.spec.eval),
+            images=len(manifest.files) - 1 - len(self.spec.files),
             size=manifest.size,
             hash=manifest.hash,
         )
@@ -195,7 +197,10 @@ def hash_file(path: Path) -> FileInfo:
 
 
 def build_manifest(folder: Path, spec: DatasetSpec | None = None) -> Manifest:
-    """Hash ``dataset.toml`` and the files it lists; `UsageError` when one is missing."""
+    """Hash ``dataset.toml``, the files it lists and the images they name; `UsageError` when a listed one is missing.
+
+    An image that is missing is left out here: validation names it at its line.
+    """
     folder = Path(folder)
     if spec is None:
         dataset = open_local(folder)
@@ -209,5 +214,10 @@ def build_manifest(folder: Path, spec: DatasetSpec | None = None) -> Manifest:
             raise DatasetFileError(f"{rel}: listed in {SPEC_FILE} but missing from {str(folder)!r}", file=rel)
         info = hash_file(path)
         files[rel] = FileInfo(info.sha256, info.size, 0 if rel == SPEC_FILE else info.examples)
+    for rel in [image for data_file in spec.files for image in referenced_files((folder / data_file).read_bytes())]:
+        path = dataset_file(folder, rel)
+        if path is not None and rel not in files:
+            info = hash_file(path)
+            files[rel] = FileInfo(info.sha256, info.size, 0)
     digest = dataset_hash({path: info.sha256 for path, info in files.items()})
     return Manifest(name=spec.name, hash=digest, format=spec.format, files=files)

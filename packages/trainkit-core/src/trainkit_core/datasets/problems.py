@@ -44,6 +44,7 @@ class Report:
     counts: dict[str, int] = field(default_factory=dict)
     train_examples: int = 0
     eval_examples: int = 0
+    images: int = 0  # distinct images the accepted examples show, per file
     length_check: str = ""
     version: str | None = None
     hash: str | None = None
@@ -64,6 +65,7 @@ class Report:
         return (
             f"dataset {self.name!r} ({self.source}): {len(self.errors)} error(s), {len(self.warnings)} warning(s); "
             f"{self.train_examples} train / {self.eval_examples} eval examples"
+            + (f", {self.images} images" if self.images else "")
         )
 
     def error_text(self, *, limit: int = 20) -> str:
@@ -82,6 +84,7 @@ class Report:
             "warnings": len(self.warnings),
             "train_examples": self.train_examples,
             "eval_examples": self.eval_examples,
+            "images": self.images,
             "counts": dict(self.counts),
             "length_check": self.length_check,
             "version": self.version,

@@ -11,7 +11,8 @@ every blob's sha256 against the manifest, and parses the files with the validato
 own rules; a dataset with errors raises `DatasetInvalidError` (the same problems,
 files and lines a user saw from ``trainkit validate``). Prompt/completion pairs come
 back as a user and an assistant turn; a system message stays first in the list for
-the chat format to fold into the first user turn. The eval examples are the eval
+the chat format to fold into the first user turn. An image part's relative path
+becomes the absolute path of its blob on the volume (a ``data:`` URL stays as it is). The eval examples are the eval
 files, or the seeded split the spec asks for (the same split validation checked).
 """
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainkit_core.datasets.images import with_image_paths
 from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path, parse_current
 from trainkit_core.datasets.spec import check_name
 from trainkit_core.datasets.validate import DatasetInvalidError, check
@@ -68,6 +70,9 @@ def read_synced(data_root: Path, name: str) -> SyncedDataset:
             raise UsageError(f"dataset {name!r} version {version}: {rel} does not match its hash (blob {blob})")
         return data
 
+    def blob_of(rel: str) -> str:
+        return str(data_root / blob_path(name, manifest.files[rel].sha256))
+
     checked = check(name, read, source="volume", folder_name=name)
     checked.report.version, checked.report.hash = version, manifest.hash
     if not checked.report.ok() or checked.spec is None:
@@ -77,7 +82,7 @@ def read_synced(data_root: Path, name: str) -> SyncedDataset:
         version=version,
         hash=manifest.hash,
         format=checked.spec.format,
-        train=[ex.as_record() for ex in checked.train],
-        eval=[ex.as_record() for ex in checked.eval],
+        train=[with_image_paths(ex.as_record(), blob_of) for ex in checked.train],
+        eval=[with_image_paths(ex.as_record(), blob_of) for ex in checked.eval],
         description=checked.spec.description,
     )

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainkit_core.datasets.images import ImageLimits
 from trainkit_core.datasets.layout import (
     Manifest,
     blob_path,
@@ -120,6 +121,7 @@ def sync_dataset(
         length=length,
         strict=strict,
         progress=progress,
+        image_limits=ImageLimits.from_settings(settings.datasets),
     )
 
 
@@ -140,6 +142,7 @@ def sync_to_volume(
     strict: bool = False,
     progress: Progress | None = None,
     keep_versions: int = KEEP_VERSIONS,
+    image_limits: ImageLimits | None = None,
 ) -> SyncResult:
     """Sync the dataset in `folder` to `volume` (the steps in the module docstring)."""
     folder = Path(folder)
@@ -151,7 +154,7 @@ def sync_to_volume(
         except DatasetFileError:
             manifest = None  # validation names the missing file
     if manifest is None:
-        raise DatasetInvalidError(check_local(folder, length=length).report)
+        raise DatasetInvalidError(check_local(folder, length=length, image_limits=image_limits).report)
     name = manifest.name
     unchanged = _unchanged(volume, name, manifest.hash)
     if unchanged:  # read-only: an unchanged dataset takes no lock, so parallel submissions never collide
@@ -160,7 +163,7 @@ def sync_to_volume(
         unchanged = _unchanged(volume, name, manifest.hash)
         if unchanged:
             return unchanged
-        report = check_local(folder, length=length or LengthCheck.estimate()).report
+        report = check_local(folder, length=length or LengthCheck.estimate(), image_limits=image_limits).report
         if not report.ok(strict=strict):
             raise DatasetInvalidError(report, strict=strict)
         version = _new_version(manifest.hash)

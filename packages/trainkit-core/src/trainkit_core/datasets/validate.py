@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.datasets.examples import Example, parse_jsonl, split_eval
+from trainkit_core.datasets.images import ImageLimits, check_images, text_of
 from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path, parse_current
 from trainkit_core.datasets.local import DatasetFileError, dataset_file
 from trainkit_core.datasets.problems import Problem, Report
@@ -64,7 +65,9 @@ class LengthCheck:
         """Exact counts with a tokenizer (anything with ``encode(text) -> list``) over the Gemma turn format."""
 
         def count(example: Example) -> int:
-            text = "".join(f"<start_of_turn>{role}\n{content}<end_of_turn>\n" for role, content in example.messages)
+            text = "".join(
+                f"<start_of_turn>{role}\n{text_of(content)}<end_of_turn>\n" for role, content in example.messages
+            )
             return len(tokenizer.encode(text))
 
         return cls(max_tokens, count, f"{label}, max {max_tokens} tokens")
@@ -84,9 +87,19 @@ Reader = Callable[[str], "bytes | None"]
 
 
 def check(
-    name: str, read: Reader, *, source: str, folder_name: str | None = None, length: LengthCheck | None = None
+    name: str,
+    read: Reader,
+    *,
+    source: str,
+    folder_name: str | None = None,
+    length: LengthCheck | None = None,
+    image_limits: ImageLimits | None = None,
 ) -> Checked:
-    """Check a dataset whose files `read(relative path)` returns (None when missing)."""
+    """Check a dataset whose files `read(relative path)` returns (None when missing).
+
+    Images the examples name are read through `read` too, so a local check and a check
+    of the volume's version look at the same bytes.
+    """
     report = Report(name=name, source=source)
     result = Checked(report)
     try:
@@ -113,6 +126,10 @@ def check(
             report.problems.append(Problem(file, None, "error", "file-missing", f"listed in {SPEC_FILE} but missing"))
             continue
         examples, file_problems = parse_jsonl(data, file, spec.format, allow_chat_markers=spec.allow_chat_markers)
+        bad, image_problems = check_images(examples, read, image_limits or ImageLimits(), DatasetFileError)
+        examples = [ex for index, ex in enumerate(examples) if index not in bad]
+        file_problems += image_problems
+        report.images += len({url for ex in examples for url in ex.image_urls})
         report.problems.extend(file_problems)
         report.counts[file] = len(examples)
         parsed[file] = examples
@@ -196,12 +213,14 @@ def _overlap(train: list[Example], held_out: list[Example], report: Report) -> N
 # --------------------------------------------------------------------------- sources
 
 
-def validate_local(folder: Path, *, length: LengthCheck | None = None) -> Report:
+def validate_local(
+    folder: Path, *, length: LengthCheck | None = None, image_limits: ImageLimits | None = None
+) -> Report:
     """Check the dataset in `folder` as it is on this machine."""
-    return check_local(folder, length=length).report
+    return check_local(folder, length=length, image_limits=image_limits).report
 
 
-def check_local(folder: Path, *, length: LengthCheck | None = None) -> Checked:
+def check_local(folder: Path, *, length: LengthCheck | None = None, image_limits: ImageLimits | None = None) -> Checked:
     folder = Path(folder)
     if not (folder / SPEC_FILE).is_file():
         raise NotFoundError(f"no {SPEC_FILE} in {str(folder)!r}")
@@ -210,7 +229,7 @@ def check_local(folder: Path, *, length: LengthCheck | None = None) -> Checked:
         path = dataset_file(folder, rel)  # DatasetFileError for a link out of the folder
         return path.read_bytes() if path is not None else None
 
-    return check(folder.name, read, source="local", folder_name=folder.name, length=length)
+    return check(folder.name, read, source="local", folder_name=folder.name, length=length, image_limits=image_limits)
 
 
 def read_current_manifest(volume: Volume, name: str) -> Manifest:
@@ -227,7 +246,9 @@ def read_current_manifest(volume: Volume, name: str) -> Manifest:
     return Manifest.from_json(volume.read_bytes(manifest_path(name, version)), where=where)
 
 
-def validate_synced(volume: Volume, name: str, *, length: LengthCheck | None = None) -> Report:
+def validate_synced(
+    volume: Volume, name: str, *, length: LengthCheck | None = None, image_limits: ImageLimits | None = None
+) -> Report:
     """Check the current version of `name` on the data volume, as training will read it."""
     manifest = read_current_manifest(volume, name)
 
@@ -238,7 +259,7 @@ def validate_synced(volume: Volume, name: str, *, length: LengthCheck | None = N
         path = blob_path(name, info.sha256)
         return volume.read_bytes(path) if volume.exists(path) else None
 
-    report = check(name, read, source="volume", folder_name=name, length=length).report
+    report = check(name, read, source="volume", folder_name=name, length=length, image_limits=image_limits).report
     report.version, report.hash = manifest.version, manifest.hash
     return report
 
@@ -280,7 +301,8 @@ def length_check_for(
     fmt = get_format(preset.chat_format if preset else "gemma3")
 
     def count(example: Example) -> int:
-        return len(tokenizer.encode(render(example.as_record()["messages"], fmt), add_special_tokens=False))
+        messages = [{"role": role, "content": text_of(content)} for role, content in example.messages]
+        return len(tokenizer.encode(render(messages, fmt), add_special_tokens=False))
 
     label = f"{preset.base_model} tokenizer" if preset else "tokenizer"
     return LengthCheck(limit, count, f"{label}, max {limit} tokens")

@@ -96,9 +96,26 @@ def score_batch(
     *,
     device: str,
     max_new_tokens: int,
+    processor: Any = None,
 ) -> list[dict[str, Any]]:
-    """Loss on the reference and a greedy answer for each example of a batch (no grad)."""
+    """Loss on the reference and a greedy answer for each example of a batch (no grad).
+
+    With a `processor` (a multimodal model), a batch holding images is scored through it.
+    """
     stops = _stops(tokenizer, fmt)
+    if processor is not None and any(isinstance(m.get("content"), list) for messages in batch for m in messages):
+        from trainkit_core.evals.image_scoring import score_image_batch
+
+        return score_image_batch(
+            model,
+            processor,
+            fmt,
+            batch,
+            stops,
+            device=device,
+            max_new_tokens=max_new_tokens,
+            length_margin=LENGTH_MARGIN,
+        )
     encoded = [encode_for_training(tokenizer, messages, fmt) for messages in batch]
     losses = _losses(model, encoded, _pad_id(tokenizer, stops), device)
     references = [messages[-1]["content"] for messages in batch]
@@ -133,6 +150,7 @@ def evaluate(
     adapter: str | None = "default",
     compare_base: bool = True,
     max_new_tokens: int = 64,
+    processor: Any = None,
 ) -> dict[str, Any]:
     """Metrics of the tuned model (and the base, with the adapter off) on `examples`.
 
@@ -157,7 +175,9 @@ def evaluate(
                 scored = []
                 for first in range(0, len(examples), BATCH_SIZE):
                     batch = [ex["messages"] for ex in examples[first : first + BATCH_SIZE]]
-                    scored += score_batch(model, tokenizer, fmt, batch, device=device, max_new_tokens=max_new_tokens)
+                    scored += score_batch(
+                        model, tokenizer, fmt, batch, device=device, max_new_tokens=max_new_tokens, processor=processor
+                    )
             for row, score in zip(rows, scored, strict=True):
                 row[label] = score
             summaries[label] = summarize(scored)

@@ -57,12 +57,31 @@ def normalize_example(record: Any, *, where: str) -> dict[str, Any]:
         raise UsageError(f"{where}: 'messages' must be a list of at least a user and an assistant message")
     clean = []
     for i, m in enumerate(messages):
-        if not isinstance(m, Mapping) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
-            raise UsageError(f"{where}: message {i} needs a role ({', '.join(ROLES)}) and string content")
+        if not isinstance(m, Mapping) or m.get("role") not in ROLES or not _content_ok(m.get("content"), m.get("role")):
+            raise UsageError(
+                f"{where}: message {i} needs a role ({', '.join(ROLES)}) and string content "
+                "(or, in a user or system message, text and image_url parts)"
+            )
         clean.append({"role": m["role"], "content": m["content"]})
     if clean[-1]["role"] != "assistant" or clean[-2]["role"] != "user":
         raise UsageError(f"{where}: the last two messages must be the user's question and the assistant's reference")
     return {"messages": clean}
+
+
+def _content_ok(content: Any, role: Any) -> bool:
+    """A string, or (not for the assistant) a list of text and image_url parts as the datasets hold them."""
+    if isinstance(content, str):
+        return True
+    if role == "assistant" or not isinstance(content, list) or not content:
+        return False
+    return all(
+        isinstance(p, Mapping)
+        and (
+            (p.get("type") == "text" and isinstance(p.get("text"), str))
+            or (p.get("type") == "image_url" and isinstance((p.get("image_url") or {}).get("url"), str))
+        )
+        for p in content
+    )
 
 
 def parse_jsonl(data: bytes, *, file: str) -> list[dict[str, Any]]:

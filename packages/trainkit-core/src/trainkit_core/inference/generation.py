@@ -28,6 +28,22 @@ def stop_token_ids(loaded: LoadedModel) -> list[int]:
     return ids
 
 
+def image_inputs(loaded: LoadedModel, turns: list[dict[str, Any]]) -> Any:
+    """The processor's inputs (ids, pixel values, token types) for a conversation with images."""
+    from trainkit_core.errors import UsageError
+    from trainkit_core.vision_collator import image_placeholder, render_with_images
+
+    if loaded.processor is None:
+        raise UsageError(f"{loaded.ref.path} (base {loaded.card.base_model}) is a text-only model: it takes no images")
+    from trainkit_core.datasets.images import load_image
+
+    text, refs, _ = render_with_images(
+        turns, loaded.fmt, image_placeholder(loaded.processor), add_generation_prompt=True
+    )
+    batch = loaded.processor(text=[text], images=[[load_image(ref) for ref in refs]], return_tensors="pt")
+    return batch.to(loaded.device)
+
+
 def _sampling(req: GenerateRequest) -> dict[str, Any]:
     if req.temperature <= 0:
         return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
@@ -53,8 +69,11 @@ def generate(
     from transformers.generation.streamers import BaseStreamer
 
     tok = loaded.tokenizer
-    prompt = render_prompt(req.chat(), loaded.fmt)
-    inputs = tok(prompt, add_special_tokens=False, return_tensors="pt").to(loaded.device)
+    if req.has_images:
+        inputs = image_inputs(loaded, req.chat())
+    else:
+        prompt = render_prompt(req.chat(), loaded.fmt)
+        inputs = tok(prompt, add_special_tokens=False, return_tensors="pt").to(loaded.device)
     prompt_len = int(inputs["input_ids"].shape[1])
     stops = stop_token_ids(loaded)
 

@@ -198,6 +198,7 @@ class LoadedModel:
     lock: threading.Lock
     load_s: float = 0.0
     cached: bool = False
+    processor: Any = None  # a multimodal model's processor (saved with its adapter), else None
 
 
 @dataclass
@@ -206,6 +207,7 @@ class _Adapter:
     stamp: tuple[tuple[str, int, int], ...]
     tokenizer: Any
     fmt: ChatFormat
+    processor: Any = None
 
 
 def _stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
@@ -267,7 +269,7 @@ class ModelCache:
             cached = known is not None and known.stamp == stamp
             if cached and entry is not None and known is not None:
                 self._bases.move_to_end(key)
-                tokenizer, fmt, name = known.tokenizer, known.fmt, known.name
+                tokenizer, fmt, name, processor = known.tokenizer, known.fmt, known.name, known.processor
             else:
                 from transformers import AutoTokenizer
 
@@ -282,7 +284,11 @@ class ModelCache:
                     self._bases.move_to_end(key)
                     check_base(card, folder, tokenizer, entry.model)
                 name = self._load_adapter(entry, ref, folder)
-                entry.adapters[ref.path] = _Adapter(name, stamp, tokenizer, fmt)
+                from trainkit_core.processors import load_processor
+
+                model_type = getattr(getattr(entry.model, "config", None), "model_type", None)
+                processor = load_processor(folder, model_type=model_type)
+                entry.adapters[ref.path] = _Adapter(name, stamp, tokenizer, fmt, processor)
                 if known is not None:  # the folder was written again (e.g. a resumed run): drop the old weights
                     log.info("%s changed on the volume; its adapter was loaded again", ref.path)
                     with entry.lock:
@@ -298,6 +304,7 @@ class ModelCache:
                 lock=entry.lock,
                 load_s=time.perf_counter() - started,
                 cached=cached,
+                processor=processor,
             )
 
     def clear(self) -> int:

@@ -9,18 +9,42 @@ Sampling: `temperature` 0 means greedy (the default, so answers are reproducible
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from trainkit_core.errors import UsageError
+
+#: The longest image data URL a request may carry (characters): 20 MiB of image in base64.
+MAX_DATA_URL_CHARS = 28 * 1024 * 1024
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text"]
+    text: str
+
+
+class ImageURL(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(max_length=MAX_DATA_URL_CHARS)
+    detail: str | None = None  # OpenAI's; accepted and ignored (the processor decides the size)
+
+
+class ImagePart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["image_url"]
+    image_url: ImageURL
 
 
 class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: str | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]]
 
 
 class GenerateRequest(BaseModel):
@@ -36,6 +60,8 @@ class GenerateRequest(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = Field(0, ge=0, le=10_000)
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
+    #: Images for the (last) user turn, as ``data:image/...;base64,`` URLs (`trainkit infer --image`).
+    images: list[Annotated[str, Field(max_length=MAX_DATA_URL_CHARS)]] | None = None
 
     @model_validator(mode="after")
     def _one_input(self) -> GenerateRequest:
@@ -50,13 +76,29 @@ class GenerateRequest(BaseModel):
             raise ValueError("give model_path (trained/<run id>) or model_size (a preset)")
         if self.model_path is not None and self.model_size is not None:
             raise ValueError("give model_path or model_size, not both")
+        from trainkit_core.inference.request_images import check_request_images
+
+        check_request_images(self.chat())
         return self
 
-    def chat(self) -> list[dict[str, str]]:
-        """The conversation to format: `messages`, or `prompt` as one user turn."""
+    def chat(self) -> list[dict[str, Any]]:
+        """The conversation to format: `messages`, or `prompt` as one user turn; `images` join the last user turn."""
         if self.messages is not None:
-            return [m.model_dump() for m in self.messages]
-        return [{"role": "user", "content": self.prompt or ""}]
+            turns = [m.model_dump(exclude_none=True) for m in self.messages]
+        else:
+            turns = [{"role": "user", "content": self.prompt or ""}]
+        if self.images:
+            last = turns[-1]
+            parts = (
+                last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
+            )
+            parts = parts + [{"type": "image_url", "image_url": {"url": url}} for url in self.images]
+            turns[-1] = {**last, "content": parts}
+        return turns
+
+    @property
+    def has_images(self) -> bool:
+        return any(isinstance(m["content"], list) for m in self.chat())
 
     @classmethod
     def parse(cls, data: Any) -> GenerateRequest:

@@ -70,6 +70,7 @@ def evaluate(
         adapter=loaded.adapter,
         compare_base=compare_base,
         max_new_tokens=max_new_tokens,
+        processor=loaded.processor,
     )
     report = {
         "report_id": report_id,
@@ -84,6 +85,9 @@ def evaluate(
         **({"preference_accuracy": preference} if preference else {}),
         "eval_s": result["eval_s"],
     }
-    sets.write_report(eval_volume, report, result["rows"])
+    from trainkit_core.datasets.images import with_thumbnails
+
+    # The rows' pictures travel with the report (small data URLs): the dashboard shows them beside the answers.
+    sets.write_report(eval_volume, report, [with_thumbnails(row) for row in result["rows"]])
     ctx.commit("eval")
     return report

@@ -196,8 +196,13 @@ def build_trainer(
     config: TrainConfig,
     output_dir: Path,
     callbacks: list[Any],
+    data_collator: Any = None,
 ) -> Any:
-    """trl's `SFTTrainer` over pre-tokenized rows (labels already masked)."""
+    """trl's `SFTTrainer` over pre-tokenized rows (labels already masked), or raw rows a `data_collator` batches.
+
+    A collator (`trainkit_core.vision_collator.VisionCollator`) gets its rows as they
+    are: trl's own preparation and column removal are off.
+    """
     from trl import SFTConfig, SFTTrainer
 
     from datasets import Dataset  # type: ignore[attr-defined]  # (mypy sees the repo's datasets/ folder)
@@ -207,10 +212,19 @@ def build_trainer(
         max_length=config.max_seq_length,
         packing=False,
         include_num_input_tokens_seen="non_padding",
-        remove_unused_columns=True,
+        dataloader_num_workers=0,
+        remove_unused_columns=data_collator is None,
+        dataset_kwargs={"skip_prepare_dataset": True} if data_collator is not None else None,
     )
     dataset = Dataset.from_list(train_rows)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=callbacks)
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=callbacks,
+        data_collator=data_collator,
+    )
     from transformers import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # a line per step in the job log; the events carry it all

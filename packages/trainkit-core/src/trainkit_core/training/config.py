@@ -86,6 +86,12 @@ class TrainConfig(BaseModel):
         "Weights & Biases; trainkit's own events stay the record.",
     )
 
+    finetune_vision_layers: bool | None = Field(
+        None,
+        description="On an image dataset, also train the vision tower and the projector (in full, saved with "
+        "the adapter), as Unsloth's finetune_vision_layers; default the preset's (off for the real presets).",
+    )
+
     @field_validator("dataset")
     @classmethod
     def _dataset_name(cls, value: str) -> str:
@@ -234,6 +240,7 @@ class TrainConfig(BaseModel):
             "gpu": gpu_override or preset.gpu,
             "load_in_4bit": preset.load_in_4bit,
             "modules_to_save": list(preset.modules_to_save),
+            "finetune_vision_layers": preset.finetune_vision_layers,
         }
         for key, default in defaults.items():
             if values.get(key) is None:
@@ -286,5 +293,6 @@ TUNABLE_FIELDS = tuple(
         "from_model",
         "rewards",
         "dpo_loss_type",
+        "finetune_vision_layers",
     )
 )

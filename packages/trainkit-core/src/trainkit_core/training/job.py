@@ -215,6 +215,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     from trainkit_core.datasets.reader import read_synced
     from trainkit_core.training.backends import build_trainer, load_model, select_backend
     from trainkit_core.training.progress import Reporter, make_callback
+    from trainkit_core.training.vision import has_images, prepare_vision, with_vision_modules
 
     config = TrainConfig.model_validate(run.config)
     fmt = get_format(config.chat_format or "gemma3")
@@ -246,6 +247,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     base_model_path = local_base_path(base_model)  # tiny and the twins: their folder on the hf-cache volume
     source = resolve_base_model({"base_model": base_model}, hf_cache)
     run.source_model = base_model
+    images = has_images(dataset.train)
+    if images:
+        config = with_vision_modules(config, source)
     with run.substep("loading_model", "load_model"):
         model = load_model(backend, source, config, adapter_dir)
 
@@ -273,18 +277,23 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     mask = check_loss_mask(tokenizer, fmt)
     run.events.append("log", message="loss mask checked on the tokenizer", **mask)
 
-    rows = []
+    rows: list[Any] = []
     dropped = 0
+    processor = collator = None
     with run.substep("loading_dataset", "tokenize") as tokenized:
         if config.method != "sft":  # trl tokenizes pairs and prompts itself
             tokenized.update(examples=len(dataset.train))
-        for example in dataset.train if config.method == "sft" else []:
-            row = encode_for_training(tokenizer, example["messages"], fmt, max_length=config.max_seq_length)
-            if any(label != -100 for label in row["labels"]):
-                rows.append(row)
-            else:
-                dropped += 1
-        tokenized.update(examples=len(rows), tokens=sum(len(r["input_ids"]) for r in rows))
+        elif images:
+            processor, collator, rows = prepare_vision(run, source, fmt, dataset.train, config)
+            tokenized.update(examples=len(rows))
+        else:
+            for example in dataset.train:
+                row = encode_for_training(tokenizer, example["messages"], fmt, max_length=config.max_seq_length)
+                if any(label != -100 for label in row["labels"]):
+                    rows.append(row)
+                else:
+                    dropped += 1
+            tokenized.update(examples=len(rows), tokens=sum(len(r["input_ids"]) for r in rows))
     if dropped:
         run.events.append(
             "warning", message=f"{dropped} examples have no answer left within max_seq_length {config.max_seq_length}"
@@ -308,12 +317,17 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             extra={"accounting": run.accounting(time.time())},  # the clock that timed the attempt
         )
 
-    rollout_prompts = [e["messages"] for e in (dataset.eval or dataset.train)[:ROLLOUT_PROMPTS]]
+    # Rollouts and kept-checkpoint scores are text-only (an image run has none yet).
+    rollout_prompts = [] if images else [e["messages"] for e in (dataset.eval or dataset.train)[:ROLLOUT_PROMPTS]]
 
-    keep_eval_rows = _keep_eval_rows(config, dataset, tokenizer, fmt)
+    keep_eval_rows = [] if images else _keep_eval_rows(config, dataset, tokenizer, fmt)
 
     def checkpoint_extras(folder: Path, step: int) -> None:
         tokenizer.save_pretrained(folder)
+        if processor is not None:  # a checkpoint of an image run answers about images too
+            from trainkit_core.processors import save_processor
+
+            save_processor(processor, folder)
         write_card(folder, card(step))
         if config.method != "grpo":  # GRPO records its own latest group (`training.grpo.RolloutKeeper`)
             _record_rollout(run, model, tokenizer, fmt, rollout_prompts, step)
@@ -329,7 +343,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     )
     _tracking(run, config, models_root)
     if config.method == "sft":
-        trainer = build_trainer(backend, model, tokenizer, rows, config, scratch, [make_callback(reporter)])
+        trainer = build_trainer(
+            backend, model, tokenizer, rows, config, scratch, [make_callback(reporter)], data_collator=collator
+        )
     else:
         trainer = _method_trainer(run, config, fmt, dataset, backend, model, tokenizer, scratch, reporter)
 
@@ -372,10 +388,16 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             drop_reference(trainer.model)
         trainer.model.save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)
+        if processor is not None:
+            from trainkit_core.processors import save_processor
+
+            save_processor(processor, out_dir)  # what inference resizes images with
 
     from trainkit_core.training.post import after_training
 
-    extra = after_training(ctx, run, trainer.model, tokenizer, out_dir, stopped=reporter.stop_requested)
+    extra = after_training(
+        ctx, run, trainer.model, tokenizer, out_dir, stopped=reporter.stop_requested, processor=processor
+    )
     if extra:
         run.metrics.update(extra)
         run.events.append("metrics", **extra)

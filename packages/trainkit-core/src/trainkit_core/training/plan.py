@@ -292,8 +292,24 @@ def make_plan(provider: Any, config: TrainConfig | dict[str, Any], *, exact: boo
 
     config = checked_config(provider, config)
     train, held_out = _examples(provider, config.dataset)
-    counts, tokens_exact, method = count_tokens(config, _as_conversations(config, train), exact=exact)
+    from trainkit_core.training.vision_plan import image_counts, text_only
+
+    conversations = _as_conversations(config, train)
+    pictures = image_counts(conversations)
+    counts, tokens_exact, method = count_tokens(
+        config, text_only(conversations) if any(pictures) else conversations, exact=exact
+    )
     notes = []
+    if any(pictures):
+        per_image = config.preset.image_tokens
+        if len(counts) == len(pictures):
+            counts = [c + n * per_image for c, n in zip(counts, pictures, strict=True)]
+        method += f"; plus {per_image} tokens per image (the {config.preset.name} processor's)"
+        notes.append(
+            f"{sum(pictures)} images in {sum(1 for n in pictures if n)} examples, {per_image} tokens each, counted "
+            f"in the tokens; on a GPU a batch of {config.batch_size} with images needs the vision tower's "
+            "activations too: lower batch_size (raise grad_accum) if it runs out of memory"
+        )
     counts, work, method_notes = _method_work(config, counts)
     notes.extend(method_notes)
     if len(counts) < len(train):

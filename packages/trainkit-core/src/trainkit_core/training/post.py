@@ -149,7 +149,14 @@ def adapter_gate(
 
 
 def after_training(
-    ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path, *, stopped: bool = False
+    ctx: JobContext,
+    run: TrainingRun,
+    model: Any,
+    tokenizer: Any,
+    out_dir: Path,
+    *,
+    stopped: bool = False,
+    processor: Any = None,
 ) -> dict[str, Any]:
     """Gate figures and eval metrics of the saved model in `out_dir`, merged into the run's metrics."""
     with run.substep("saving", "adapter_gate"):
@@ -192,7 +199,9 @@ def after_training(
         return metrics
     run.enter_phase("evaluating")  # ends `saving` in step_times
     with run.substep("evaluating", "eval", examples=len(examples[:MAX_EVAL_EXAMPLES])):
-        result = evaluate(reloaded, tok, fmt, examples[:MAX_EVAL_EXAMPLES], device=device, adapter=adapter)
+        result = evaluate(
+            reloaded, tok, fmt, examples[:MAX_EVAL_EXAMPLES], device=device, adapter=adapter, processor=processor
+        )
     for label, prefix in (("tuned", "eval_"), ("base", "base_eval_")):
         for key, value in (result[label] or {}).items():
             metrics[f"{prefix}{key}"] = value

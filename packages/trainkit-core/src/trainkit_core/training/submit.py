@@ -39,7 +39,7 @@ def _prepare_dataset(
 
     length = LengthCheck.estimate(config.max_seq_length or config.preset.max_seq_length)
     try:
-        find_local(Path(provider.settings.datasets.datasets_dir), config.dataset)
+        local = find_local(Path(provider.settings.datasets.datasets_dir), config.dataset)
     except NotFoundError:
         volume = provider.volume("data")
         digest = synced_hash(volume, config.dataset)
@@ -52,7 +52,16 @@ def _prepare_dataset(
         report = validate_synced(volume, config.dataset, length=length)
         if not report.ok(strict=strict):
             raise DatasetInvalidError(report, strict=strict) from None
+        _refuse_images_on_a_text_model(config, report.images)
         return digest, {"synced": False, "source": "volume"}
+    if local.spec is not None:
+        from trainkit_core.datasets.images import referenced_files
+
+        data_files = [local.path / f for f in local.spec.files if (local.path / f).is_file()]
+        files_with_images = sum(
+            1 for f in data_files if referenced_files(f.read_bytes()) or b"data:image" in f.read_bytes()
+        )
+        _refuse_images_on_a_text_model(config, files_with_images)
     result = sync_dataset(provider, config.dataset, provider.settings, length=length, progress=progress, strict=strict)
     summary = {
         "synced": not result.unchanged,
@@ -85,6 +94,22 @@ def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> Train
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
     _check_method(provider, config)  # the data's format and the graders, before the provider is asked
     return config
+
+
+def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
+    """A dataset with pictures cannot train the text-only `tiny` model: said now, not after a model load."""
+    from trainkit_core.presets import TINY_BASE_MODEL
+
+    if images and config.model_id == TINY_BASE_MODEL:
+        raise UsageError(
+            f"dataset {config.dataset!r} has images, but {config.model_id} (model size tiny) is a text-only model",
+            hint="train a multimodal preset (4b, 12b, 31b), or remove the image parts",
+        )
+    if images and config.method != "sft":
+        raise UsageError(
+            f"dataset {config.dataset!r} has images; --method {config.method} trains on text only so far",
+            hint="train image data with --method sft",
+        )
 
 
 def start_run(

@@ -1,0 +1,357 @@
+"""Image parts in chat examples: their form, where their bytes come from, and their limits.
+
+A message's ``content`` may be a list of parts in OpenAI's form instead of a string::
+
+    [{"type": "text", "text": "What is in the picture?"},
+     {"type": "image_url", "image_url": {"url": "images/cat.png"}}]
+
+The ``url`` is a path relative to the dataset folder or a ``data:image/...;base64,``
+URL. Remote ``http(s)`` URLs are refused: a run must not depend on a server being up
+(and unchanged) when it starts, so the file belongs in the dataset folder, where sync
+hashes and uploads it like any other file. Images go in user and system messages; an
+assistant message stays text (the model answers in text).
+
+Checking happens in two steps, because only the second needs the files: `parse_content`
+(inside the JSONL parser: the shape of the parts) and `check_images` (inside the
+validator: readable, inside the folder, decodable by Pillow, within `ImageLimits`).
+Pillow is imported only by the second.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from trainkit_core.datasets.problems import Problem
+
+#: A normalised part: ("text", text) or ("image", url).
+Part = tuple[str, str]
+#: A normalised content: a plain string, or a tuple of parts (hashable, for duplicate checks).
+Content = "str | tuple[Part, ...]"
+
+ROLES_WITH_IMAGES = ("system", "user")
+_DATA_URL = re.compile(r"^data:(?P<mime>[a-zA-Z0-9.+/-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$", re.DOTALL)
+#: The formats Pillow must find in an image's bytes (what the processors of Gemma read).
+FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    """How big images may be (settings `TRAINKIT_IMAGE_*`; see `trainkit_core.settings.DatasetSettings`).
+
+    The defaults fit any photo a phone takes (12-50 megapixels are resized by the
+    processor anyway) while refusing decompression bombs and pictures whose bytes
+    would dominate a synced dataset.
+    """
+
+    max_pixels: int = 50_000_000
+    max_bytes: int = 20 * 1024 * 1024
+    max_per_example: int = 8
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> ImageLimits:
+        """The limits a `DatasetSettings` sets."""
+        return cls(settings.image_max_pixels, settings.image_max_bytes, settings.image_max_per_example)
+
+
+def is_image_content(content: Any) -> bool:
+    return isinstance(content, tuple)
+
+
+def text_of(content: Any) -> str:
+    """The text of a content: itself when a string, else its text parts joined by a newline."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(value for kind, value in content if kind == "text")
+
+
+def image_urls(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return []
+    return [value for kind, value in content if kind == "image"]
+
+
+def as_openai(content: Any) -> Any:
+    """A normalised content back in OpenAI's form (a string stays a string)."""
+    if isinstance(content, str):
+        return content
+    return [
+        {"type": "text", "text": value} if kind == "text" else {"type": "image_url", "image_url": {"url": value}}
+        for kind, value in content
+    ]
+
+
+def parse_content(
+    content: list[Any], at: str, role: str, problem: Callable[[str, str], Problem]
+) -> tuple[str | tuple[Part, ...] | None, list[Problem]]:
+    """Check a list `content` (message `at`, of `role`); its normalised parts, or the problems.
+
+    Text parts alone make a plain string (joined by newlines): such a turn is text and
+    trains on any model.
+    """
+    if not content:
+        return None, [problem("content-empty", f"{at} ({role}) content is an empty list")]
+    parts: list[Part] = []
+    problems: list[Problem] = []
+    for index, part in enumerate(content):
+        where = f"{at}.content[{index}]"
+        if not isinstance(part, dict):
+            problems.append(problem("part-not-object", f"{where} must be an object with a type"))
+            continue
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str) or not text.strip():
+                problems.append(problem("part-text-invalid", f'{where} is a text part without a non-empty "text"'))
+                continue
+            parts.append(("text", text))
+        elif kind == "image_url":
+            url = _url_of(part)
+            if url is None:
+                problems.append(
+                    problem("part-image-invalid", f'{where} needs "image_url": {{"url": "images/NAME.png"}}')
+                )
+                continue
+            if role not in ROLES_WITH_IMAGES:
+                problems.append(
+                    problem("image-in-assistant", f"{where}: images go in user or system messages, not {role}")
+                )
+                continue
+            reason = url_problem(url)
+            if reason is not None:
+                problems.append(problem(reason[0], f"{where}: {reason[1]}"))
+                continue
+            parts.append(("image", url))
+        else:
+            problems.append(problem("part-type-unknown", f'{where} has type {kind!r}; expected "text" or "image_url"'))
+    if problems:
+        return None, problems
+    if not any(kind == "image" for kind, _ in parts):
+        return "\n".join(text for _, text in parts), []  # text parts only: a plain text turn
+    if not any(kind == "text" for kind, _ in parts) and role != "user":
+        return None, [problem("content-empty", f"{at} ({role}) has no text part")]
+    return tuple(parts), []
+
+
+def _url_of(part: dict[str, Any]) -> str | None:
+    image_url = part.get("image_url")
+    url = image_url.get("url") if isinstance(image_url, dict) else image_url
+    return url if isinstance(url, str) and url.strip() else None
+
+
+def url_problem(url: str) -> tuple[str, str] | None:
+    """(code, message) when `url` is not a usable image reference of a dataset; None when it is."""
+    lowered = url.lower()
+    if lowered.startswith(("http://", "https://")):
+        return "image-remote", (
+            f"remote image {_short(url)} is not fetched at train time; put the file in the dataset folder "
+            "and give its relative path (images/NAME.png)"
+        )
+    if lowered.startswith("data:"):
+        return None if _DATA_URL.match(url) else ("image-data-url", "a data URL must be data:image/...;base64,...")
+    if ":" in url.split("/", 1)[0] or url.startswith(("/", "\\", "~")) or "\\" in url:
+        return "image-path", f"{_short(url)} must be a path relative to the dataset folder, with '/'"
+    if ".." in PurePosixPath(url).parts:
+        return "image-outside", f"{_short(url)} leads out of the dataset folder"
+    return None
+
+
+def _short(url: str) -> str:
+    return repr(url if len(url) <= 80 else url[:80] + "…")
+
+
+def decode_data_url(url: str) -> tuple[str, bytes]:
+    """(mime type, bytes) of a base64 data URL; `ValueError` naming what is wrong."""
+    match = _DATA_URL.match(url)
+    if match is None:
+        raise ValueError("not a data:image/...;base64,... URL")
+    mime = (match.group("mime") or "").lower()
+    if not mime.startswith("image/"):
+        raise ValueError(f"MIME type {mime or '(none)'!r} is not an image type")
+    try:
+        return mime, base64.b64decode(match.group("data"), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("the base64 data does not decode") from None
+
+
+def open_image(data: bytes, limits: ImageLimits) -> Any:
+    """A decoded RGB PIL image from `data`, within `limits`; `ValueError` naming what is wrong.
+
+    The size is read from the header before any pixel is decoded, so a decompression
+    bomb is refused without the memory it would take.
+    """
+    import warnings
+
+    from PIL import Image
+
+    if len(data) > limits.max_bytes:
+        raise ValueError(f"{len(data)} bytes is over the limit of {limits.max_bytes} (TRAINKIT_IMAGE_MAX_BYTES)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+            width, height = image.size
+            if width * height > limits.max_pixels:
+                raise ValueError(
+                    f"{width}x{height} pixels is over the limit of {limits.max_pixels} (TRAINKIT_IMAGE_MAX_PIXELS)"
+                )
+            if image.format not in FORMATS:
+                raise ValueError(f"format {image.format} is not one of {', '.join(FORMATS)}")
+            image.load()
+            return image.convert("RGB")
+    except ValueError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise ValueError(
+            f"its header claims more pixels than Pillow will decode, over the limit of {limits.max_pixels} "
+            "(TRAINKIT_IMAGE_MAX_PIXELS): a decompression bomb?"
+        ) from None
+    except Exception as exc:  # Pillow's decoders raise many types on hostile bytes (OSError, struct.error, ...)
+        raise ValueError(f"Pillow cannot decode it ({type(exc).__name__}: {str(exc)[:120]})") from None
+
+
+def with_image_paths(record: dict[str, Any], path_of: Callable[[str], str]) -> dict[str, Any]:
+    """`record` (OpenAI form) with each relative image path replaced by `path_of(path)`; in place."""
+    for message in record["messages"]:
+        if isinstance(message["content"], list):
+            for part in message["content"]:
+                url = part.get("image_url", {}).get("url", "")
+                if part["type"] == "image_url" and not url.startswith("data:"):
+                    part["image_url"]["url"] = path_of(url)
+    return record
+
+
+def load_image(ref: str, limits: ImageLimits | None = None) -> Any:
+    """The RGB PIL image a resolved reference names: a ``data:`` URL or a file path (job side)."""
+    limits = limits or ImageLimits()
+    if ref.startswith("data:"):
+        return open_image(decode_data_url(ref)[1], limits)
+    with open(ref, "rb") as handle:
+        return open_image(handle.read(), limits)
+
+
+#: The longest side of a picture kept in an eval report (pixels).
+THUMBNAIL_SIDE = 128
+
+
+def with_thumbnails(row: dict[str, Any]) -> dict[str, Any]:
+    """An eval row whose image parts (paths on a volume, or data URLs) became small PNG data URLs."""
+    messages = row.get("messages")
+    if not isinstance(messages, list) or not any(isinstance(m.get("content"), list) for m in messages):
+        return row
+    turns = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [
+                {"type": "image_url", "image_url": {"url": _thumbnail(p["image_url"]["url"])}}
+                if p.get("type") == "image_url"
+                else p
+                for p in content
+            ]
+        turns.append({**message, "content": content})
+    return {**row, "messages": turns}
+
+
+def _thumbnail(ref: str) -> str:
+    image = load_image(ref)
+    image.thumbnail((THUMBNAIL_SIDE, THUMBNAIL_SIDE))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def referenced_files(data: bytes) -> list[str]:
+    """The relative image paths a JSONL file's lines refer to (in order, each once).
+
+    Lenient on purpose: the files a sync must upload beside the JSONL. A line that
+    does not parse refers to nothing here; the validator reports it.
+    """
+    import json
+
+    found: dict[str, None] = {}
+    for raw in data.split(b"\n"):
+        if b"image_url" not in raw:
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        for message in record.get("messages", []) if isinstance(record, dict) else []:
+            content = message.get("content") if isinstance(message, dict) else None
+            for part in content if isinstance(content, list) else []:
+                url = _url_of(part) if isinstance(part, dict) and part.get("type") == "image_url" else None
+                if url is not None and url_problem(url) is None and not url.lower().startswith("data:"):
+                    found[url] = None
+    return list(found)
+
+
+def check_images(
+    examples: Iterable[Any], read: Callable[[str], bytes | None], limits: ImageLimits, outside: type[Exception]
+) -> tuple[set[int], list[Problem]]:
+    """Each image of `examples` read (through `read`, which raises `outside` for a file out of the folder) and decoded.
+
+    Returns the indices of the examples with a bad image, and the problems at their lines.
+    """
+    bad: set[int] = set()
+    problems: list[Problem] = []
+    decoded: dict[str, str | None] = {}  # a file used by many examples is decoded once
+    for index, example in enumerate(examples):
+        urls = [url for _, content in example.messages for url in image_urls(content)]
+        found: list[tuple[str, str]] = []
+        if len(urls) > limits.max_per_example:
+            found.append(
+                (
+                    "too-many-images",
+                    f"{len(urls)} images in one example, over the limit of {limits.max_per_example} "
+                    "(TRAINKIT_IMAGE_MAX_PER_EXAMPLE)",
+                )
+            )
+            urls = []
+        for url in urls:
+            if url not in decoded:
+                decoded[url] = _check_one(url, read, limits, outside)
+            if decoded[url] is not None:
+                code, _, message = str(decoded[url]).partition(" ")
+                found.append((code, message))
+        if found:
+            bad.add(index)
+            problems.extend(Problem(example.file, example.line, "error", code, message) for code, message in found)
+    return bad, problems
+
+
+def _check_one(
+    url: str, read: Callable[[str], bytes | None], limits: ImageLimits, outside: type[Exception]
+) -> str | None:
+    """None when the image is fine, else "code message"."""
+    if url.lower().startswith("data:"):
+        try:
+            _, data = decode_data_url(url)
+        except ValueError as exc:
+            return f"image-data-url data URL image: {exc}"
+        what = "data URL image"
+    else:
+        what = f"image {url}"
+        try:
+            found = read(url)
+        except outside:
+            return f"image-outside {what} is a link leading out of the dataset folder; copy the file in"
+        except OSError as exc:
+            return f"image-unreadable {what} cannot be read ({exc.strerror or exc})"
+        if found is None:
+            return f"image-missing {what} is not in the dataset folder"
+        data = found
+    try:
+        open_image(data, limits)
+    except ImportError:
+        return f"image-unchecked {what}: Pillow is not installed (pip install 'trainkit-core[train]')"
+    except ValueError as exc:
+        code = "image-too-large" if "over the limit" in str(exc) else "image-undecodable"
+        return f"{code} {what}: {exc}"
+    return None

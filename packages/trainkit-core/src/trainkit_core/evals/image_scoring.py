@@ -1,0 +1,87 @@
+"""Scoring eval examples that hold images: the same figures as `trainkit_core.evals.scoring`, through the processor.
+
+Why apart: an image becomes its tokens only inside the model's processor, so both the
+loss on the reference (`VisionCollator`: the exact tokens training learns) and the
+greedy answer (the prompt with its pictures, left-padded) go through it. The metrics
+(exact match, token F1, loss) are the text path's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trainkit_core.chat_format import ChatFormat
+from trainkit_core.evals.metrics import exact_match, token_f1
+
+
+def score_image_batch(
+    model: Any,
+    processor: Any,
+    fmt: ChatFormat,
+    batch: Sequence[Sequence[dict[str, Any]]],
+    stops: list[int],
+    *,
+    device: str,
+    max_new_tokens: int,
+    length_margin: int,
+) -> list[dict[str, Any]]:
+    """Loss on the reference and a greedy answer for each conversation of `batch` (no grad)."""
+    import torch
+
+    from trainkit_core.datasets.images import load_image
+    from trainkit_core.vision_collator import IGNORE, VisionCollator, image_placeholder, render_with_images
+
+    tokenizer = processor.tokenizer
+    full = VisionCollator(processor, fmt)([{"messages": list(messages)} for messages in batch])
+    labels = full.pop("labels").to(device)
+    logits = model(**{k: v.to(device) for k, v in full.items()}).logits.float()
+    shift_logits, shift_labels = logits[:, :-1], labels[:, 1:]
+    per_token = torch.nn.functional.cross_entropy(
+        shift_logits.reshape(-1, shift_logits.shape[-1]),
+        shift_labels.reshape(-1),
+        reduction="none",
+        ignore_index=IGNORE,
+    ).reshape(shift_labels.shape)
+    valid = shift_labels != IGNORE
+    losses = [(float(per_token[r][valid[r]].sum()), int(valid[r].sum())) for r in range(len(batch))]
+
+    placeholder = image_placeholder(processor)
+    texts, images = [], []
+    for messages in batch:
+        text, refs, _ = render_with_images(messages[:-1], fmt, placeholder, add_generation_prompt=True)
+        texts.append(text)
+        images.append([load_image(ref) for ref in refs])
+    kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True, "padding_side": "left"}
+    if any(images):
+        kwargs["images"] = images
+    prompt = {k: v.to(device) for k, v in dict(processor(**kwargs)).items()}
+    references = [str(messages[-1]["content"]) for messages in batch]
+    longest = max(len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in references)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]
+    out = model.generate(
+        **prompt,
+        max_new_tokens=min(max_new_tokens, longest + length_margin),
+        do_sample=False,
+        temperature=None,
+        top_p=None,
+        top_k=None,
+        eos_token_id=stops,
+        pad_token_id=pad,
+    )
+    width = prompt["input_ids"].shape[1]
+    scored = []
+    for row, (loss_sum, tokens), reference in zip(out[:, width:].tolist(), losses, references, strict=True):
+        cut = next((i for i, t in enumerate(row) if t in stops), None)
+        answer = tokenizer.decode(row if cut is None else row[:cut], skip_special_tokens=True).strip()
+        scored.append(
+            {
+                "answer": answer,
+                "stopped": cut is not None,
+                "loss_sum": loss_sum,
+                "loss_tokens": tokens,
+                "exact_match": exact_match(answer, reference),
+                "f1": token_f1(answer, reference),
+            }
+        )
+    return scored

@@ -1,0 +1,60 @@
+"""Images in a generation request: checked before any model is loaded, so a bad one is a 400, never a 500.
+
+Why before: a request is validated where it arrives (the CLI, the API), and a picture
+that does not decode, is not an image, or is a decompression bomb must be refused
+there, naming its part, rather than fail inside a worker. Only ``data:image/...;base64``
+URLs are taken: a remote URL would make the server fetch from anywhere (and wait on
+it), and a path would read the server's own files. Pillow is imported only when a
+request holds an image; where it is not installed (a light CLI) only the data URL's
+form is checked here, and the API or the model's worker decodes the picture.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from trainkit_core.datasets.images import ImageLimits, decode_data_url, open_image
+
+
+def check_request_images(turns: list[dict[str, Any]], limits: ImageLimits | None = None) -> None:
+    """`ValueError` naming the first bad image part of `turns` (OpenAI-form messages)."""
+    limits = limits or ImageLimits()
+    count = 0
+    for index, turn in enumerate(turns):
+        content = turn["content"]
+        if not isinstance(content, list):
+            continue
+        for position, part in enumerate(content):
+            if part["type"] != "image_url":
+                continue
+            where = f"messages[{index}].content[{position}]"
+            if turn["role"] == "assistant":
+                raise ValueError(f"{where}: images go in user or system messages")
+            count += 1
+            if count > limits.max_per_example:
+                raise ValueError(f"{where}: more than {limits.max_per_example} images in one request")
+            url = part["image_url"]["url"]
+            if url.lower().startswith(("http://", "https://")):
+                raise ValueError(f"{where}: remote image URLs are not fetched; send the image as a data: URL")
+            try:
+                mime, data = decode_data_url(url)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+            if importlib.util.find_spec("PIL") is None:
+                continue  # a light client: the API or the model's worker decodes it (both have Pillow)
+            try:
+                open_image(data, limits)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+            if mime.split("/")[-1].replace("jpg", "jpeg") != str(image_format(data)).lower():
+                raise ValueError(f"{where}: the data URL says {mime}, but the bytes are {image_format(data)}")
+
+
+def image_format(data: bytes) -> str | None:
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        return image.format

@@ -1,0 +1,73 @@
+"""What an image run adds to the train job: the vision modules it trains, its rows, its collator and mask check.
+
+The batching itself (`trainkit_core.vision_collator`) is shared with inference and
+evals; this module holds what only training needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trainkit_core.chat_format import ChatFormat
+from trainkit_core.errors import UsageError
+from trainkit_core.vision_collator import VisionCollator, check_vision_mask
+
+#: What `finetune_vision_layers` trains in full beside the LoRA adapter, per model type
+#: (the module names of transformers' Gemma 3 and Gemma 4 multimodal classes).
+VISION_MODULES = {"gemma3": ("vision_tower", "multi_modal_projector"), "gemma4": ("vision_tower", "embed_vision")}
+
+
+def has_images(records: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any message of `records` (OpenAI form) holds an image part."""
+    return any(
+        isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
+        for record in records
+        for m in record["messages"]
+    )
+
+
+def as_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Records as one JSON column: Arrow cannot hold contents that are strings in one message and lists in another."""
+    import json
+
+    return [{"record": json.dumps(record)} for record in records]
+
+
+def vision_modules(model_type: str) -> list[str]:
+    if model_type not in VISION_MODULES:
+        raise UsageError(f"finetune_vision_layers: no vision modules known for model type {model_type!r}")
+    return list(VISION_MODULES[model_type])
+
+
+def with_vision_modules(config: Any, source: str) -> Any:
+    """`config` with the vision tower and projector in `modules_to_save` when it fine-tunes vision layers."""
+    if not config.finetune_vision_layers:
+        return config
+    from trainkit_core.training.backends import model_kind
+
+    model_type = model_kind(source).model_type
+    extra = [name for name in vision_modules(model_type) if name not in (config.modules_to_save or [])]
+    return config.model_copy(update={"modules_to_save": [*(config.modules_to_save or []), *extra]})
+
+
+def prepare_vision(
+    run: Any, source: str, fmt: ChatFormat, records: Sequence[Mapping[str, Any]], config: Any
+) -> tuple[Any, VisionCollator, list[dict[str, str]]]:
+    """(processor, collator, rows) of an image run; the loss mask proved on its first image example first."""
+    from trainkit_core.processors import load_processor
+
+    processor = load_processor(source)
+    if processor is None:
+        raise UsageError(
+            f"the dataset has images, but {config.model_id} is a text-only model (no processor); "
+            "use a multimodal preset (4b, 12b, 31b) or remove the image parts"
+        )
+    processor.tokenizer.chat_template = fmt.chat_template  # as the text tokenizer saved beside it
+    if processor.tokenizer.pad_token is None:
+        processor.tokenizer.pad_token = processor.tokenizer.eos_token
+    first = next(r for r in records if has_images([r]))
+    summary = check_vision_mask(processor, fmt, first)
+    run.events.append("log", message="loss mask checked on the processor's output", **summary)
+    collator = VisionCollator(processor, fmt, max_length=config.max_seq_length)
+    return processor, collator, as_rows(records)

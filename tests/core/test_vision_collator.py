@@ -1,0 +1,105 @@
+"""The vision collator on the real processors of both twins: what the loss sees, token by token."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.ml
+
+TWINS = {"trainkit/tiny-gemma3mm": "gemma3", "trainkit/tiny-gemma4": "gemma4"}
+
+
+def png_url(color: str, size: tuple[int, int]) -> str:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def image_part(color: str, size: tuple[int, int] = (40, 30)) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": png_url(color, size)}}
+
+
+EXAMPLES = [
+    {  # system folded in, an image, two assistant turns
+        "messages": [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": [{"type": "text", "text": "What is in the picture?"}, image_part("red")]},
+            {"role": "assistant", "content": "a red square"},
+            {"role": "user", "content": "And its colour?"},
+            {"role": "assistant", "content": "red"},
+        ]
+    },
+    {  # two images of other sizes, image first
+        "messages": [
+            {
+                "role": "user",
+                "content": [image_part("blue", (90, 20)), {"type": "text", "text": "and"}, image_part("green")],
+            },
+            {"role": "assistant", "content": "blue, then green"},
+        ]
+    },
+    {"messages": [{"role": "user", "content": "no picture here"}, {"role": "assistant", "content": "ok"}]},
+]
+
+
+@pytest.fixture(scope="module", params=list(TWINS), ids=list(TWINS.values()))
+def twin(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Any]:
+    from trainkit_core.processors import load_processor
+    from trainkit_core.twins import ensure_twin_base
+
+    folder = ensure_twin_base(request.param, tmp_path_factory.mktemp("hf"))
+    return request.param, folder, load_processor(folder)
+
+
+def test_only_assistant_text_is_trained_on_the_real_processor_output(twin: tuple[str, Path, Any]) -> None:
+    from trainkit_core.chat_format import get_format
+    from trainkit_core.vision_collator import IGNORE, VisionCollator
+
+    base, _, processor = twin
+    fmt = get_format(TWINS[base])
+    batch = VisionCollator(processor, fmt)(EXAMPLES)
+    tokenizer = processor.tokenizer
+    image_ids = {
+        tokenizer.convert_tokens_to_ids(t) for t in (tokenizer.boi_token, tokenizer.eoi_token, tokenizer.image_token)
+    }
+    types = batch.get("token_type_ids", batch.get("mm_token_type_ids"))
+    assert types is not None, f"{type(processor).__name__} gave no token type ids; the model needs them in training"
+    for row, example in enumerate(EXAMPLES):
+        ids, labels = batch["input_ids"][row].tolist(), batch["labels"][row].tolist()
+        mask, kinds = batch["attention_mask"][row].tolist(), types[row].tolist()
+        trained = [i for i, label in enumerate(labels) if label != IGNORE]
+        assert all(labels[i] == ids[i] for i in trained)
+        # no image token, no padding is trained; the processor marks every image token
+        assert not [i for i in trained if ids[i] in image_ids or kinds[i] != 0 or mask[i] == 0]
+        image_tokens = sum(1 for t in ids if t == tokenizer.convert_tokens_to_ids(tokenizer.image_token))
+        assert sum(1 for k in kinds if k != 0) == image_tokens
+        assert (image_tokens > 0) == (row < 2)
+        # every assistant text token, and nothing of the prompt: the trained tokens are the answers exactly
+        answers = [m["content"] for m in example["messages"] if m["role"] == "assistant"]
+        expected = "".join(a + fmt.end_of_turn + "\n" for a in answers)
+        assert tokenizer.decode([ids[i] for i in trained]) == expected
+        # and each answer is a contiguous span ending in its end-of-turn and newline
+        eot = tokenizer.convert_tokens_to_ids(fmt.end_of_turn)
+        assert sum(1 for i in trained if ids[i] == eot) == len(answers)
+    assert int(batch["attention_mask"][2].sum()) < batch["input_ids"].shape[1]  # the text-only row is padded
+
+
+def test_a_mask_that_would_train_image_tokens_is_caught(twin: tuple[str, Path, Any]) -> None:
+    from trainkit_core.chat_format import get_format
+    from trainkit_core.errors import JobError
+    from trainkit_core.vision_collator import check_vision_mask
+
+    base, _, processor = twin
+    fmt = get_format(TWINS[base])
+    summary = check_vision_mask(processor, fmt, EXAMPLES[0])
+    assert summary["trained_tokens"] < summary["total_tokens"]
+    other = get_format("gemma4" if fmt.name == "gemma3" else "gemma3")
+    with pytest.raises(JobError, match="turn markers"):
+        check_vision_mask(processor, other, EXAMPLES[0])  # the wrong format's markers: no turn is found
