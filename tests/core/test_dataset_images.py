@@ -176,7 +176,7 @@ MALFORMED = [
         "image-undecodable",
         "TIFF",
     ),
-    ("folder-not-file", image_line("images"), {}, "image-missing", "images"),
+    ("folder-not-file", image_line("images"), {}, "image-not-file", "a folder"),
 ]
 
 

@@ -340,7 +340,9 @@ def _check_one(
         what = f"image {url}"
         try:
             found = read(url)
-        except outside:
+        except outside as exc:
+            if "not a regular file" in str(exc):  # a folder, a FIFO or a device where a picture belongs
+                return f"image-not-file {what} {str(exc).split(': ', 1)[-1]}"
             return f"image-outside {what} is a link leading out of the dataset folder; copy the file in"
         except OSError as exc:
             return f"image-unreadable {what} cannot be read ({exc.strerror or exc})"

@@ -212,7 +212,6 @@ def build_trainer(
         max_length=config.max_seq_length,
         packing=False,
         include_num_input_tokens_seen="non_padding",
-        dataloader_num_workers=0,
         remove_unused_columns=data_collator is None,
         dataset_kwargs={"skip_prepare_dataset": True} if data_collator is not None else None,
     )
