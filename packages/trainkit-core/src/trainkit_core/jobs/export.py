@@ -26,6 +26,7 @@ transformers 5 (checked for both twins). Heavy imports inside the function only.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -136,6 +137,14 @@ def export(
         from trainkit_core.gguf_export import check_gguf_type
 
         gguf = check_gguf_type(gguf)
+        missing = [name for name in ("gguf", "llama_cpp") if importlib.util.find_spec(name) is None]
+        if missing:  # before minutes of merging, not after
+            from trainkit_core.errors import JobError
+
+            raise JobError(
+                f"GGUF export needs {' and '.join(missing)} in the export job's environment",
+                hint="pip install gguf llama-cpp-python (the latter compiles llama.cpp with cmake and a C++ compiler)",
+            )
     root = ctx.path("models")
     ctx.reload("models")
     volume = FolderVolume(root)
