@@ -76,9 +76,7 @@ def _export(env: Env, model_path: str, out: Path, quant: str) -> dict[str, Any]:
     return json.loads(env.cli("export", model_path, "--gguf", "--quant", quant, "--merged", str(out), "--json").stdout)  # type: ignore[no-any-return]
 
 
-def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(
-    env: Env, model_path: str, tmp_path: Path
-) -> None:
+def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(env: Env, model_path: str, tmp_path: Path) -> None:
     from trainkit_core.chat_format import GEMMA3, render_prompt
     from trainkit_core.gguf_export import parse_modelfile
 
@@ -93,7 +91,10 @@ def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(
     assert fields["general.architecture"] == "gemma3"
     tokens = fields["tokenizer.ggml.tokens"]
     assert tokens[fields["tokenizer.ggml.eot_token_id"]] == GEMMA3.end_of_turn
-    assert "generation" not in fields["tokenizer.chat_template"] and GEMMA3.end_of_turn in fields["tokenizer.chat_template"]
+    assert (
+        "generation" not in fields["tokenizer.chat_template"]
+        and GEMMA3.end_of_turn in fields["tokenizer.chat_template"]
+    )
     assert {t.tensor_type.name for t in reader.tensors if len(t.shape) == 2} == {"F16"}
 
     modelfile = parse_modelfile((tmp_path / "out" / "Modelfile").read_text())
@@ -107,9 +108,13 @@ def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(
     stopped = 0
     for prompt in PROMPTS:
         infer = json.loads(
-            env.cli("infer", "--model-path", model_path, "--prompt", prompt, "--max-new-tokens", str(MAX_NEW), "--json").stdout
+            env.cli(
+                "infer", "--model-path", model_path, "--prompt", prompt, "--max-new-tokens", str(MAX_NEW), "--json"
+            ).stdout
         )
-        ids = llm.tokenize(render_prompt([{"role": "user", "content": prompt}], GEMMA3).encode(), add_bos=False, special=True)
+        ids = llm.tokenize(
+            render_prompt([{"role": "user", "content": prompt}], GEMMA3).encode(), add_bos=False, special=True
+        )
         new: list[int] = []
         for token in llm.generate(ids, top_k=1, temp=0.0, repeat_penalty=1.0, reset=True):
             if token in (eot, llm.token_eos()):

@@ -56,12 +56,14 @@ def generate_with_llama_cpp(
                 new.append(int(token))
                 if len(new) >= max_new_tokens:
                     break
-            answers.append({
-                "prompt_tokens_equal": list(ids) == list(reference_ids),
-                "ids": new,
-                "text": llm.detokenize(new, special=False).decode("utf-8", errors="replace"),
-                "finish_reason": "stop" if stopped else "length",
-            })
+            answers.append(
+                {
+                    "prompt_tokens_equal": list(ids) == list(reference_ids),
+                    "ids": new,
+                    "text": llm.detokenize(new, special=False).decode("utf-8", errors="replace"),
+                    "finish_reason": "stop" if stopped else "length",
+                }
+            )
     finally:
         llm.close()
     return answers
@@ -69,7 +71,10 @@ def generate_with_llama_cpp(
 
 def compare(reference: Sequence[dict[str, Any]], answers: Sequence[dict[str, Any]], quant: str) -> dict[str, Any]:
     """How the GGUF's answers relate to infer's, and whether the export passes."""
-    same = [a["text"] == r["text"] and a["finish_reason"] == r["finish_reason"] for r, a in zip(reference, answers, strict=True)]
+    same = [
+        a["text"] == r["text"] and a["finish_reason"] == r["finish_reason"]
+        for r, a in zip(reference, answers, strict=True)
+    ]
     tokens_equal = all(a["prompt_tokens_equal"] for a in answers)
     stops = sum(a["finish_reason"] == "stop" for a in answers)
     problems = []

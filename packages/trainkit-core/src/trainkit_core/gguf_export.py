@@ -110,7 +110,11 @@ def _vocabulary(folder: Path, n_vocab: int) -> tuple[list[str], list[int], list[
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
     config = json.loads((folder / "tokenizer_config.json").read_text())
     ids = {tok: i for i, tok in enumerate(tokens)}
-    special = {kind: ids[config[f"{kind}_token"]] for kind in ("bos", "eos", "pad", "unk") if config.get(f"{kind}_token") in ids}
+    special = {
+        kind: ids[config[f"{kind}_token"]]
+        for kind in ("bos", "eos", "pad", "unk")
+        if config.get(f"{kind}_token") in ids
+    }
     return tokens, types, merges, special
 
 
@@ -131,7 +135,11 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     n_vocab = int(tensors["model.embed_tokens.weight"].shape[0])
     tokens, types, merges, special = _vocabulary(folder, n_vocab)
     eot_id = tokens.index(fmt.end_of_turn)
-    file_type = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[quant]
+    file_type = {
+        "f32": gguf.LlamaFileType.ALL_F32,
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    }[quant]
 
     writer = gguf.GGUFWriter(str(dest), gguf.MODEL_ARCH_NAMES[arch])
     writer.add_name(name)
@@ -216,7 +224,9 @@ def parse_modelfile(text: str) -> dict[str, Any]:
 
     Strict about what it writes: an unknown instruction or an unterminated \"\"\" block is an error."""
     result: dict[str, Any] = {"from": None, "template": None, "parameters": {}}
-    pattern = re.compile(r'(FROM|TEMPLATE|PARAMETER|SYSTEM|LICENSE|ADAPTER|MESSAGE)\s+("""(.*?)"""|[^\n]*)', re.S | re.I)
+    pattern = re.compile(
+        r'(FROM|TEMPLATE|PARAMETER|SYSTEM|LICENSE|ADAPTER|MESSAGE)\s+("""(.*?)"""|[^\n]*)', re.S | re.I
+    )
     pos = 0
     while pos < len(text):
         if text[pos].isspace():
@@ -224,7 +234,9 @@ def parse_modelfile(text: str) -> dict[str, Any]:
             continue
         match = pattern.match(text, pos)
         if match is None:
-            raise UsageError(f"Modelfile: cannot read line {text.count(chr(10), 0, pos) + 1}: {text[pos:pos + 40]!r}")
+            raise UsageError(f"Modelfile: cannot read line {text.count(chr(10), 0, pos) + 1}: {text[pos : pos + 40]!r}")
+        if match.group(3) is None and match.group(2).startswith('"""'):
+            raise UsageError(f"Modelfile: unterminated \"\"\" block at line {text.count(chr(10), 0, pos) + 1}")
         word, value = match.group(1).upper(), match.group(3) if match.group(3) is not None else match.group(2).strip()
         if word == "PARAMETER":
             key, _, raw = value.partition(" ")
