@@ -92,7 +92,7 @@ def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(env: Env, m
     tokens = fields["tokenizer.ggml.tokens"]
     assert tokens[fields["tokenizer.ggml.eot_token_id"]] == GEMMA3.end_of_turn
     assert (
-        "generation" not in fields["tokenizer.chat_template"]
+        "endgeneration" not in fields["tokenizer.chat_template"]
         and GEMMA3.end_of_turn in fields["tokenizer.chat_template"]
     )
     assert {t.tensor_type.name for t in reader.tensors if len(t.shape) == 2} == {"F16"}

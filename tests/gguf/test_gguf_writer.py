@@ -28,7 +28,9 @@ def _tensors(path: Path) -> dict[str, object]:
     return {t.name: t for t in reader.tensors}
 
 
-def test_f32_file_holds_the_weights_with_gemmas_norm_and_query_scale_folded_in(tiny_folder: Path, tmp_path: Path) -> None:
+def test_f32_file_holds_the_weights_with_gemmas_norm_and_query_scale_folded_in(
+    tiny_folder: Path, tmp_path: Path
+) -> None:
     import numpy as np
     from safetensors.numpy import load_file
 

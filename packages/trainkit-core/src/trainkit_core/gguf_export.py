@@ -236,7 +236,7 @@ def parse_modelfile(text: str) -> dict[str, Any]:
         if match is None:
             raise UsageError(f"Modelfile: cannot read line {text.count(chr(10), 0, pos) + 1}: {text[pos : pos + 40]!r}")
         if match.group(3) is None and match.group(2).startswith('"""'):
-            raise UsageError(f"Modelfile: unterminated \"\"\" block at line {text.count(chr(10), 0, pos) + 1}")
+            raise UsageError(f'Modelfile: unterminated """ block at line {text.count(chr(10), 0, pos) + 1}')
         word, value = match.group(1).upper(), match.group(3) if match.group(3) is not None else match.group(2).strip()
         if word == "PARAMETER":
             key, _, raw = value.partition(" ")
