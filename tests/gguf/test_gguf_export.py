@@ -72,12 +72,51 @@ def model_path(env: Env) -> str:
     return found.group(1)
 
 
+@pytest.fixture(scope="module")
+def infer_answers(env: Env, model_path: str) -> list[str]:
+    """`trainkit infer`'s greedy answers to the demo's eval prompts."""
+    answers = []
+    for prompt in PROMPTS:
+        args = ("infer", "--model-path", model_path, "--prompt", prompt, "--max-new-tokens", str(MAX_NEW), "--json")
+        answers.append(json.loads(env.cli(*args).stdout)["text"])
+    return answers
+
+
+def _llama_cpp_answers(gguf_file: Path) -> list[tuple[str, bool]]:
+    """Greedy (answer, stopped at end of turn) of llama.cpp to the demo's eval prompts, prompts tokenized by llama.cpp."""
+    from trainkit_core.chat_format import GEMMA3, render_prompt
+
+    reader = gguf.GGUFReader(str(gguf_file))
+    eot = reader.fields["tokenizer.ggml.eot_token_id"].contents()
+    llm = llama_cpp.Llama(model_path=str(gguf_file), n_ctx=512, n_threads=1, verbose=False)
+    answers = []
+    try:
+        for prompt in PROMPTS:
+            text = render_prompt([{"role": "user", "content": prompt}], GEMMA3)
+            ids = llm.tokenize(text.encode(), add_bos=False, special=True)
+            new: list[int] = []
+            stopped = False
+            for token in llm.generate(ids, top_k=1, temp=0.0, repeat_penalty=1.0, reset=True):
+                if token in (eot, llm.token_eos()):
+                    stopped = True
+                    break
+                new.append(token)
+                if len(new) >= MAX_NEW:
+                    break
+            answers.append((llm.detokenize(new).decode(), stopped))
+    finally:
+        llm.close()
+    return answers
+
+
 def _export(env: Env, model_path: str, out: Path, quant: str) -> dict[str, Any]:
     return json.loads(env.cli("export", model_path, "--gguf", "--quant", quant, "--merged", str(out), "--json").stdout)  # type: ignore[no-any-return]
 
 
-def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(env: Env, model_path: str, tmp_path: Path) -> None:
-    from trainkit_core.chat_format import GEMMA3, render_prompt
+def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(
+    env: Env, model_path: str, infer_answers: list[str], tmp_path: Path
+) -> None:
+    from trainkit_core.chat_format import GEMMA3
     from trainkit_core.gguf_export import parse_modelfile
 
     info = _export(env, model_path, tmp_path / "out", "f16")
@@ -103,29 +142,25 @@ def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(env: Env, m
     assert f"{GEMMA3.turn_start}user\n" in modelfile["template"] and "{{ .Prompt }}" in modelfile["template"]
     assert modelfile["template"].rstrip().endswith("{{ .Response }}" + GEMMA3.end_of_turn)
 
-    llm = llama_cpp.Llama(model_path=str(gguf_file), n_ctx=512, n_threads=1, verbose=False)
-    eot = fields["tokenizer.ggml.eot_token_id"]
-    stopped = 0
-    for prompt in PROMPTS:
-        infer = json.loads(
-            env.cli(
-                "infer", "--model-path", model_path, "--prompt", prompt, "--max-new-tokens", str(MAX_NEW), "--json"
-            ).stdout
-        )
-        ids = llm.tokenize(
-            render_prompt([{"role": "user", "content": prompt}], GEMMA3).encode(), add_bos=False, special=True
-        )
-        new: list[int] = []
-        for token in llm.generate(ids, top_k=1, temp=0.0, repeat_penalty=1.0, reset=True):
-            if token in (eot, llm.token_eos()):
-                stopped += 1
-                break
-            new.append(token)
-            if len(new) >= MAX_NEW:
-                break
-        assert llm.detokenize(new).decode() == infer["text"], prompt
-    assert stopped >= 1
-    llm.close()
+    got = _llama_cpp_answers(gguf_file)
+    assert [text for text, _ in got] == infer_answers
+    assert any(stopped for _, stopped in got)
+
+
+def test_without_the_query_scale_folded_in_llama_cpp_answers_differently(
+    env: Env, model_path: str, infer_answers: list[str], tmp_path: Path
+) -> None:
+    """The check can fail: llama.cpp's own converter's rule (no query_pre_attn_scalar) changes the answers."""
+    from trainkit_core.chat_format import GEMMA3
+    from trainkit_core.gguf_export import write_gguf
+
+    merged = tmp_path / "merged"
+    env.cli("export", model_path, "--merged", str(merged))
+    config = json.loads((merged / "config.json").read_text())
+    config["query_pre_attn_scalar"] = config["head_dim"]
+    (merged / "config.json").write_text(json.dumps(config))
+    write_gguf(merged, tmp_path / "unscaled.gguf", quant="f32", fmt=GEMMA3, name="unscaled")
+    assert [text for text, _ in _llama_cpp_answers(tmp_path / "unscaled.gguf")] != infer_answers
 
 
 def test_q8_0_gguf_reports_its_exact_match_rate(env: Env, model_path: str, tmp_path: Path) -> None:
