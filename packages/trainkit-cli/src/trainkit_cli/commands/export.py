@@ -44,10 +44,10 @@ from trainkit_core.gguf_export import GGUF_TYPES
 )
 @click.option(
     "--quant",
-    type=click.Choice(GGUF_TYPES),
     default="f16",
     show_default=True,
-    help="The GGUF's type (with --gguf); k-quants: run llama.cpp's llama-quantize on the f16 file.",
+    help=f"The GGUF's type (with --gguf): {', '.join(GGUF_TYPES)}; k-quants (q4_k_m …): run llama.cpp's "
+    "llama-quantize on the f16 file.",
 )
 @click.option("--dataset", default=None, help="Check the GGUF on this dataset's eval prompts (default: the run's).")
 @click.option("--no-download", is_flag=True, help="Leave the export on the models volume only (exports/<run id>).")
