@@ -143,7 +143,7 @@ def export(
 
             raise JobError(
                 f"GGUF export needs {' and '.join(missing)} in the export job's environment",
-                hint="pip install gguf llama-cpp-python (the latter compiles llama.cpp with cmake and a C++ compiler)",
+                hint="pip install 'trainkit-core[gguf]' (llama-cpp-python compiles llama.cpp with cmake and a C++ compiler)",
             )
     root = ctx.path("models")
     ctx.reload("models")
