@@ -409,9 +409,10 @@ LLAMA_CMAKE_ARGS = (
 def gguf(session: nox.Session) -> None:
     """GGUF export of the tiny model, loaded and run in llama.cpp (llama-cpp-python, compiled once).
 
-    Not a default session: llama-cpp-python is an sdist that compiles llama.cpp (about
-    a quarter of an hour on a loaded 2-core machine); the wheel is cached in
-    `LLAMA_WHEELS` and reused (pip finds it with --find-links).
+    Not a default session: llama-cpp-python is an sdist that compiles llama.cpp (ggml and
+    libllama alone took 20 minutes on a shared 2-core machine, and its CMakeLists forces
+    llama.cpp's `common` library on too); the wheel is cached in `LLAMA_WHEELS` and
+    reused (pip finds it with --find-links). With it, the tests take about a minute.
     """
     _install(session, ["core", "cli"], "test", extras={"core": "train"})
     LLAMA_WHEELS.mkdir(parents=True, exist_ok=True)
