@@ -14,6 +14,7 @@ then streams any trained model or export to a local folder.
     exports/<run id>-step<8 digits>/        the merge of one of its checkpoints
         config.json, generation_config.json, model*.safetensors
         tokenizer files, chat_template.jinja
+        model-<type>.gguf, Modelfile        with --gguf: llama.cpp's file and Ollama's recipe
         trainkit_export.json                how it was made (written last)
 
 No heavy imports here: the CLI and the API use this module directly.
@@ -77,17 +78,25 @@ def parse_stored_path(value: object) -> str:
     return parse_model_path(value).path
 
 
-def start_export(provider: Any, model_path: str, *, dtype: str = "auto") -> tuple[str, RunHandle]:
+def start_export(
+    provider: Any, model_path: str, *, dtype: str = "auto", gguf: str | None = None, dataset: str | None = None
+) -> tuple[str, RunHandle]:
     """Check the request, then start the ``export`` job; (export path, job handle).
 
     The model must exist and hold an adapter before a job is started (`check_model_path`),
-    so a typo costs no container.
+    so a typo costs no container. `gguf` adds a GGUF file of that type and an Ollama
+    Modelfile, checked in llama.cpp on `dataset`'s eval prompts (default: the run's).
     """
     from trainkit_core.models import check_model_path
 
     ref, dtype = check_export_request(model_path, dtype)
+    extra: dict[str, Any] = {}
+    if gguf is not None:
+        from trainkit_core.gguf_export import check_gguf_type
+
+        extra = {"gguf": check_gguf_type(gguf), "dataset": dataset}
     check_model_path(ref.path, provider.volume("models"))
-    handle = provider.spawn("export", model_path=ref.path, dtype=dtype)
+    handle = provider.spawn("export", model_path=ref.path, dtype=dtype, **extra)
     return export_path(ref), handle
 
 

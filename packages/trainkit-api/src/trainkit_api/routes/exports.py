@@ -36,6 +36,12 @@ class ExportIn(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Weights' dtype; auto keeps the base's (16-bit for a 4-bit base)."
     )
+    gguf: Literal["f32", "f16", "q8_0"] | None = Field(
+        None, description="Also write a GGUF of this type and an Ollama Modelfile, checked in llama.cpp."
+    )
+    dataset: str | None = Field(
+        None, max_length=200, description="The GGUF is checked on this dataset's eval prompts (default: the run's)."
+    )
 
 
 class ExportStarted(BaseModel):
@@ -58,7 +64,7 @@ def start_export(body: ExportIn, state: ApiState = Depends(get_state)) -> Export
     """Merge a trained model into its base (full safetensors weights) on the models volume."""
     from trainkit_core.exports import start_export as start
 
-    path, handle = start(state.provider, body.model_path, dtype=body.dtype)
+    path, handle = start(state.provider, body.model_path, dtype=body.dtype, gguf=body.gguf, dataset=body.dataset)
     state.kv(CALLS_NAMESPACE).put(path, handle.call_id)
     return ExportStarted(export_path=path, call_id=handle.call_id)
 

@@ -1,4 +1,4 @@
-"""`trainkit export trained/<id> --merged OUT`: a merged model any transformers loads.
+"""`trainkit export trained/<id> --merged OUT [--gguf --quant f16]`: a merged model any transformers loads.
 
 The merge runs as the provider's ``export`` job, next to the models volume (a cloud
 container on Modal), and writes ``exports/<run id>``; this command waits for it and
@@ -16,6 +16,7 @@ import click
 
 from trainkit_cli.state import CliState, console, human_size, json_option, pass_state, print_json
 from trainkit_core.exports import EXPORT_DTYPES
+from trainkit_core.gguf_export import GGUF_TYPES
 
 
 @click.command("export")
@@ -35,6 +36,20 @@ from trainkit_core.exports import EXPORT_DTYPES
     show_default=True,
     help="Weights' dtype; auto keeps the base's (16-bit for a 4-bit base).",
 )
+@click.option(
+    "--gguf",
+    "gguf",
+    is_flag=True,
+    help="Also write a GGUF file (llama.cpp, Ollama, LM Studio) and an Ollama Modelfile, checked in llama.cpp.",
+)
+@click.option(
+    "--quant",
+    default="f16",
+    show_default=True,
+    help=f"The GGUF's type (with --gguf): {', '.join(GGUF_TYPES)}; k-quants (q4_k_m …): run llama.cpp's "
+    "llama-quantize on the f16 file.",
+)
+@click.option("--dataset", default=None, help="Check the GGUF on this dataset's eval prompts (default: the run's).")
 @click.option("--no-download", is_flag=True, help="Leave the export on the models volume only (exports/<run id>).")
 @click.option("--timeout", type=float, default=None, help="Seconds to wait for the export job.")
 @json_option
@@ -44,6 +59,9 @@ def export_command(
     model_path: str,
     out: Path | None,
     dtype: str,
+    gguf: bool,
+    quant: str,
+    dataset: str | None,
     no_download: bool,
     timeout: float | None,
     as_json: bool,
@@ -56,7 +74,7 @@ def export_command(
         raise UsageError("give --merged OUT (the folder to write the merged model to), or --no-download")
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not an empty folder", hint="give a new folder for --merged")
-    path, handle = start_export(state.provider, model_path, dtype=dtype)
+    path, handle = start_export(state.provider, model_path, dtype=dtype, gguf=quant if gguf else None, dataset=dataset)
     if not as_json:
         console(stderr=True).print(f"exporting {model_path} → {path} (job {handle.call_id}) …")
     info: dict[str, Any] = handle.wait(timeout=timeout)
@@ -70,6 +88,13 @@ def export_command(
     term.print(f"merged {info['source_model_path']} into {info['base_model']} ({info['dtype']}): {path}")
     for note in info.get("notes") or []:
         term.print(f"note: {note}")
+    if info.get("gguf"):
+        check = info["gguf"]["check"]
+        term.print(
+            f"GGUF {info['gguf']['file']} and {info['gguf']['modelfile']}: checked in llama.cpp on {check['prompts']} "
+            f"eval prompts, exact match with trainkit infer {check['exact_match_rate']:.0%}, "
+            f"{check['stopped_at_end_of_turn']} stopped at end of turn"
+        )
     if written is not None:
         term.print(f"downloaded to {out} ({human_size(written)})")
         term.print(f"load it with: AutoModelForCausalLM.from_pretrained({str(out)!r})")

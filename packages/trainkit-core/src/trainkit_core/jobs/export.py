@@ -26,6 +26,7 @@ transformers 5 (checked for both twins). Heavy imports inside the function only.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -58,8 +59,61 @@ def _base_config(source: str) -> dict[str, Any]:
         return {}
 
 
-def export(ctx: JobContext, model_path: str, dtype: str = "auto") -> dict[str, Any]:
-    """Merge `model_path`'s adapter into its base; returns the export's description."""
+def _check_prompts(ctx: JobContext, dataset: str, limit: int) -> list[list[dict[str, str]]]:
+    """The conversations (reference answer dropped) a GGUF is checked on: the dataset's eval split."""
+    from trainkit_core.datasets.reader import read_synced
+    from trainkit_core.errors import UsageError
+    from trainkit_core.evals import sets
+
+    synced = read_synced(ctx.path("data"), dataset)
+    if not synced.eval:
+        raise UsageError(f"dataset {dataset!r} has no eval split to check the GGUF export on")
+    examples = [sets.normalize_example(e, where=f"{dataset} eval example {i + 1}") for i, e in enumerate(synced.eval)]
+    return [e["messages"][:-1] for e in examples[:limit]]
+
+
+def _gguf(ctx: JobContext, folder: Path, ref: Any, fmt: Any, quant: str, dataset: str, limit: int) -> dict[str, Any]:
+    """Write and verify the GGUF and the Modelfile in the staging `folder`; `JobError` when it fails."""
+    from trainkit_core.chat_format import render_prompt
+    from trainkit_core.errors import JobError
+    from trainkit_core.gguf_check import compare, generate_with_llama_cpp
+    from trainkit_core.gguf_export import MODELFILE, gguf_file_name, modelfile_text, write_gguf
+    from trainkit_core.inference.generation import generate, stop_token_ids
+    from trainkit_core.inference.loading import ModelCache
+    from trainkit_core.inference.request import GenerateRequest
+
+    conversations = _check_prompts(ctx, dataset, limit)
+    name = gguf_file_name(quant)
+    written = write_gguf(folder, folder / name, quant=quant, fmt=fmt, name=ref.path)
+    (folder / MODELFILE).write_text(modelfile_text(name, fmt))
+    loaded = ModelCache(ctx.path("models"), ctx.path("hf-cache")).get(ref.path)
+    max_new = 64
+    reference, prompts = [], []
+    for messages in conversations:
+        req = GenerateRequest.parse({"model_path": ref.path, "messages": messages, "max_new_tokens": max_new})
+        reference.append(generate(loaded, req))
+        text = render_prompt(messages, loaded.fmt)
+        prompts.append((text, loaded.tokenizer(text, add_special_tokens=False)["input_ids"]))
+    answers = generate_with_llama_cpp(folder / name, prompts, stop_ids=stop_token_ids(loaded), max_new_tokens=max_new)
+    check = {**compare(reference, answers, quant), "dataset": dataset, "max_new_tokens": max_new}
+    if not check["passed"]:
+        raise JobError(f"the GGUF export of {ref.path} failed its check in llama.cpp: {'; '.join(check['problems'])}")
+    return {**written, "modelfile": MODELFILE, "check": check}
+
+
+def export(
+    ctx: JobContext,
+    model_path: str,
+    dtype: str = "auto",
+    gguf: str | None = None,
+    dataset: str | None = None,
+    check_prompts: int = 8,
+) -> dict[str, Any]:
+    """Merge `model_path`'s adapter into its base; returns the export's description.
+
+    With `gguf` (a type of `trainkit_core.gguf_export.GGUF_TYPES`) the export also holds a
+    GGUF file and an Ollama Modelfile, checked in llama.cpp on the first `check_prompts`
+    eval prompts of `dataset` (default: the run's) before the export is renamed into place."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -79,6 +133,18 @@ def export(ctx: JobContext, model_path: str, dtype: str = "auto") -> dict[str, A
     started = time.time()
     os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # base models live on the hf-cache volume
     ref, dtype = check_export_request(model_path, dtype)
+    if gguf is not None:
+        from trainkit_core.gguf_export import check_gguf_type
+
+        gguf = check_gguf_type(gguf)
+        missing = [name for name in ("gguf", "llama_cpp") if importlib.util.find_spec(name) is None]
+        if missing:  # before minutes of merging, not after
+            from trainkit_core.errors import JobError
+
+            raise JobError(
+                f"GGUF export needs {' and '.join(missing)} in the export job's environment",
+                hint="pip install 'trainkit-core[gguf]' (llama-cpp-python compiles llama.cpp with cmake and a C++ compiler)",
+            )
     root = ctx.path("models")
     ctx.reload("models")
     volume = FolderVolume(root)
@@ -138,6 +204,13 @@ def export(ctx: JobContext, model_path: str, dtype: str = "auto") -> dict[str, A
             if (Path(source) / name).is_file():
                 shutil.copy2(Path(source) / name, tmp / name)
         architectures = json.loads((tmp / "config.json").read_text()).get("architectures") or []
+        gguf_info = None
+        if gguf is not None:
+            from trainkit_core.gguf_export import check_gguf_architecture
+
+            check_gguf_architecture(json.loads((tmp / "config.json").read_text()))
+            del merged, model, base  # the check loads infer's model; free the merge's memory first
+            gguf_info = _gguf(ctx, tmp, ref, fmt, gguf, dataset or card.dataset_id, check_prompts)
         info = {
             "format": "merged",
             "source_model_path": ref.path,
@@ -152,6 +225,7 @@ def export(ctx: JobContext, model_path: str, dtype: str = "auto") -> dict[str, A
             "quantized_base": quantized_base,
             "trained_in_4bit": trained_4bit,
             "notes": notes,
+            "gguf": gguf_info,
             "load_with": "transformers.AutoModelForCausalLM.from_pretrained(path)",
             "versions": library_versions(),
             "created_at": time.time(),

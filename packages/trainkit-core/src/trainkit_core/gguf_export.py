@@ -1,0 +1,247 @@
+"""GGUF files of a merged export, for llama.cpp, Ollama and LM Studio, and the Ollama `Modelfile`.
+
+Why a converter here rather than llama.cpp's ``convert_hf_to_gguf.py``: that script is
+not on PyPI (only in llama.cpp's source tree), and for Gemma 3 it drops
+``query_pre_attn_scalar`` (llama.cpp's graph scales queries by ``1/sqrt(head_dim)``
+for every size but 27b), so a model whose scalar differs from its head size (``tiny``:
+256 against 32) would load and answer differently. The file is written with the GGUF
+writer, key names and tensor naming of llama.cpp's own Python package (`gguf` on PyPI),
+following the converter's Gemma 3 rules: RMSNorm weights are stored as ``1 + w``
+(llama.cpp multiplies by the weight as is), the vocabulary is padded to the embedding
+rows, and the query scalar is folded into the query norm (exact: the norm precedes
+RoPE, which is linear, and the attention scores are linear in the queries).
+
+Types: ``f32``, ``f16`` (matrices in half precision, norms in f32, as llama.cpp's own
+converter does) and ``q8_0`` (blocks of 32 quantised by the `gguf` package's numpy
+code, which matches llama.cpp's). K-quants (``q4_k_m`` …) need llama.cpp's
+``llama-quantize`` binary, which no PyPI package ships: refused with that reason.
+
+Which models: Gemma 3 text models (``Gemma3ForCausalLM``: ``tiny``, Gemma 3 1b/270m).
+The multimodal classes (Gemma 3 4b/12b ``…ForConditionalGeneration``, Gemma 4) are
+refused with the reason (not built or verified here). No heavy imports at module level.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.chat_format import ChatFormat
+from trainkit_core.errors import UsageError
+
+#: The GGUF types an export may be written in, here (no llama.cpp binary needed).
+GGUF_TYPES = ("f32", "f16", "q8_0")
+#: Types llama.cpp's `llama-quantize` makes and no PyPI package does; named in the refusal.
+LLAMA_QUANTIZE_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_s", "q4_k_m", "q5_k_m", "q6_k")
+SUPPORTED_ARCHITECTURES = ("Gemma3ForCausalLM",)
+MODELFILE = "Modelfile"
+
+
+def gguf_file_name(quant: str) -> str:
+    return f"model-{quant}.gguf"
+
+
+def check_gguf_type(quant: object) -> str:
+    """The checked GGUF type of an export request (text only)."""
+    if quant in GGUF_TYPES:
+        return str(quant)
+    if isinstance(quant, str) and quant.lower() in LLAMA_QUANTIZE_TYPES:
+        raise UsageError(
+            f"GGUF type {quant!r} needs llama.cpp's llama-quantize tool, which trainkit does not ship; "
+            f"export {', '.join(GGUF_TYPES)} and run llama-quantize on the f16 file"
+        )
+    raise UsageError(f"unknown GGUF type {quant!r}; expected one of {', '.join(GGUF_TYPES)}")
+
+
+def check_gguf_architecture(config: dict[str, Any]) -> str:
+    """The architecture of a merged model's config.json, refused when no GGUF conversion is built for it."""
+    names = config.get("architectures") or []
+    name = names[0] if names else "<none>"
+    if name not in SUPPORTED_ARCHITECTURES:
+        raise UsageError(
+            f"GGUF export of {name} is not supported: only {', '.join(SUPPORTED_ARCHITECTURES)} "
+            "(Gemma 3 text models) is converted and verified; the multimodal Gemma 3 and Gemma 4 classes "
+            "are not (export safetensors instead)"
+        )
+    return str(name)
+
+
+def plain_chat_template(fmt: ChatFormat) -> str:
+    """The chat format's Jinja template without the `{% generation %}` markers, which only
+    transformers knows (llama.cpp's and Ollama's template engines reject them)."""
+    return re.sub(r"\{%-?\s*(end)?generation\s*-?%\}", "", fmt.chat_template)
+
+
+def _tensor_rows(folder: Path) -> dict[str, Any]:
+    from safetensors.torch import load_file
+
+    tensors: dict[str, Any] = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        tensors.update(load_file(str(file)))
+    return tensors
+
+
+def _vocabulary(folder: Path, n_vocab: int) -> tuple[list[str], list[int], list[str], dict[str, int]]:
+    """Tokens, their types, BPE merges and special ids of a byte-level BPE `tokenizer.json`."""
+    import gguf
+
+    data = json.loads((folder / "tokenizer.json").read_text())
+    model = data["model"]
+    if model.get("type") != "BPE":
+        raise UsageError(f"GGUF export reads byte-level BPE tokenizers only; {folder} has a {model.get('type')} one")
+    by_id = {int(i): tok for tok, i in model["vocab"].items()}
+    control = set()
+    for added in data.get("added_tokens", []):
+        by_id[int(added["id"])] = added["content"]
+        if added.get("special"):
+            control.add(int(added["id"]))
+    if max(by_id) >= n_vocab:
+        raise UsageError(f"the tokenizer of {folder} has ids up to {max(by_id)}, beyond the model's {n_vocab} rows")
+    tokens, types = [], []
+    for i in range(n_vocab):
+        if i in by_id:
+            tokens.append(by_id[i])
+            types.append(int(gguf.TokenType.CONTROL if i in control else gguf.TokenType.NORMAL))
+        else:
+            tokens.append(f"[PAD{i}]")
+            types.append(int(gguf.TokenType.UNUSED))
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    ids = {tok: i for i, tok in enumerate(tokens)}
+    special = {
+        kind: ids[config[f"{kind}_token"]]
+        for kind in ("bos", "eos", "pad", "unk")
+        if config.get(f"{kind}_token") in ids
+    }
+    return tokens, types, merges, special
+
+
+def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: str) -> dict[str, Any]:
+    """Write the merged model in `folder` (config, safetensors, tokenizer) as one GGUF file `dest`."""
+    import gguf
+    import numpy as np
+    import torch
+
+    quant = check_gguf_type(quant)
+    config = json.loads((folder / "config.json").read_text())
+    check_gguf_architecture(config)
+    arch = gguf.MODEL_ARCH.GEMMA3
+    n_layers = int(config["num_hidden_layers"])
+    head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+    query_scale = (head_dim / float(config.get("query_pre_attn_scalar") or head_dim)) ** 0.5
+    tensors = _tensor_rows(folder)
+    n_vocab = int(tensors["model.embed_tokens.weight"].shape[0])
+    tokens, types, merges, special = _vocabulary(folder, n_vocab)
+    eot_id = tokens.index(fmt.end_of_turn)
+    file_type = {
+        "f32": gguf.LlamaFileType.ALL_F32,
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    }[quant]
+
+    writer = gguf.GGUFWriter(str(dest), gguf.MODEL_ARCH_NAMES[arch])
+    writer.add_name(name)
+    writer.add_file_type(int(file_type))
+    writer.add_context_length(int(config.get("max_position_embeddings", 131072)))
+    writer.add_embedding_length(int(config["hidden_size"]))
+    writer.add_block_count(n_layers)
+    writer.add_feed_forward_length(int(config["intermediate_size"]))
+    writer.add_head_count(int(config["num_attention_heads"]))
+    writer.add_head_count_kv(int(config["num_key_value_heads"]))
+    writer.add_key_length(head_dim)
+    writer.add_value_length(head_dim)
+    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-6)))
+    rope = config.get("rope_parameters") or {}
+    full = rope.get("full_attention", rope) if isinstance(rope, dict) else {}
+    local = rope.get("sliding_attention", {}) if isinstance(rope, dict) else {}
+    writer.add_rope_freq_base(float(full.get("rope_theta") or config.get("rope_theta") or 1_000_000.0))
+    if full.get("rope_type") not in (None, "default") or config.get("rope_scaling"):
+        raise UsageError("GGUF export of a Gemma 3 with RoPE scaling is not built (Gemma 3 4b+ is multimodal anyway)")
+    layer_types = config.get("layer_types") or []
+    if config.get("sliding_window") and layer_types:
+        writer.add_sliding_window(int(config["sliding_window"]))
+        writer.add_sliding_window_pattern([t == "sliding_attention" for t in layer_types])
+        writer.add_rope_freq_base_swa(float(local.get("rope_theta") or config.get("rope_local_base_freq") or 10_000.0))
+    if config.get("final_logit_softcapping"):
+        writer.add_final_logit_softcapping(float(config["final_logit_softcapping"]))
+
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    for kind, token_id in special.items():
+        getattr(writer, f"add_{kind}_token_id")(token_id)
+    writer.add_eot_token_id(eot_id)
+    writer.add_add_bos_token(False)  # trainkit's prompts (and the chat template) carry <bos> themselves
+    writer.add_add_eos_token(False)
+    writer.add_chat_template(plain_chat_template(fmt))
+
+    names = gguf.get_tensor_name_map(arch, n_layers)
+    for hf_name, tensor in tensors.items():
+        data = tensor.to(torch.float32)
+        if hf_name.endswith("norm.weight"):
+            data = data + 1.0  # Gemma's RMSNorm multiplies by (1 + w)
+            if hf_name.endswith("self_attn.q_norm.weight"):
+                data = data * query_scale
+        new_name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        if new_name is None:
+            raise UsageError(f"no GGUF name for tensor {hf_name!r} of {folder}")
+        array = data.numpy()
+        if array.ndim == 1 or quant == "f32":
+            writer.add_tensor(new_name, array.astype(np.float32))
+        elif quant == "f16":
+            writer.add_tensor(new_name, array.astype(np.float16))
+        else:
+            packed = gguf.quants.quantize(array, gguf.GGMLQuantizationType.Q8_0)
+            writer.add_tensor(new_name, packed, raw_shape=packed.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return {"file": dest.name, "type": quant, "end_of_turn_id": eot_id, "n_vocab": n_vocab, "query_scale": query_scale}
+
+
+def modelfile_text(gguf_name: str, fmt: ChatFormat, *, eos: str | None = "<eos>") -> str:
+    """An Ollama `Modelfile`: the GGUF beside it, the chat format as a Go template, its stops, greedy."""
+    ts, eot = fmt.turn_start, fmt.end_of_turn
+    template = (
+        "{{- if .System }}" + f"{ts}user\n" + "{{ .System }}\n\n{{ .Prompt }}" + f"{eot}\n"
+        "{{- else if .Prompt }}" + f"{ts}user\n" + "{{ .Prompt }}" + f"{eot}\n" + "{{- end }}"
+        f"{ts}{fmt.model_role}\n" + "{{ .Response }}" + f"{eot}\n"
+    )
+    stops = [eot] + ([eos] if eos else [])
+    lines = [f"FROM ./{gguf_name}", f'TEMPLATE """{template}"""']
+    lines += [f'PARAMETER stop "{stop}"' for stop in stops]
+    lines += ["PARAMETER temperature 0", "PARAMETER num_ctx 1024"]
+    return "\n".join(lines) + "\n"
+
+
+def parse_modelfile(text: str) -> dict[str, Any]:
+    """The instructions of a Modelfile: `from`, `template` and `parameters` (name → list of values).
+
+    Strict about what it writes: an unknown instruction or an unterminated \"\"\" block is an error."""
+    result: dict[str, Any] = {"from": None, "template": None, "parameters": {}}
+    pattern = re.compile(
+        r'(FROM|TEMPLATE|PARAMETER|SYSTEM|LICENSE|ADAPTER|MESSAGE)\s+("""(.*?)"""|[^\n]*)', re.S | re.I
+    )
+    pos = 0
+    while pos < len(text):
+        if text[pos].isspace():
+            pos += 1
+            continue
+        match = pattern.match(text, pos)
+        if match is None:
+            raise UsageError(f"Modelfile: cannot read line {text.count(chr(10), 0, pos) + 1}: {text[pos : pos + 40]!r}")
+        if match.group(3) is None and match.group(2).startswith('"""'):
+            raise UsageError(f'Modelfile: unterminated """ block at line {text.count(chr(10), 0, pos) + 1}')
+        word, value = match.group(1).upper(), match.group(3) if match.group(3) is not None else match.group(2).strip()
+        if word == "PARAMETER":
+            key, _, raw = value.partition(" ")
+            result["parameters"].setdefault(key, []).append(json.loads(raw) if raw.startswith('"') else raw)
+        elif word in ("FROM", "TEMPLATE"):
+            result[word.lower()] = value
+        pos = match.end()
+    return result

@@ -1,0 +1,185 @@
+"""GGUF export of a trained tiny model, run in llama.cpp (`nox -s gguf`).
+
+One short real run of the tiny preset on the demo dataset is exported with
+`trainkit export --gguf` (f16, then q8_0). The export job itself checks the file in
+llama.cpp; here the file is checked again from outside: its metadata (chat template,
+end-of-turn id) read back with the `gguf` package's reader, the Modelfile parsed, and
+the GGUF loaded with llama-cpp-python in this process and asked the demo's eval
+prompts, whose answers must equal the `trainkit infer` command's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+gguf = pytest.importorskip("gguf")
+llama_cpp = pytest.importorskip("llama_cpp")
+
+pytestmark = [pytest.mark.ml, pytest.mark.gguf, pytest.mark.timeout(1200)]
+
+REPO = Path(__file__).resolve().parents[2]
+PROMPTS = [json.loads(line)["messages"][0]["content"] for line in (REPO / "datasets/demo/eval.jsonl").open()][:4]
+MAX_NEW = 24
+
+
+class Env:
+    def __init__(self, home: Path, datasets: Path) -> None:
+        self.home = home
+        self.env = {
+            **os.environ,
+            "TRAINKIT_HOME": str(home),
+            "TRAINKIT_DATASETS_DIR": str(datasets),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "COLUMNS": "200",
+        }
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "trainkit_cli", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd=REPO,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"trainkit {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        return done
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
+    datasets = tmp_path_factory.mktemp("datasets")
+    (datasets / "demo").symlink_to(REPO / "datasets" / "demo")
+    return Env(tmp_path_factory.mktemp("home"), datasets)
+
+
+@pytest.fixture(scope="module")
+def model_path(env: Env) -> str:
+    done = env.cli("train", "--dataset", "demo", "--model-size", "tiny", "--steps", "40")
+    found = re.search(r"model: (trained/run-\S+)", done.stdout)
+    assert found, done.stdout
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def infer_answers(env: Env, model_path: str) -> list[str]:
+    """`trainkit infer`'s greedy answers to the demo's eval prompts."""
+    answers = []
+    for prompt in PROMPTS:
+        args = ("infer", "--model-path", model_path, "--prompt", prompt, "--max-new-tokens", str(MAX_NEW), "--json")
+        answers.append(json.loads(env.cli(*args).stdout)["text"])
+    return answers
+
+
+def _llama_cpp_answers(gguf_file: Path) -> list[tuple[str, bool]]:
+    """Greedy (answer, stopped at end of turn) of llama.cpp to the demo's eval prompts, prompts tokenized by llama.cpp."""
+    from trainkit_core.chat_format import GEMMA3, render_prompt
+
+    reader = gguf.GGUFReader(str(gguf_file))
+    eot = reader.fields["tokenizer.ggml.eot_token_id"].contents()
+    llm = llama_cpp.Llama(model_path=str(gguf_file), n_ctx=512, n_threads=1, verbose=False)
+    answers = []
+    try:
+        for prompt in PROMPTS:
+            text = render_prompt([{"role": "user", "content": prompt}], GEMMA3)
+            ids = llm.tokenize(text.encode(), add_bos=False, special=True)
+            new: list[int] = []
+            stopped = False
+            for token in llm.generate(ids, top_k=1, temp=0.0, repeat_penalty=1.0, reset=True):
+                if token in (eot, llm.token_eos()):
+                    stopped = True
+                    break
+                new.append(token)
+                if len(new) >= MAX_NEW:
+                    break
+            answers.append((llm.detokenize(new).decode(), stopped))
+    finally:
+        llm.close()
+    return answers
+
+
+def _export(env: Env, model_path: str, out: Path, quant: str) -> dict[str, Any]:
+    return json.loads(env.cli("export", model_path, "--gguf", "--quant", quant, "--merged", str(out), "--json").stdout)  # type: ignore[no-any-return]
+
+
+def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(
+    env: Env, model_path: str, infer_answers: list[str], tmp_path: Path
+) -> None:
+    from trainkit_core.chat_format import GEMMA3
+    from trainkit_core.gguf_export import parse_modelfile
+
+    info = _export(env, model_path, tmp_path / "out", "f16")
+    check = info["gguf"]["check"]
+    assert check["passed"] and check["exact_match_rate"] == 1.0 and check["prompt_tokens_equal"]
+    assert check["stopped_at_end_of_turn"] >= 1
+    gguf_file = tmp_path / "out" / "model-f16.gguf"
+
+    reader = gguf.GGUFReader(str(gguf_file))
+    fields = {name: field.contents() for name, field in reader.fields.items()}
+    assert fields["general.architecture"] == "gemma3"
+    tokens = fields["tokenizer.ggml.tokens"]
+    assert tokens[fields["tokenizer.ggml.eot_token_id"]] == GEMMA3.end_of_turn
+    assert (
+        "endgeneration" not in fields["tokenizer.chat_template"]
+        and GEMMA3.end_of_turn in fields["tokenizer.chat_template"]
+    )
+    assert {t.tensor_type.name for t in reader.tensors if len(t.shape) == 2} == {"F16"}
+
+    modelfile = parse_modelfile((tmp_path / "out" / "Modelfile").read_text())
+    assert modelfile["from"] == "./model-f16.gguf"
+    assert GEMMA3.end_of_turn in modelfile["parameters"]["stop"]
+    assert f"{GEMMA3.turn_start}user\n" in modelfile["template"] and "{{ .Prompt }}" in modelfile["template"]
+    assert modelfile["template"].rstrip().endswith("{{ .Response }}" + GEMMA3.end_of_turn)
+
+    got = _llama_cpp_answers(gguf_file)
+    assert [text for text, _ in got] == infer_answers
+    assert any(stopped for _, stopped in got)
+
+
+def test_without_the_query_scale_folded_in_llama_cpp_answers_differently(
+    env: Env, model_path: str, infer_answers: list[str], tmp_path: Path
+) -> None:
+    """The check can fail: llama.cpp's own converter's rule (no query_pre_attn_scalar) changes the answers."""
+    from trainkit_core.chat_format import GEMMA3
+    from trainkit_core.gguf_export import write_gguf
+
+    merged = tmp_path / "merged"
+    env.cli("export", model_path, "--merged", str(merged))
+    config = json.loads((merged / "config.json").read_text())
+    config["query_pre_attn_scalar"] = config["head_dim"]
+    (merged / "config.json").write_text(json.dumps(config))
+    write_gguf(merged, tmp_path / "unscaled.gguf", quant="f32", fmt=GEMMA3, name="unscaled")
+    assert [text for text, _ in _llama_cpp_answers(tmp_path / "unscaled.gguf")] != infer_answers
+
+
+def test_q8_0_gguf_reports_its_exact_match_rate(env: Env, model_path: str, tmp_path: Path) -> None:
+    info = _export(env, model_path, tmp_path / "out", "q8_0")
+    check = info["gguf"]["check"]
+    assert check["type"] == "q8_0" and 0.0 <= check["exact_match_rate"] <= 1.0 and check["prompts"] >= 1
+    reader = gguf.GGUFReader(str(tmp_path / "out" / "model-q8_0.gguf"))
+    assert {t.tensor_type.name for t in reader.tensors if len(t.shape) == 2} == {"Q8_0"}
+    exported = json.loads((tmp_path / "out" / "trainkit_export.json").read_text())
+    assert exported["gguf"]["check"] == check
+
+
+def test_k_quants_and_bad_types_are_refused_before_a_job_starts(env: Env, model_path: str, tmp_path: Path) -> None:
+    done = env.cli("export", model_path, "--gguf", "--quant", "q4_k_m", "--merged", str(tmp_path / "x"), check=False)
+    assert done.returncode == 2 and "q4_k_m" in done.stderr and not (tmp_path / "x").exists()
+    from trainkit_core.errors import UsageError
+    from trainkit_core.gguf_export import check_gguf_architecture, check_gguf_type
+
+    with pytest.raises(UsageError, match="llama-quantize"):
+        check_gguf_type("q4_k_m")
+    with pytest.raises(UsageError, match="Gemma3ForConditionalGeneration is not supported"):
+        check_gguf_architecture({"architectures": ["Gemma3ForConditionalGeneration"]})

@@ -1,0 +1,74 @@
+"""The GGUF converter on a freshly built tiny model, read back with the `gguf` package (no llama.cpp)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+gguf = pytest.importorskip("gguf")
+
+pytestmark = [pytest.mark.ml, pytest.mark.gguf]
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from trainkit_core.tiny_model import build_model, build_tokenizer
+
+    folder = tmp_path_factory.mktemp("tiny")
+    tokenizer = build_tokenizer(["one two three"])
+    build_model(tokenizer).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+def _tensors(path: Path) -> dict[str, object]:
+    reader = gguf.GGUFReader(str(path))
+    return {t.name: t for t in reader.tensors}
+
+
+def test_f32_file_holds_the_weights_with_gemmas_norm_and_query_scale_folded_in(
+    tiny_folder: Path, tmp_path: Path
+) -> None:
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    from trainkit_core.chat_format import GEMMA3
+    from trainkit_core.gguf_export import write_gguf
+
+    info = write_gguf(tiny_folder, tmp_path / "m.gguf", quant="f32", fmt=GEMMA3, name="tiny")
+    config = json.loads((tiny_folder / "config.json").read_text())
+    hf = load_file(str(tiny_folder / "model.safetensors"))
+    got = _tensors(tmp_path / "m.gguf")
+    assert len(got) == len(hf)
+    scale = (config["head_dim"] / config["query_pre_attn_scalar"]) ** 0.5
+    assert info["query_scale"] == pytest.approx(scale) and scale != 1.0  # tiny: 256 against 32
+    np.testing.assert_array_equal(got["token_embd.weight"].data, hf["model.embed_tokens.weight"])
+    np.testing.assert_array_equal(got["output.weight"].data, hf["lm_head.weight"])  # untied head kept
+    np.testing.assert_allclose(got["blk.1.attn_norm.weight"].data, hf["model.layers.1.input_layernorm.weight"] + 1)
+    np.testing.assert_allclose(
+        got["blk.0.attn_q_norm.weight"].data, (hf["model.layers.0.self_attn.q_norm.weight"] + 1) * scale, rtol=1e-6
+    )
+    np.testing.assert_allclose(got["blk.0.attn_k_norm.weight"].data, hf["model.layers.0.self_attn.k_norm.weight"] + 1)
+    reader = gguf.GGUFReader(str(tmp_path / "m.gguf"))
+    fields = {name: field.contents() for name, field in reader.fields.items()}
+    assert fields["gemma3.attention.sliding_window_pattern"] == [True, True]  # both tiny layers are local
+    assert len(fields["tokenizer.ggml.tokens"]) == config["vocab_size"]
+
+
+def test_q8_0_file_quantises_the_matrices_only(tiny_folder: Path, tmp_path: Path) -> None:
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    from trainkit_core.chat_format import GEMMA3
+    from trainkit_core.gguf_export import write_gguf
+
+    write_gguf(tiny_folder, tmp_path / "q.gguf", quant="q8_0", fmt=GEMMA3, name="tiny")
+    got = _tensors(tmp_path / "q.gguf")
+    hf = load_file(str(tiny_folder / "model.safetensors"))
+    assert got["blk.0.ffn_down.weight"].tensor_type == gguf.GGMLQuantizationType.Q8_0
+    assert got["output_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32
+    back = gguf.quants.dequantize(got["blk.0.ffn_down.weight"].data, gguf.GGMLQuantizationType.Q8_0)
+    original = hf["model.layers.0.mlp.down_proj.weight"]
+    assert back.shape == original.shape and np.abs(back - original).max() < np.abs(original).max() / 100
