@@ -40,6 +40,7 @@ MARKERS = {
     "needs-gpu": "needs a CUDA GPU; parsed only",
     "needs-run": "needs a run id of your own; parsed only",
     "needs-clone": "runs the whole suite or demo; parsed only",
+    "data": "a file's contents (a data format sample), not a command; shown only",
 }
 
 
