@@ -205,7 +205,9 @@ def modal_locks(session: nox.Session) -> None:
     """Regenerate the Modal images' locks (trainkit_modal/locks/*.txt) from images.toml and the packages' requirements."""
     _install(session, ["core", "cli", "api", "modal"])
     session.install("uv")
-    session.run("python", "-m", "trainkit_modal.lock_images", *session.posargs)
+    # The session installs wheels: the locks are written into the repository, not site-packages.
+    locks = HERE / "packages" / "trainkit-modal" / "src" / "trainkit_modal" / "locks"
+    session.run("python", "-m", "trainkit_modal.lock_images", "--locks-dir", str(locks), *session.posargs)
 
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)

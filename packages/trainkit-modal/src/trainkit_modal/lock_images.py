@@ -24,6 +24,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m trainkit_modal.lock_images", description=__doc__.splitlines()[0] if __doc__ else None
     )
     parser.add_argument("--check", action="store_true", help="resolve the locks again and check they are current")
+    parser.add_argument(
+        "--locks-dir",
+        type=Path,
+        default=None,
+        help="where to write the locks (default: this package's locks folder; from an installed wheel, "
+        "pass the repository's packages/trainkit-modal/src/trainkit_modal/locks)",
+    )
     args = parser.parse_args(argv)
     stack = load_stack()
     requested = requested_packages(stack)
@@ -38,8 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"{image}: {len(lock.pins)} packages resolve together ({len(lock.left_out)} left out)")
                 return 0
             for image, lock in generate(requested, stack.python, Path(tmp)).items():
-                lock_path(image).write_text(lock.text())
-                print(f"{image}: {len(lock.pins)} packages -> {lock_path(image)}")
+                target = args.locks_dir / lock_path(image).name if args.locks_dir else lock_path(image)
+                target.write_text(lock.text())
+                print(f"{image}: {len(lock.pins)} packages -> {target}")
         except UsageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
