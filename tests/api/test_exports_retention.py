@@ -37,3 +37,14 @@ def test_delete_job_refuses_a_running_run_and_deletes_a_finished_one(server) -> 
     assert gone.status_code == 200 and gone.json()["bytes"] == 1234 and gone.json()["deleted"] is True
     assert again.status_code == 404
     assert done.id not in listed and running.id in listed
+
+
+def test_an_export_with_a_quant_but_no_gguf_is_refused(server) -> None:
+    """The API's GGUF type is `gguf` itself; a `quant` (the CLI's spelling) is refused, not ignored."""
+    run_id = "run-20261202-010203-fedcba"
+    with server.client() as client:
+        refused = client.post("/v1/exports", json={"model_path": f"trained/{run_id}", "quant": "q8_0"})
+        bad_type = client.post("/v1/exports", json={"model_path": f"trained/{run_id}", "gguf": "q4_k_m"})
+    assert refused.status_code == 422 and "quant" in refused.text, refused.text
+    assert bad_type.status_code == 422 and "gguf" in bad_type.text
+    assert not server.provider.volume("models").exists(f"exports/{run_id}/trainkit_export.json")

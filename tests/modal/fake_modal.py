@@ -437,8 +437,18 @@ class Image:
         secrets: Any = None,
         gpu: str | None = None,
     ) -> Image:
-        options = {"index_url": index_url, "extra_options": extra_options}
+        options = {"index_url": index_url, "extra_options": extra_options, "env": env}
         return Image([*self.layers, ("uv_pip_install", packages, options)])
+
+    def apt_install(
+        self,
+        *packages: str,
+        force_build: bool = False,
+        env: dict[str, str | None] | None = None,
+        secrets: Any = None,
+        gpu: str | None = None,
+    ) -> Image:
+        return Image([*self.layers, ("apt_install", packages)])
 
     def env(self, vars: dict[str, str]) -> Image:
         return Image([*self.layers, ("env", dict(vars))])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -260,3 +261,34 @@ def test_containers_get_every_setting_but_secrets_and_local_paths(monkeypatch: p
     # Every documented core setting reaches the containers, but the secret and the local paths.
     documented = {row[0] for row in settings_table()}
     assert documented - set(env) == {"TRAINKIT_API_TOKEN", *specmod.LOCAL_ONLY_SETTINGS}
+
+
+def test_the_export_image_has_what_gguf_export_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`export_<size>` runs on the infer image, which installs trainkit-core's `gguf` extra (locked) and the
+    Debian toolchain that compiles llama-cpp-python's sdist, with llama.cpp's options for a portable build."""
+    from packaging.requirements import Requirement
+
+    spec = build_spec(settings(monkeypatch))
+    images = {fs.image for fs in spec.functions.values() if fs.job == "export"}
+    assert images == {"infer"}
+    infer = spec.images["infer"]
+    installed = {specmod._name_of(p): p.split("==", 1)[1] for p in infer.packages}
+    assert installed["gguf"] == "0.19.0" and installed["llama-cpp-python"] == "0.3.36"
+    for text in specmod.requirements_of("trainkit-core", ("gguf",)):
+        req = Requirement(text)
+        assert req.specifier.contains(installed[specmod._name_of(req.name)]), text
+    assert infer.apt_packages == ("build-essential", "cmake")
+    assert "-DGGML_NATIVE=OFF" in infer.build_env["CMAKE_ARGS"]  # built on one machine, run on another
+    assert "CMAKE_ARGS" not in infer.env  # the build's, not the container's
+    for name in ("train", "web"):
+        assert spec.images[name].apt_packages == () and spec.images[name].build_env == {}
+        assert not {"gguf", "llama-cpp-python"} & _names(spec.images[name].packages)
+    assert specmod.describe(spec)["images"]["infer"]["apt_packages"] == ["build-essential", "cmake"]
+
+
+def test_a_key_of_images_toml_that_nothing_reads_is_refused(tmp_path: Path) -> None:
+    """A pin nobody installs would read as one the images have (issue 34's `export_gguf` was such a key)."""
+    path = tmp_path / "images.toml"
+    path.write_text(specmod.IMAGES_FILE.read_text() + '\nexport_gguf = ["gguf==0.19.0"]\n')
+    with pytest.raises(UsageError, match=r"images\.toml has keys trainkit_modal\.spec does not read: export_gguf"):
+        specmod.load_stack(path)

@@ -51,10 +51,12 @@ def source_ignore(path: Path) -> bool:
 def _image(modal: Any, spec: ImageSpec) -> Any:
     image = modal.Image.debian_slim(python_version=spec.python_version)
     options = spec.install_options
+    if spec.apt_packages:  # the toolchain that compiles a locked sdist (llama-cpp-python), before pip
+        image = image.apt_install(*spec.apt_packages)
     if spec.torch_packages:  # torch and its CUDA, from PyTorch's index, before the rest
         image = image.uv_pip_install(*spec.torch_packages, index_url=spec.torch_index, extra_options=options)
     if spec.packages:
-        image = image.uv_pip_install(*spec.packages, extra_options=options)
+        image = image.uv_pip_install(*spec.packages, extra_options=options, env=dict(spec.build_env) or None)
     if spec.env:
         image = image.env(dict(spec.env))
     return image.add_local_python_source(*spec.local_sources, ignore=source_ignore)

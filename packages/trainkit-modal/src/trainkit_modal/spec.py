@@ -125,6 +125,10 @@ class ImageSpec:
     install_options: str = ""
     #: Packages resolved with the image (in its lock) but installed in none, on purpose (`locking.LEFT_OUT`).
     resolved_only: tuple[str, ...] = ()
+    #: Debian packages installed before the pip layers: what compiling a locked sdist needs (cmake, g++).
+    apt_packages: tuple[str, ...] = ()
+    #: Variables of the pip layers' build only (not of the running container): llama.cpp's CMake options.
+    build_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def all_packages(self) -> tuple[str, ...]:
@@ -326,6 +330,10 @@ class Stack:
     infer: tuple[str, ...]
     #: What the GPU images' CUDA needs of the host (NVIDIA's driver), as `images.toml` says.
     cuda_driver: str = ""
+    #: Per image, the Debian packages its pip layers need to compile a locked sdist (`<image>_apt`).
+    apt: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Per image, the variables of that compilation (`<image>_build_env`).
+    build_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def describe(self) -> list[str]:
         """What each image pins, and the CUDA driver the GPU images need, for `trainkit app deploy`."""
@@ -342,6 +350,8 @@ class Stack:
                 line += f"; pinned {', '.join(top)}"
             if lock.left_out:
                 line += f"; resolved, left out on purpose: {', '.join(lock.left_out)}"
+            if self.apt.get(image):
+                line += f"; built with Debian's {', '.join(self.apt[image])}"
             lines.append(line)
         return lines
 
@@ -354,6 +364,15 @@ def load_stack(path: Path = IMAGES_FILE) -> Stack:
         import tomli as tomllib
 
     data = tomllib.loads(path.read_text())
+    images = ("train", "infer", "web")
+    known = {"python", "torch_index", "torch", "train", "infer", "cuda_driver"}
+    known |= {f"{image}_{what}" for image in images for what in ("apt", "build_env")}
+    if unknown := sorted(set(data) - known):
+        # A key nothing reads would look like a pin the images have (an export_gguf did once).
+        raise UsageError(
+            f"{path} has keys trainkit_modal.spec does not read: {', '.join(unknown)}",
+            hint=f"known keys: {', '.join(sorted(known))}",
+        )
     return Stack(
         python=str(data["python"]),
         torch_index=str(data["torch_index"]),
@@ -361,6 +380,12 @@ def load_stack(path: Path = IMAGES_FILE) -> Stack:
         train=tuple(data["train"]),
         infer=tuple(data["infer"]),
         cuda_driver=str(data.get("cuda_driver", "")),
+        apt={image: tuple(data[f"{image}_apt"]) for image in images if f"{image}_apt" in data},
+        build_env={
+            image: {str(k): str(v) for k, v in data[f"{image}_build_env"].items()}
+            for image in images
+            if f"{image}_build_env" in data
+        },
     )
 
 
@@ -424,7 +449,9 @@ def _installed(module: str) -> bool:
 def requested_packages(stack: Stack | None = None) -> dict[str, tuple[str, ...]]:
     """What each image asks for, before resolution: torch's pins first on the GPU images.
 
-    train: the Unsloth stack; infer: transformers + peft + bitsandbytes; web: the API
+    train: the Unsloth stack; infer: transformers + peft + bitsandbytes, and the GGUF
+    writer and llama.cpp's bindings (trainkit-core's `gguf` extra: the export job runs
+    there); web: the API
     (and light jobs). The GPU stacks are `images.toml`'s pins in place of
     trainkit-core's ranges. The modal client itself is not asked for: Modal adds it
     (and its pinned dependencies) to every image.
@@ -433,6 +460,7 @@ def requested_packages(stack: Stack | None = None) -> dict[str, tuple[str, ...]]
     py = stack.python
     core = requirements_of("trainkit-core", (), py)
     gpu_only = [r for r in requirements_of("trainkit-core", ("gpu",), py) if r not in core]
+    gguf = [r for r in requirements_of("trainkit-core", ("gguf",), py) if r not in core]
     # trainkit_modal's own (the modal client aside: Modal adds it to every image).
     core += [r for r in requirements_of("trainkit-modal", (), py) if _name_of(r) != "modal" and r not in core]
     torch_free = [r for r in requirements_of("trainkit-core", ("train",), py) if _name_of(r) != "torch"]
@@ -442,7 +470,7 @@ def requested_packages(stack: Stack | None = None) -> dict[str, tuple[str, ...]]
         web += [r for r in requirements_of("trainkit-api", (), py) if r not in web] + ["fastapi[standard]"]
     return {
         "train": (*stack.torch, *_pinned([*torch_free, *gpu_only], stack.train)),
-        "infer": (*stack.torch, *_pinned(torch_free, stack.infer)),
+        "infer": (*stack.torch, *_pinned([*torch_free, *gguf], stack.infer)),
         "web": tuple(web),
     }
 
@@ -479,6 +507,8 @@ def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, Im
             torch_packages=lock.cuda_pins,
             install_options="--no-deps",
             resolved_only=lock.left_out,
+            apt_packages=stack.apt.get(name, ()),
+            build_env=dict(stack.build_env.get(name, {})),
         )
     return images
 
@@ -619,6 +649,7 @@ def describe(spec: AppSpec) -> dict[str, Any]:
                 "python": v.python_version,
                 "packages": list(v.all_packages),
                 "resolved_only": list(v.resolved_only),
+                "apt_packages": list(v.apt_packages),
                 "sources": list(v.local_sources),
             }
             for k, v in spec.images.items()

@@ -44,10 +44,9 @@ from trainkit_core.gguf_export import GGUF_TYPES
 )
 @click.option(
     "--quant",
-    default="f16",
-    show_default=True,
-    help=f"The GGUF's type (with --gguf): {', '.join(GGUF_TYPES)}; k-quants (q4_k_m …): run llama.cpp's "
-    "llama-quantize on the f16 file.",
+    default=None,
+    help=f"The GGUF's type (with --gguf; default f16): {', '.join(GGUF_TYPES)}; k-quants (q4_k_m …): run "
+    "llama.cpp's llama-quantize on the f16 file.",
 )
 @click.option("--dataset", default=None, help="Check the GGUF on this dataset's eval prompts (default: the run's).")
 @click.option("--no-download", is_flag=True, help="Leave the export on the models volume only (exports/<run id>).")
@@ -60,7 +59,7 @@ def export_command(
     out: Path | None,
     dtype: str,
     gguf: bool,
-    quant: str,
+    quant: str | None,
     dataset: str | None,
     no_download: bool,
     timeout: float | None,
@@ -70,11 +69,16 @@ def export_command(
     from trainkit_core.errors import UsageError
     from trainkit_core.exports import download, start_export
 
+    if quant is not None and not gguf:
+        # Without --gguf no GGUF is written: a --quant that changed nothing would look obeyed.
+        raise UsageError(f"--quant {quant} needs --gguf (it is the GGUF's type)", hint=f"add --gguf --quant {quant}")
     if out is None and not no_download:
         raise UsageError("give --merged OUT (the folder to write the merged model to), or --no-download")
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"{out} exists and is not an empty folder", hint="give a new folder for --merged")
-    path, handle = start_export(state.provider, model_path, dtype=dtype, gguf=quant if gguf else None, dataset=dataset)
+    path, handle = start_export(
+        state.provider, model_path, dtype=dtype, gguf=(quant or "f16") if gguf else None, dataset=dataset
+    )
     if not as_json:
         console(stderr=True).print(f"exporting {model_path} → {path} (job {handle.call_id}) …")
     info: dict[str, Any] = handle.wait(timeout=timeout)
