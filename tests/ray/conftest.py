@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from ray_cluster import LoopbackCluster, only_loopback
 
 REQUIRED = os.environ.get("TRAINKIT_REQUIRE_RAY") == "1"

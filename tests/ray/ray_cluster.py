@@ -35,13 +35,14 @@ def _port_open(port: int) -> bool:
 class LoopbackCluster:
     """One head node (8 logical CPUs, no GPU) with its temp folder under `temp`."""
 
-    def __init__(self, temp: Path) -> None:
+    def __init__(self, temp: Path, head_port: int = HEAD_PORT, client_port: int = CLIENT_PORT) -> None:
         self.temp = temp
         self.process: subprocess.Popen[bytes] | None = None
-        self.address = f"127.0.0.1:{HEAD_PORT}"
-        self.client_address = f"ray://127.0.0.1:{CLIENT_PORT}"
+        self.head_port, self.client_port = head_port, client_port
+        self.address = f"127.0.0.1:{head_port}"
+        self.client_address = f"ray://127.0.0.1:{client_port}"
 
-    def start(self) -> None:
+    def start(self, *, dashboard: bool = True) -> None:
         if not only_loopback():
             raise RuntimeError("refusing to start a Ray cluster outside a network namespace holding only lo")
         ray = Path(sys.executable).with_name("ray")
@@ -49,14 +50,14 @@ class LoopbackCluster:
         self.process = subprocess.Popen(
             [
                 str(ray), "start", "--head", "--block", "--disable-usage-stats",
-                "--node-ip-address=127.0.0.1", f"--port={HEAD_PORT}", f"--ray-client-server-port={CLIENT_PORT}",
-                "--num-cpus=8", "--num-gpus=0", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+                "--node-ip-address=127.0.0.1", f"--port={self.head_port}", f"--ray-client-server-port={self.client_port}",
+                "--num-cpus=8", "--num-gpus=0", f"--include-dashboard={str(dashboard).lower()}", "--dashboard-host=127.0.0.1",
                 f"--temp-dir={self.temp}",
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 120
-        while not (_port_open(HEAD_PORT) and _port_open(CLIENT_PORT)):
+        while not (_port_open(self.head_port) and _port_open(self.client_port)):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"the Ray head did not start: {(self.temp / 'ray-start.log').read_text()[-3000:]}")

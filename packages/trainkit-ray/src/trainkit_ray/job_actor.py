@@ -65,7 +65,9 @@ class JobActor:
         self.attempt = int(self.calls.update(f"{call_id}/attempts", lambda n: (n or 0) + 1))
         self.calls.put(f"{call_id}/proc", {"pid": os.getpid(), "node": os.uname().nodename, "attempt": self.attempt})
         self.calls.put_if_absent(f"{call_id}/started", time.time())
-        print(f"trainkit: job {self.spec['function']} call {call_id} attempt {self.attempt} pid {os.getpid()}", flush=True)
+        print(
+            f"trainkit: job {self.spec['function']} call {call_id} attempt {self.attempt} pid {os.getpid()}", flush=True
+        )
         threading.Thread(target=self._run, name=f"trainkit-job-{call_id}", daemon=True).start()
 
     def _log_to_file(self) -> None:

@@ -7,13 +7,11 @@ storage need no cluster, so `trainkit --help` and `runs list` never pay `ray.ini
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import NotFoundError
 from trainkit_core.hookspecs import VOLUME_KINDS, Capabilities, DeploymentStatus, ProviderManifest, hookimpl
-from trainkit_ray.settings import RaySettings, ray_settings, storage_path, trainkit_settings
+from trainkit_ray.settings import ray_settings, storage_path, trainkit_settings
 
 if TYPE_CHECKING:
     from trainkit_core.settings import Settings
@@ -157,6 +155,6 @@ def inference_server(provider: str, settings: Settings) -> RayInferenceServer | 
     from trainkit_ray.runner import SECRET_VARIABLES
 
     env = {k: v for k, v in settings.to_env().items() if k not in SECRET_VARIABLES}
-    return RayInferenceServer(ray_settings(settings), str(storage_path(settings)), env, settings.compute.infer_idle_timeout_s)
-
-
+    return RayInferenceServer(
+        ray_settings(settings), str(storage_path(settings)), env, settings.compute.infer_idle_timeout_s
+    )

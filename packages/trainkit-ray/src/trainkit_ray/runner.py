@@ -153,7 +153,9 @@ class RayRunner:
         if function not in JOBS:
             raise NotFoundError(f"unknown job function {function!r}; known: {', '.join(sorted(JOBS))}")
         arguments = call_kwargs(kwargs)
-        needs = job_needs_from_run_record(self.settings, self.storage.kv("runs"), function, arguments, self.own.job_cpus)
+        needs = job_needs_from_run_record(
+            self.settings, self.storage.kv("runs"), function, arguments, self.own.job_cpus
+        )
         max_attempts = self.settings.compute.train_max_attempts if function in RETRIED_JOBS else 1
         call_id = CALL_PREFIX + uuid.uuid4().hex[:20]
         calls = self.storage.kv(CALLS_NAMESPACE)
