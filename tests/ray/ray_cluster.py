@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 
 HEAD_PORT = 6390
-CLIENT_PORT = 10391
+#: Ray Client's port, below the default range of worker ports (10002-19999).
+CLIENT_PORT = 10001
 
 
 def only_loopback() -> bool:
     """True when this process's network namespace holds no interface but `lo`."""
-    return sorted(os.listdir("/sys/class/net")) == ["lo"]
+    return [name for _, name in socket.if_nameindex()] == ["lo"]  # /sys may still show the host's
 
 
 def _port_open(port: int) -> bool:
@@ -35,12 +36,20 @@ def _port_open(port: int) -> bool:
 class LoopbackCluster:
     """One head node (8 logical CPUs, no GPU) with its temp folder under `temp`."""
 
-    def __init__(self, temp: Path, head_port: int = HEAD_PORT, client_port: int = CLIENT_PORT) -> None:
+    def __init__(self, temp: Path, second: bool = False) -> None:
+        """`second`: other ports throughout, so two clusters can run at once."""
         self.temp = temp
         self.process: subprocess.Popen[bytes] | None = None
-        self.head_port, self.client_port = head_port, client_port
-        self.address = f"127.0.0.1:{head_port}"
-        self.client_address = f"ray://127.0.0.1:{client_port}"
+        shift = 1 if second else 0
+        self.head_port, self.client_port = HEAD_PORT + shift, CLIENT_PORT - shift
+        self.other_ports = [
+            f"--dashboard-port={8265 + shift}",
+            f"--dashboard-agent-listen-port={52365 + shift}",
+            f"--min-worker-port={20000 if second else 10002}",
+            f"--max-worker-port={29999 if second else 19999}",
+        ]
+        self.address = f"127.0.0.1:{self.head_port}"
+        self.client_address = f"ray://127.0.0.1:{self.client_port}"
 
     def start(self, *, dashboard: bool = True) -> None:
         if not only_loopback():
@@ -52,7 +61,7 @@ class LoopbackCluster:
                 str(ray), "start", "--head", "--block", "--disable-usage-stats",
                 "--node-ip-address=127.0.0.1", f"--port={self.head_port}", f"--ray-client-server-port={self.client_port}",
                 "--num-cpus=8", "--num-gpus=0", f"--include-dashboard={str(dashboard).lower()}", "--dashboard-host=127.0.0.1",
-                f"--temp-dir={self.temp}",
+                f"--temp-dir={self.temp}", *self.other_ports,
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip

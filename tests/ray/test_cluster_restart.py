@@ -48,7 +48,7 @@ def _python(env: RayEnv, op: str, arg: Any) -> Any:
 def test_store_and_volumes_outlive_a_cluster_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
     temp = Path(f"/tmp/tkray2-{os.getpid()}")
     temp.mkdir(exist_ok=True)
-    cluster = LoopbackCluster(temp, head_port=6391, client_port=10392)
+    cluster = LoopbackCluster(temp, second=True)
     datasets = tmp_path_factory.mktemp("datasets")
     (datasets / "demo").symlink_to(REPO / "datasets" / "demo")
     env = RayEnv(tmp_path_factory.mktemp("home"), datasets, cluster.address)
