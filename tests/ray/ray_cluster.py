@@ -77,7 +77,7 @@ class LoopbackCluster:
         if self.process is None:
             return
         pgid = self.process.pid
-        for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+        for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 10.0)):
             try:
                 os.killpg(pgid, sig)
             except ProcessLookupError:

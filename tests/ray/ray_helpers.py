@@ -64,7 +64,9 @@ class RayEnv:
         saved = dict(os.environ)
         os.environ.update(self.env)
         try:
-            return Settings.from_env()
+            from trainkit_ray.settings import RaySettings
+
+            return Settings.from_env().with_plugin_settings(RaySettings)  # read now, not when first used
         finally:
             os.environ.clear()
             os.environ.update(saved)

@@ -36,9 +36,12 @@ def connect(own: RaySettings) -> Any:
         if ray.is_initialized():  # inside a Ray worker: the job's own cluster
             _connected = (address, own.namespace)
             return ray
+        # On a loopback address, say which IP is ours: else Ray looks for it by connecting out.
+        loopback = {"_node_ip_address": "127.0.0.1"} if address.startswith(("127.0.0.1:", "localhost:")) else {}
         try:
             ray.init(
                 address=address,
+                **loopback,
                 namespace=own.namespace,
                 log_to_driver=False,
                 logging_level="WARNING",
