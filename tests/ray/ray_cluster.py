@@ -65,8 +65,13 @@ class LoopbackCluster:
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
+        self.wait_for_port(self.head_port)
+
+    def wait_for_port(self, port: int) -> None:
+        """Until `port` listens (the Ray Client server, `client_port`, comes seconds after the head)."""
+        assert self.process is not None
         deadline = time.monotonic() + 120
-        while not (_port_open(self.head_port) and _port_open(self.client_port)):
+        while not _port_open(port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"the Ray head did not start: {(self.temp / 'ray-start.log').read_text()[-3000:]}")

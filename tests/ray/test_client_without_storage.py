@@ -16,6 +16,7 @@ pytestmark = [pytest.mark.timeout(600)]
 def test_a_dataset_synced_from_a_client_without_the_shared_path_lands_on_it(
     tmp_path_factory: pytest.TempPathFactory, ray_cluster: Any
 ) -> None:
+    ray_cluster.wait_for_port(ray_cluster.client_port)
     datasets = tmp_path_factory.mktemp("datasets")
     (datasets / "demo").symlink_to(REPO / "datasets" / "demo")
     cluster_side = tmp_path_factory.mktemp("cluster-side")
@@ -30,11 +31,14 @@ def test_a_dataset_synced_from_a_client_without_the_shared_path_lands_on_it(
     laptop.storage = cluster_side / "shared"
     synced = laptop.cli("sync", "demo", "--json", timeout=300)
     assert synced.returncode == 0, synced.stderr
-    landed = cluster_side / "shared" / "volumes" / "trainkit-data"
-    assert sorted(p.name for p in landed.rglob("*.jsonl")), f"nothing landed under {landed}: {synced.stdout}"
+    assert json.loads(synced.stdout)["files_sent"] == ["dataset.toml", "eval.jsonl", "train.jsonl"]
+    # What a machine mounting the storage path sees: the dataset, synced.
+    mounted = RayEnv(laptop.home, datasets, ray_cluster.address, TRAINKIT_RAY_STORAGE=str(cluster_side / "shared"))
+    seen = {row["name"]: row for row in json.loads(mounted.cli("datasets", "--json").stdout)["datasets"]}
+    assert seen["demo"]["synced"] == "same", seen
     # The laptop lists what the cluster holds, through the storage actor.
     listed = json.loads(laptop.cli("datasets", "--json", timeout=300).stdout)
-    assert "demo" in json.dumps(listed)
+    assert {row["name"]: row["synced"] for row in listed["datasets"]}["demo"] == "same", listed
     # And a job started from the laptop runs on the cluster, its result read back through it.
     code = (
         "from trainkit_core import get_provider; from trainkit_core.settings import Settings;"

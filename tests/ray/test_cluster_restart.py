@@ -65,7 +65,7 @@ def test_store_and_volumes_outlive_a_cluster_restart(tmp_path_factory: pytest.Te
         # The finished call's record, the synced dataset: all still there.
         assert _python(env, "wait", done_before) == "kept"
         listed = json.loads(env.cli("datasets", "--json").stdout)
-        assert "demo" in json.dumps(listed)
+        assert {row["name"]: row["synced"] for row in listed["datasets"]}["demo"] == "same", listed
         # The call that was running died with the cluster (Ray's GCS kept no actor): it is failed, not "running".
         status = _python(env, "status", running)
         assert status["state"] == "failed" and "died" in status["error"]
