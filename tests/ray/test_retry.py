@@ -48,5 +48,6 @@ def test_a_killed_job_is_retried_from_its_checkpoint_then_stops_on_request(
     # A graceful stop through the store ends the run and then the call, with no restart.
     env.cli("runs", "stop", run_id)
     wait_for(lambda: env.run(run_id).status == "stopped", 300, "the stopped run")
-    assert wait_for(lambda: handle.status().done, 60, "the call's end").state == "succeeded"
+    wait_for(lambda: handle.status().done, 60, "the call's end")
+    assert handle.status().state == "succeeded" and handle.record()["attempts"] == 2
     assert f"attempt 2 pid {handle.pid}" in handle.logs()
