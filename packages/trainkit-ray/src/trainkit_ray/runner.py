@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from trainkit_core.errors import JobError, JobTimeout, NotFoundError, UsageError
-from trainkit_core.hookspecs import CallStatus, KVStore
+from trainkit_core.errors import JobError, NotFoundError, UsageError
+from trainkit_core.jobs.detached import DetachedRunHandle
 from trainkit_ray.connection import connect, find_actor
 from trainkit_ray.job_actor import CALLS_NAMESPACE, end_call
 from trainkit_ray.placement import job_needs_from_run_record
@@ -33,22 +33,16 @@ SECRET_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "TRAI
 RETRIED_JOBS = ("train",)
 
 
-class RayRunHandle:
-    """One call (a `RunHandle`)."""
+class RayRunHandle(DetachedRunHandle):
+    """One call (a `RunHandle`): core's detached call record, whose liveness is the actor's.
+
+    `status` and `wait` are the detached handle's, over this `record`.
+    """
 
     def __init__(self, own: RaySettings, storage: Any, call_id: str) -> None:
         self._own = own
         self._storage = storage
-        self._calls: KVStore = storage.kv(CALLS_NAMESPACE)
-        self.call_id = call_id
-        spec = self._calls.get(call_id)
-        if not isinstance(spec, dict) or "function" not in spec:
-            raise NotFoundError(f"no job call {call_id!r}")
-        self._spec = spec
-        self.function: str = spec["function"]
-
-    def __repr__(self) -> str:
-        return f"<RayRunHandle {self.call_id} {self.function}>"
+        super().__init__(storage.kv(CALLS_NAMESPACE), call_id)
 
     def _raw(self) -> dict[str, Any]:
         from trainkit_core.kv_values import get_many
@@ -95,28 +89,11 @@ class RayRunHandle:
         """The process of the actor's current attempt."""
         return (self._calls.get(f"{self.call_id}/proc") or {}).get("pid")
 
-    def status(self) -> CallStatus:
-        r = self.record()
-        return CallStatus(r["state"], r.get("started_at"), r.get("ended_at"), None, r.get("error"))
+    def cancel(self, grace_s: float = 0.0) -> None:
+        """Kill the call's actor without restart (its process and whatever it runs), then record it cancelled.
 
-    def wait(self, timeout: float | None = None) -> Any:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.05
-        while True:
-            record = self.record()
-            if record["state"] == "succeeded":
-                return record.get("result")
-            if record["state"] == "failed":
-                raise JobError(f"job {self.function} ({self.call_id}) failed: {record.get('error')}")
-            if record["state"] == "cancelled":
-                raise JobError(f"job {self.function} ({self.call_id}) was cancelled")
-            if deadline is not None and time.monotonic() >= deadline:
-                raise JobTimeout(f"job {self.function} ({self.call_id}) still {record['state']} after {timeout:g} s")
-            time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
-            delay = min(delay * 1.5, 0.5)
-
-    def cancel(self) -> None:
-        """Kill the call's actor without restart (its process and whatever it runs), then record it cancelled."""
+        No grace: Ray's kill is immediate (a graceful end is a training run's `runs stop`).
+        """
         if self._raw()["state"] not in ("pending", "running"):
             return
         self._calls.put(f"{self.call_id}/cancel", time.time())
