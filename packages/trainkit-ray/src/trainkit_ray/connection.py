@@ -7,6 +7,7 @@ Listing runs or volumes on mounted storage never gets here, so it does not pay
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -37,14 +38,16 @@ def connect(own: RaySettings) -> Any:
             _connected = (address, own.namespace)
             return ray
         # On a loopback address, say which IP is ours: else Ray looks for it by connecting out.
-        loopback = {"_node_ip_address": "127.0.0.1"} if address.startswith(("127.0.0.1:", "localhost:")) else {}
+        loopback: dict[str, Any] = (
+            {"_node_ip_address": "127.0.0.1"} if address.startswith(("127.0.0.1:", "localhost:")) else {}
+        )
         try:
             ray.init(
                 address=address,
                 **loopback,
                 namespace=own.namespace,
                 log_to_driver=False,
-                logging_level="WARNING",
+                logging_level=logging.WARNING,
                 configure_logging=False,
             )
         except (ConnectionError, RuntimeError, ValueError) as exc:
