@@ -36,9 +36,10 @@ def _port_open(port: int) -> bool:
 class LoopbackCluster:
     """One head node (8 logical CPUs, no GPU) with its temp folder under `temp`."""
 
-    def __init__(self, temp: Path, second: bool = False) -> None:
-        """`second`: other ports throughout, so two clusters can run at once."""
+    def __init__(self, temp: Path, second: bool = False, gpus: int = 0) -> None:
+        """`second`: other ports throughout, so two clusters can run at once. `gpus`: declared, not real."""
         self.temp = temp
+        self.gpus = gpus
         self.process: subprocess.Popen[bytes] | None = None
         shift = 1 if second else 0
         self.head_port, self.client_port = HEAD_PORT + shift, CLIENT_PORT - shift
@@ -60,7 +61,7 @@ class LoopbackCluster:
             [
                 str(ray), "start", "--head", "--block", "--disable-usage-stats",
                 "--node-ip-address=127.0.0.1", f"--port={self.head_port}", f"--ray-client-server-port={self.client_port}",
-                "--num-cpus=8", "--num-gpus=0", f"--include-dashboard={str(dashboard).lower()}", "--dashboard-host=127.0.0.1",
+                "--num-cpus=8", f"--num-gpus={self.gpus}", f"--include-dashboard={str(dashboard).lower()}", "--dashboard-host=127.0.0.1",
                 f"--temp-dir={self.temp}", *self.other_ports,
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,

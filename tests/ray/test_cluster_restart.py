@@ -48,12 +48,19 @@ def _python(env: RayEnv, op: str, arg: Any) -> Any:
 def test_store_and_volumes_outlive_a_cluster_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
     temp = Path(f"/tmp/tkray2-{os.getpid()}")
     temp.mkdir(exist_ok=True)
-    cluster = LoopbackCluster(temp, second=True)
+    cluster = LoopbackCluster(temp, second=True, gpus=1)
     datasets = tmp_path_factory.mktemp("datasets")
     (datasets / "demo").symlink_to(REPO / "datasets" / "demo")
     env = RayEnv(tmp_path_factory.mktemp("home"), datasets, cluster.address)
     cluster.start(dashboard=False)
     try:
+        # A cluster that has a GPU (declared: Ray counts it, nothing uses it) makes the provider declare `gpu`.
+        providers = {p["name"]: p for p in json.loads(env.cli("providers", "--json").stdout)}
+        assert providers["ray"]["capabilities"]["gpu"] is False
+        deployed = json.loads(env.cli("app", "deploy", "--json").stdout)
+        assert deployed["detail"]["resources"]["GPU"] == 1 and deployed["detail"]["storage"] == str(env.storage)
+        providers = {p["name"]: p for p in json.loads(env.cli("providers", "--json").stdout)}
+        assert providers["ray"]["capabilities"]["gpu"] is True
         env.cli("sync", "demo")
         done_before = _python(env, "spawn", {"function": "sleep", "seconds": 0, "result": "kept"})
         assert _python(env, "wait", done_before) == "kept"

@@ -64,7 +64,11 @@ def _cluster_has_gpus() -> bool:
 
 
 class RayDeployment:
-    """The cluster is the user's: deploying makes the storage folders and reads the cluster's resources."""
+    """The cluster is the user's: deploying makes the storage folders and reads the cluster's resources.
+
+    `trainkit app deploy` is also how the manifest learns that the cluster has GPUs (the
+    manifest hook gets no settings and must not connect).
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -87,7 +91,12 @@ class RayDeployment:
     def status(self) -> DeploymentStatus:
         info = cluster_resources(self.settings)
         own = ray_settings(self.settings)
-        detail = {**storage_of(self.settings).describe(), **info, "address": own.address or "auto"}
+        detail = {
+            "app_name": f"on the Ray cluster {own.address or 'auto'}",
+            **storage_of(self.settings).describe(),
+            **info,
+            "address": own.address or "auto",
+        }
         return DeploymentStatus("ready", detail)
 
     def stop(self) -> None:
@@ -117,7 +126,7 @@ def provider_manifest() -> ProviderManifest:
             durable_volumes=True,
             durable_kv=True,
             run_functions=True,
-            app_lifecycle=False,
+            app_lifecycle=True,
             local_files=False,
         ),
     )
