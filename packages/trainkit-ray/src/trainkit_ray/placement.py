@@ -44,5 +44,5 @@ def job_needs_from_run_record(
     record = runs.get(run_id) if function in RUN_JOBS and isinstance(run_id, str) else None
     price = (record or {}).get("price") or {}
     gpus = int(price.get("gpus") or 0)
-    gpu_type = settings.compute.gpu or str(price.get("gpu") or "")
+    gpu_type = str(price.get("gpu") or "")  # fixed at launch, TRAINKIT_GPU included
     return JobNeeds(cpus=cpus, gpus=gpus, gpu_type=gpu_type if gpus else "", timeout_s=timeout)
