@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 CALL_PREFIX = "rc-"
 #: How long a call may wait for its actor to be placed before a missing actor means it died.
 START_GRACE_S = 30.0
-#: Variables that reach a job only through its secrets file, never as actor arguments.
-SECRET_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY", "TRAINKIT_API_TOKEN")
+#: Secrets that reach a job only through its secrets file, never as actor arguments.
+FORWARDED_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
+#: Never an actor argument; the API token does not reach jobs at all (as locally).
+SECRET_VARIABLES = (*FORWARDED_SECRETS, "TRAINKIT_API_TOKEN")
 #: Jobs Ray runs again from their checkpoint when their process dies (the others run once).
 RETRIED_JOBS = ("train",)
 
@@ -148,7 +150,7 @@ class RayRunner:
                 "resources": needs.actor_options(),
             },
         )
-        secrets = {name: os.environ[name] for name in SECRET_VARIABLES if os.environ.get(name)}
+        secrets = {name: os.environ[name] for name in FORWARDED_SECRETS if os.environ.get(name)}
         if secrets:
             self.storage.write_secrets(call_id, secrets)
         env = {k: v for k, v in self.settings.to_env().items() if k not in SECRET_VARIABLES}
