@@ -229,6 +229,8 @@ def ray(session: nox.Session) -> None:
         extras={"core": "train"},
         constraints=(*CONSTRAINTS, "-c", "constraints/ray.txt"),
     )
+    # The cluster the tests start has a dashboard (Ray's state API, where the secrets test looks).
+    session.install(*CONSTRAINTS, "-c", "constraints/ray.txt", "ray[default]")
     session.env["TRAINKIT_REQUIRE_RAY"] = "1"
     pytest = [f"{session.virtualenv.location}/bin/pytest", "tests/ray", "-p", "no:cacheprovider", *session.posargs]
     session.run("unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *pytest, external=True)
