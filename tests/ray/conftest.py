@@ -17,10 +17,6 @@ REQUIRED = os.environ.get("TRAINKIT_REQUIRE_RAY") == "1"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The Ray Client test first: in one full run its per-client server (Ray's proxier
-    # starts one per client) exited at start without a log, after the CLI run's tests;
-    # alone, and first, it passes. Not understood yet (see docs/how-to/ray.md).
-    items.sort(key=lambda item: "test_client_without_storage" not in str(item.fspath))
     if REQUIRED:
         return
     try:
