@@ -7,6 +7,7 @@ Skipped outside a network namespace holding only `lo` (see `ray_cluster`), excep
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def ray_cluster() -> Iterator[LoopbackCluster]:
     cluster.start()
     yield cluster
     cluster.stop()
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

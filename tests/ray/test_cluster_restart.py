@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,4 @@ def test_store_and_volumes_outlive_a_cluster_restart(tmp_path_factory: pytest.Te
         assert _python(env, "wait", after) == "after"
     finally:
         cluster.stop()
+        shutil.rmtree(temp, ignore_errors=True)
