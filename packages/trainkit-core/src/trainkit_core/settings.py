@@ -204,6 +204,16 @@ class ApiSettings(BaseSettings):
         ge=1024,
         description="Largest request body the web API reads, in bytes (413 above); room for an eval set upload.",
     )
+    api_fetch_image_urls: bool = Field(
+        default=False,
+        description=(
+            "Let generation requests name images by http(s) URL, which the server then fetches: it will "
+            "fetch any URL a client names (SSRF), so enable it only where clients are trusted."
+        ),
+    )
+    api_image_fetch_timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="Most seconds the web API spends fetching one remote image."
+    )
 
     @field_validator("api_token", mode="before")
     @classmethod

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES, type_of
+from trainkit_api.remote_images import resolve_remote_images
 from trainkit_api.sse import HEADERS, format_event
 from trainkit_api.state import ApiState, get_state
 from trainkit_core.errors import JobTimeout, NotFoundError, TrainkitError, UsageError
@@ -39,7 +40,13 @@ from trainkit_core.inference.request import GenerateRequest
 
 
 class GenerateBody(GenerateRequest):
-    """A `GenerateRequest`, plus `stream` to get the answer as server-sent events."""
+    """A `GenerateRequest`, plus `stream` to get the answer as server-sent events.
+
+    Its http(s) image URLs pass this first check: the route refuses or fetches them
+    (`resolve_remote_images`), then checks the whole request again.
+    """
+
+    remote_images_resolved_later: ClassVar[bool] = True
 
     stream: bool = Field(False, description="Answer as `text/event-stream`: `token` events, then `done`.")
 
@@ -63,7 +70,10 @@ class ChatMessageIn(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[dict[str, Any]] = Field(
-        description="Text, or a list of `{type: text, text}` and `{type: image_url, image_url: {url: data:...}}` parts."
+        description=(
+            "Text, or a list of `{type: text, text}` and `{type: image_url, image_url: {url: data:...}}` parts; "
+            "http(s) image URLs only where the server allows fetching (TRAINKIT_API_FETCH_IMAGE_URLS)."
+        )
     )
 
 
@@ -239,8 +249,8 @@ def generate(body: GenerateBody, state: ApiState = Depends(get_state)) -> Any:
     """Generate with a trained model (`model_path`) or a preset's newest (`model_size`)."""
     from trainkit_core.inference import client
 
-    request = GenerateRequest.model_validate(body.model_dump(exclude={"stream"}))
-    request = client.prepare(state.provider, request)  # 4xx now, before any stream
+    payload = resolve_remote_images(body.model_dump(exclude={"stream"}), state.settings)
+    request = client.prepare(state.provider, payload)  # 4xx now, before any stream
     if not body.stream:
         if state.answer_within_s is not None:
             return _answer_in_time(state, request)
@@ -266,7 +276,7 @@ def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_
     """OpenAI-compatible chat completion with a trained model (`stream` supported)."""
     from trainkit_core.inference import client
 
-    request = client.prepare(state.provider, generate_request(body))
+    request = client.prepare(state.provider, resolve_remote_images(generate_request(body), state.settings))
     completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     if not body.stream:

@@ -41,8 +41,11 @@ def _data_url(path: str) -> str:
     """The picture at `path` as a data URL: it travels in the request to wherever the model runs."""
     import base64
 
+    from trainkit_core.datasets.images import is_remote, remote_image_message
     from trainkit_core.errors import UsageError
 
+    if is_remote(path):
+        raise UsageError(f"--image: {remote_image_message(path, 'by trainkit infer', 'download it and give its path')}")
     try:
         data = Path(path).expanduser().read_bytes()
     except OSError as exc:

@@ -148,10 +148,9 @@ def _url_of(part: dict[str, Any]) -> str | None:
 def url_problem(url: str) -> tuple[str, str] | None:
     """(code, message) when `url` is not a usable image reference of a dataset; None when it is."""
     lowered = url.lower()
-    if lowered.startswith(("http://", "https://")):
-        return "image-remote", (
-            f"remote image {_short(url)} is not fetched at train time; put the file in the dataset folder "
-            "and give its relative path (images/NAME.png)"
+    if is_remote(url):
+        return "image-remote", remote_image_message(
+            url, "at train time", "put the file in the dataset folder and give its relative path (images/NAME.png)"
         )
     if lowered.startswith("data:"):
         return None if _DATA_URL.match(url) else ("image-data-url", "a data URL must be data:image/...;base64,...")
@@ -160,6 +159,15 @@ def url_problem(url: str) -> tuple[str, str] | None:
     if ".." in PurePosixPath(url).parts:
         return "image-outside", f"{_short(url)} leads out of the dataset folder"
     return None
+
+
+def is_remote(url: str) -> bool:
+    return url.lower().startswith(("http://", "https://"))
+
+
+def remote_image_message(url: str, when: str, instead: str) -> str:
+    """The one wording for a refused remote image, wherever it is refused (datasets, `infer --image`)."""
+    return f"remote image {_short(url)} is not fetched {when}; {instead}"
 
 
 def _short(url: str) -> str:

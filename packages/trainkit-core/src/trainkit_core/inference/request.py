@@ -9,7 +9,7 @@ Sampling: `temperature` 0 means greedy (the default, so answers are reproducible
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -62,6 +62,8 @@ class GenerateRequest(BaseModel):
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
     #: Images for the (last) user turn, as ``data:image/...;base64,`` URLs (`trainkit infer --image`).
     images: list[Annotated[str, Field(max_length=MAX_DATA_URL_CHARS)]] | None = None
+    #: True where the caller fetches or refuses http(s) image URLs itself, then validates again (the API).
+    remote_images_resolved_later: ClassVar[bool] = False
 
     @model_validator(mode="after")
     def _one_input(self) -> GenerateRequest:
@@ -78,7 +80,7 @@ class GenerateRequest(BaseModel):
             raise ValueError("give model_path or model_size, not both")
         from trainkit_core.inference.request_images import check_request_images
 
-        check_request_images(self.chat())
+        check_request_images(self.chat(), remote_ok=self.remote_images_resolved_later)
         return self
 
     def chat(self) -> list[dict[str, Any]]:

@@ -3,8 +3,9 @@
 Why before: a request is validated where it arrives (the CLI, the API), and a picture
 that does not decode, is not an image, or is a decompression bomb must be refused
 there, naming its part, rather than fail inside a worker. Only ``data:image/...;base64``
-URLs are taken: a remote URL would make the server fetch from anywhere (and wait on
-it), and a path would read the server's own files. Pillow is imported only when a
+URLs are taken here: a remote URL would make the server fetch from anywhere (and wait on
+it; the API fetches only where its operator allows it, `trainkit_api.remote_images`),
+and a path would read the server's own files. Pillow is imported only when a
 request holds an image; where it is not installed (a light CLI) only the data URL's
 form is checked here, and the API or the model's worker decodes the picture.
 """
@@ -17,8 +18,13 @@ from typing import Any
 from trainkit_core.datasets.images import ImageLimits, decode_data_url, open_image
 
 
-def check_request_images(turns: list[dict[str, Any]], limits: ImageLimits | None = None) -> None:
-    """`ValueError` naming the first bad image part of `turns` (OpenAI-form messages)."""
+def check_request_images(
+    turns: list[dict[str, Any]], limits: ImageLimits | None = None, *, remote_ok: bool = False
+) -> None:
+    """`ValueError` naming the first bad image part of `turns` (OpenAI-form messages).
+
+    `remote_ok` lets http(s) URLs pass, for a caller that fetches or refuses them next.
+    """
     limits = limits or ImageLimits()
     count = 0
     for index, turn in enumerate(turns):
@@ -36,6 +42,8 @@ def check_request_images(turns: list[dict[str, Any]], limits: ImageLimits | None
                 raise ValueError(f"{where}: more than {limits.max_per_example} images in one request")
             url = part["image_url"]["url"]
             if url.lower().startswith(("http://", "https://")):
+                if remote_ok:
+                    continue
                 raise ValueError(f"{where}: remote image URLs are not fetched; send the image as a data: URL")
             try:
                 mime, data = decode_data_url(url)

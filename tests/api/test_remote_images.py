@@ -1,0 +1,165 @@
+"""Remote image URLs on the generation routes, against a real image server on 127.0.0.1.
+
+Off by default (a 400 before any fetch); where TRAINKIT_API_FETCH_IMAGE_URLS allows it,
+each fetch is bounded in bytes and time, follows redirects to http(s) only, takes
+``image/*`` content only, and each failure is a 4xx naming the part. A fetched picture
+is then checked like a data URL (the model lookup answers 404 here: no model is trained).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import httpx
+import pytest
+from api_helpers import TOKEN, Server, serve
+from test_image_input import error_text, parts, png
+
+from trainkit_core.settings import ApiSettings, DatasetSettings, ProviderSettings, Settings
+
+MODEL = "trained/run-20260101-000000-abcdef"
+MAX_BYTES = 50_000
+TIMEOUT_S = 1.0
+
+
+class ImageHandler(BaseHTTPRequestHandler):
+    """Routes: a picture, and each way a fetch can go wrong."""
+
+    protocol_version = "HTTP/1.0"
+    seen: ClassVar[list[str]] = []
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, mime: str, body: bytes, length: int | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", mime)
+        if length is not None:
+            self.send_header("Content-Length", str(length))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        ImageHandler.seen.append(self.path)
+        try:
+            self._route()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the API gave up on it, as it should
+
+    def _route(self) -> None:
+        redirects = {"/to-red": "/red.png", "/to-ftp": "ftp://127.0.0.1/red.png", "/to-file": "file:///etc/passwd"}
+        if self.path == "/red.png":
+            self._send(200, "image/png", png(), len(png()))
+        elif self.path == "/mislabelled":
+            self._send(200, "image/jpeg", png(), len(png()))
+        elif self.path == "/page":
+            self._send(200, "text/html; charset=utf-8", b"<html>not a picture</html>")
+        elif self.path == "/huge-declared":
+            self._send(200, "image/png", b"\x89PNG", 10 * MAX_BYTES)
+        elif self.path == "/huge-unannounced":
+            self._send(200, "image/png", b"\x89PNG" + b"\0" * (4 * MAX_BYTES))
+        elif self.path == "/slow":
+            time.sleep(3 * TIMEOUT_S)
+            self._send(200, "image/png", png(), len(png()))
+        elif self.path == "/trickle":
+            self._send(200, "image/png", b"\x89PNG")
+            for _ in range(int(6 * TIMEOUT_S / 0.2)):
+                self.wfile.write(b"\0")
+                self.wfile.flush()
+                time.sleep(0.2)
+        elif self.path in redirects:
+            self.send_response(302)
+            self.send_header("Location", redirects[self.path])
+            self.end_headers()
+        else:
+            self._send(404, "text/plain", b"no such picture")
+
+
+@pytest.fixture(scope="module")
+def images() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ImageHandler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def fetching(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    settings = Settings(
+        provider=ProviderSettings(home=Path(tmp_path_factory.mktemp("api-home"))),
+        api=ApiSettings(api_token=TOKEN, api_fetch_image_urls=True, api_image_fetch_timeout_s=TIMEOUT_S),
+        datasets=DatasetSettings(image_max_bytes=MAX_BYTES),
+    )
+    yield from serve(settings)
+
+
+def chat(server: Server, image_url: str) -> httpx.Response:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": parts(image_url)}]}
+    with server.client() as client:
+        return client.post("/v1/chat/completions", json=body)
+
+
+def test_remote_urls_are_refused_by_default_without_any_fetch(server: Server, images: str) -> None:
+    ImageHandler.seen.clear()
+    response = chat(server, f"{images}/red.png")
+    assert response.status_code == 400, response.text
+    message = error_text(response)
+    assert "messages[0].content[1]" in message and "not fetched" in message
+    assert "TRAINKIT_API_FETCH_IMAGE_URLS" in response.json()["error"]["hint"]
+    with server.client() as client:
+        response = client.post("/v1/generate", json={"model_path": MODEL, "prompt": "hi", "images": [images + "/x"]})
+    assert response.status_code == 400 and "images[0]" in error_text(response)
+    assert ImageHandler.seen == []
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "words"),
+    [
+        ("/page", 400, "'text/html', not an image type"),
+        ("/huge-declared", 413, f"over the limit of {MAX_BYTES} bytes"),
+        ("/huge-unannounced", 413, f"over the limit of {MAX_BYTES} bytes"),
+        ("/slow", 400, "TRAINKIT_API_IMAGE_FETCH_TIMEOUT_S"),
+        ("/trickle", 400, "TRAINKIT_API_IMAGE_FETCH_TIMEOUT_S"),
+        ("/to-ftp", 400, "which is not http(s)"),
+        ("/to-file", 400, "which is not http(s)"),
+        ("/missing", 400, "HTTP 404"),
+        ("/mislabelled", 400, "bytes are PNG"),  # fetched, then checked like any picture
+    ],
+)
+def test_a_bad_fetch_is_a_4xx_naming_the_part(
+    fetching: Server, images: str, path: str, status: int, words: str
+) -> None:
+    response = chat(fetching, images + path)
+    assert response.status_code == status, response.text
+    message = error_text(response)
+    # /slow and /trickle end with a whole picture (3 and 6 timeouts later): the timeout's words prove the cut
+    assert "messages[0].content[1]" in message and words in message
+
+
+def test_a_fetched_picture_passes_the_checks_through_a_redirect(fetching: Server, images: str) -> None:
+    ImageHandler.seen.clear()
+    for url in (f"{images}/red.png", f"{images}/to-red"):
+        response = chat(fetching, url)
+        assert response.status_code == 404, response.text  # the picture was fine; the model does not exist
+    with fetching.client() as client:
+        body = {"model_path": MODEL, "prompt": "hi", "images": [f"{images}/red.png"], "stream": True}
+        response = client.post("/v1/generate", json=body)
+    assert response.status_code == 404, response.text  # before any stream starts
+    assert ImageHandler.seen == ["/red.png", "/to-red", "/red.png", "/red.png"]
+
+
+def test_a_closed_port_is_a_4xx_naming_the_part(fetching: Server) -> None:
+    from api_helpers import free_port
+
+    response = chat(fetching, f"http://user:secret@127.0.0.1:{free_port()}/red.png")
+    assert response.status_code == 400, response.text
+    message = error_text(response)
+    assert "messages[0].content[1]" in message and "failed" in message and "secret" not in message
