@@ -366,3 +366,15 @@ def test_every_command_refuses_bad_input_without_a_traceback(
     assert "Traceback" not in output, (argv, env, output)
     assert code in (1, 2), (argv, env, code, output)
     shutil.rmtree(trainkit_home / "volumes" / "trainkit-eval" / "sets", ignore_errors=True)
+
+
+@pytest.mark.parametrize("url", ["https://example.com/cat.png", "HTTP://127.0.0.1:9/cat.png"])
+def test_infer_refuses_a_remote_image_with_the_datasets_wording(url: str) -> None:
+    from trainkit_core.datasets.images import url_problem
+
+    code, output = run_main("infer", "--model-size", "tiny", "--prompt", "hi", "--image", url)
+    assert code == 2, output
+    _, dataset_message = url_problem(url) or ("", "")
+    assert dataset_message.startswith(f"remote image {url!r} is not fetched")  # the datasets' wording ...
+    assert f"--image: remote image {url!r} is not fetched by trainkit infer" in output  # ... for infer
+    assert "Traceback" not in output and "No such file" not in output
