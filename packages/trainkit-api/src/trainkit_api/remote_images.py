@@ -12,6 +12,7 @@ itself is then checked like any data URL (`check_request_images`).
 from __future__ import annotations
 
 import base64
+import http.client
 import time
 import urllib.error
 import urllib.request
@@ -113,8 +114,7 @@ def fetch_image(url: str, where: str, limits: ImageLimits, timeout_s: float) -> 
                 raise _too_large(where, url, limits)
             data = bytearray()
             while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
+                if time.monotonic() > deadline:
                     raise UsageError(timed_out)
                 chunk = response.read1(CHUNK_BYTES)  # what has come, not a full chunk
                 if not chunk:
@@ -127,6 +127,7 @@ def fetch_image(url: str, where: str, limits: ImageLimits, timeout_s: float) -> 
             raise
         raise type(exc)(f"{where}: {exc.message}", hint=exc.hint) from None
     except urllib.error.HTTPError as exc:
+        exc.close()
         raise UsageError(f"{where}: fetching {_shown(url)} failed: HTTP {exc.code}") from None
     except TimeoutError:
         raise UsageError(timed_out) from None
@@ -134,7 +135,7 @@ def fetch_image(url: str, where: str, limits: ImageLimits, timeout_s: float) -> 
         if isinstance(exc.reason, TimeoutError):
             raise UsageError(timed_out) from None
         raise UsageError(f"{where}: fetching {_shown(url)} failed: {exc.reason}") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # a reset, a cut-off body, a bad URL
         raise UsageError(f"{where}: fetching {_shown(url)} failed: {exc}") from None
     return f"data:{mime};base64,{base64.b64encode(bytes(data)).decode()}"
 
