@@ -82,16 +82,3 @@ def test_the_runs_namespace_is_the_runs_modules() -> None:
     from trainkit_core import placement, runs
 
     assert placement.RUNS_NAMESPACE == runs.RUNS_NAMESPACE
-
-
-def test_the_modal_app_declares_the_placements_timeouts(settings: Settings) -> None:
-    """The Modal provider declares per size what the placement says (no second table of timeouts)."""
-    spec = pytest.importorskip("trainkit_modal.spec")
-    built = spec.routing_spec(settings)
-    for name, fs in built.functions.items():
-        if fs.job in ("train", "eval", "export", "gpu_ping", "infer"):
-            placed = placement_for(fs.job, {"model_size": fs.size}, settings)
-            assert fs.timeout_s == placed.timeout_s, name
-            assert (fs.gpu or None) == (f"{placed.gpu}:{placed.gpu_count}" if placed.gpu_count > 1 else placed.gpu), (
-                name
-            )
