@@ -169,13 +169,16 @@ def test_a_chat_completion_longer_than_the_web_limit_stays_openai_compatible(
     assert parsed["choices"][0]["message"] == {"role": "assistant", "content": "answered in attempt 1"}
 
 
-@pytest.mark.slow
+# `ml`: the session that installs the `openai` client (the ml-test group), where a
+# missing client is a failure rather than a skip; nothing here needs torch.
+@pytest.mark.ml
 @pytest.mark.parametrize("fault", ["slow", "slow-raise"])
 def test_the_openai_client_reads_a_kept_alive_completion(
     fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
     """The official client parses the completion behind the keep-alive spaces, and a late error's object."""
-    openai = pytest.importorskip("openai")
+    import openai
+
     server, thread, url = _chat_server(fake_modal, monkeypatch, {"*": fault}, 1.0)
     try:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="gen-token", max_retries=0, timeout=60)
