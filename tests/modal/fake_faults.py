@@ -18,7 +18,8 @@ can see what every attempt did.
 ``FAKE_MODAL_INFER_FAULTS`` does the same for a generation on the warm inference class
 (`WarmInference.generate`, which needs a model): ``"raise"`` (a user error: the
 request names no model that exists), ``"crash"``, ``"answer"`` (a fixed answer naming
-the attempt), or ``"slow"`` (the same answer after 3 s: a cold container's model load).
+the attempt), ``"slow"`` (the same answer after 3 s: a cold container's model load), or
+``"slow-raise"`` (the user error of ``"raise"`` after those 3 s).
 """
 
 from __future__ import annotations
@@ -63,12 +64,12 @@ def _install_infer(plan: dict[str, str]) -> None:
     action = plan.get(attempt, plan.get("*", "answer"))
 
     def fake_generate(self: Any, request: dict[str, Any]) -> dict[str, Any]:
-        if action == "raise":
+        if action in ("slow", "slow-raise"):
+            time.sleep(3.0)
+        if action in ("raise", "slow-raise"):
             raise NotFoundError(f"no trained model {request.get('model_path')!r} (fault of attempt {attempt})")
         if action == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
-        if action == "slow":
-            time.sleep(3.0)
         return {"text": f"answered in attempt {attempt}"}
 
     WarmInference.generate = fake_generate  # type: ignore[method-assign]

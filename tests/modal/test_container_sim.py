@@ -280,6 +280,23 @@ def test_a_stream_starts_before_the_model_is_loaded(trained: dict[str, Any], dep
     assert text.startswith(": started") and "event: done" in text, text[:500]
 
 
+def test_a_chat_completion_is_kept_alive_past_the_model_load(trained: dict[str, Any], deployed: Deployed) -> None:
+    """Non-streamed and OpenAI-compatible: 200 and JSON within the limit, spaces while the model loads, the answer."""
+    request = {"model": f"trained/{trained['id']}", "messages": [{"role": "user", "content": "quiet river"}]}
+    with deployed.client(timeout=300) as client:
+        started = time.monotonic()
+        with client.stream("POST", "/v1/chat/completions", json={**request, "max_tokens": 8}) as answer:
+            started_within = time.monotonic() - started
+            body = answer.read().decode()
+        waited = time.monotonic() - started
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/json", body[:500]
+    assert started_within < ANSWER_WITHIN_S + 2.0 < waited, (started_within, waited)
+    assert body.startswith(" ") and body.lstrip().startswith("{"), f"{body[:200]!r}\n{deployed.logs()}"
+    completion = json.loads(body)
+    assert completion["object"] == "chat.completion", f"{body[:500]}\n{deployed.logs()}"
+    assert completion["choices"][0]["message"]["content"] and completion["usage"]["completion_tokens"] >= 1
+
+
 def test_a_generation_result_is_not_any_calls_result(deployed: Deployed) -> None:
     """`GET /v1/generate/{id}` serves generations only, not another job's result."""
     handle = deployed.provider.spawn("ping", echo="private")

@@ -16,14 +16,22 @@ then runs as an ``infer`` job call, and one not done within that time is answere
 /v1/generate/<id>``; ``GET`` there answers 202 again while it runs, then the result (or
 the job's error). A cold GPU container (a model load of minutes) never holds a request
 past the limit. Streams start at once (an SSE comment), so the connection carries data
-from the first second.
+from the first second. A non-streamed chat completion cannot answer 202 (OpenAI's
+clients know no such answer), so there the response starts once the answer is not back
+within `KEEPALIVE_EVERY_S`: status 200 and ``application/json``, a space every few
+seconds (whitespace before a JSON value is insignificant, so every JSON parser reads the
+body unchanged), then the completion. Every error known before that point (bad input, an
+unknown model, a job that failed fast) keeps its own status; one that comes after can
+only be the body: OpenAI's error object ``{"error": {"type", "message"}}`` with status 200.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Literal
 
 from fastapi import APIRouter, Depends
@@ -189,6 +197,8 @@ def _error_event(exc: BaseException) -> dict[str, Any]:
     return {"error": {"type": "server_error", "message": "generation failed; the server's log has the details"}}
 
 
+log = logging.getLogger(__name__)
+
 router = APIRouter(prefix="/v1", tags=["generate"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
 
 #: An SSE comment: clients ignore it; it starts the response before the first token.
@@ -200,6 +210,11 @@ class Pending(BaseModel):
 
     id: str
     status: Literal["pending"] = "pending"
+
+
+#: How often a chat completion still running sends a space: far below Modal's 150 s
+#: and any proxy's idle limit, and the first answer's wait before the response starts.
+KEEPALIVE_EVERY_S = 5.0
 
 
 def _pending(call_id: str) -> JSONResponse:
@@ -221,6 +236,40 @@ def _answer_in_time(state: ApiState, request: GenerateRequest) -> Any:
     except JobTimeout:
         return _pending(handle.call_id)
     return GenerateResult.model_validate(result)
+
+
+def _completion_kept_alive(
+    state: ApiState, request: GenerateRequest, completion: Callable[[dict[str, Any]], ChatCompletion]
+) -> Any:
+    """The completion at once if it is back within `KEEPALIVE_EVERY_S`, else a body kept alive with spaces.
+
+    Like `_answer_in_time`, the generation is an ``infer`` job call: waiting on it in
+    slices is what lets the response send something between them.
+    """
+    state.provider.deployment().check(["infer"])
+    handle = state.provider.spawn("infer", **request.model_dump(mode="json"))
+    every = min(KEEPALIVE_EVERY_S, state.answer_within_s or KEEPALIVE_EVERY_S)
+    try:
+        return completion(dict(handle.wait(timeout=every)))
+    except JobTimeout:
+        pass  # still running (a cold container's model load): start the response now
+
+    def body() -> Iterator[str]:
+        while True:
+            yield " "
+            try:
+                result = handle.wait(timeout=every)
+            except JobTimeout:
+                continue
+            except Exception as exc:
+                if not isinstance(exc, TrainkitError):
+                    log.exception("chat completion %s failed after its response started", handle.call_id)
+                yield json.dumps(_error_event(exc))
+                return
+            yield completion(dict(result)).model_dump_json()
+            return
+
+    return StreamingResponse(body(), media_type="application/json", headers=HEADERS)
 
 
 @router.get(
@@ -280,21 +329,26 @@ def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_
     completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     if not body.stream:
-        result = client.generate(state.provider, request)
-        usage = result.get("usage") or {}
-        prompt, completion = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
-        return ChatCompletion(
-            id=completion_id,
-            created=created,
-            model=body.model,
-            choices=[
-                Choice(
-                    message=ChatMessageOut(content=result.get("text", "")),
-                    finish_reason=result.get("finish_reason") or "stop",
-                )
-            ],
-            usage=ChatUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion),
-        )
+
+        def completion(result: dict[str, Any]) -> ChatCompletion:
+            usage = result.get("usage") or {}
+            prompt, done = int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0))
+            return ChatCompletion(
+                id=completion_id,
+                created=created,
+                model=body.model,
+                choices=[
+                    Choice(
+                        message=ChatMessageOut(content=result.get("text", "")),
+                        finish_reason=result.get("finish_reason") or "stop",
+                    )
+                ],
+                usage=ChatUsage(prompt_tokens=prompt, completion_tokens=done, total_tokens=prompt + done),
+            )
+
+        if state.answer_within_s is not None:
+            return _completion_kept_alive(state, request, completion)
+        return completion(client.generate(state.provider, request))
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
