@@ -4,8 +4,8 @@ A provider places a job by its `Placement`: the GPU kind and count, host memory 
 timeout. The provider facade computes it for every call and hands it to a runner
 whose `FunctionRunner.spawn` takes a ``placement`` argument (a provider that declares
 the `gpu` capability must: the conformance suite checks it). A provider can also
-compute it itself with `placement_of(provider, job, kwargs)`, which reads a train
-call's run. So a provider places a 31b run on a large GPU without knowing trainkit's
+compute it itself with `placement_of(provider, job, kwargs)`, which reads the run
+behind a train call or a trained model (as the Modal app's routing does). So a provider places a 31b run on a large GPU without knowing trainkit's
 presets.
 
 GPU kinds are named as Modal names them (``A10G``, ``A100-80GB``, ``H100``): the
