@@ -78,6 +78,34 @@ def test_the_facade_hands_a_train_calls_placement_read_from_its_run(
     assert placement == placement_for("train", {"model_size": "12b"}, settings)
 
 
+def test_a_trained_model_runs_where_its_run_trained(settings: Settings) -> None:
+    """Inference or eval of ``trained/<run id>…`` names no size: the run's config gives it (tiny: on CPU)."""
+    from trainkit_core.provider import get_provider
+    from trainkit_core.runs import RUNS_NAMESPACE
+
+    provider = get_provider("local", settings)
+    runs = provider.kv(RUNS_NAMESPACE)
+    runs.put("run-20261202-140107-0b630e", {"config": {"model_size": "tiny", "dataset": "demo"}})
+    runs.put("run-20261202-140107-aaaaaa", {"config": {"model_size": "12b", "gpu": "H100"}})
+    tiny = placement_for("infer", {"model_size": "tiny"}, settings)
+    for job, path in [
+        ("infer", "trained/run-20261202-140107-0b630e"),
+        ("eval", "trained/run-20261202-140107-0b630e/checkpoints/00000015"),
+    ]:
+        placed = placement_of(provider, job, {"model_path": path, "model_size": None})
+        assert (placed.gpu, placed.gpu_count, placed.memory_gb) == (tiny.gpu, 0, tiny.memory_gb), job
+    # The run's own GPU choice carries over; a call's explicit size or GPU wins over the run's.
+    big = placement_of(provider, "infer", {"model_path": "trained/run-20261202-140107-aaaaaa"})
+    assert (big.gpu, big.memory_gb) == ("H100", placement_for("infer", {"model_size": "12b"}, settings).memory_gb)
+    own = placement_of(provider, "infer", {"model_path": "trained/run-20261202-140107-aaaaaa", "gpu": "L4"})
+    assert own.gpu == "L4"
+    sized = placement_of(provider, "infer", {"model_path": "trained/run-20261202-140107-0b630e", "model_size": "4b"})
+    assert sized == placement_for("infer", {"model_size": "4b"}, settings)
+    # A model path of no known run, or not a trained one, keeps the default size's hardware.
+    unknown = placement_of(provider, "infer", {"model_path": "trained/run-20991231-000000-ffffff"})
+    assert unknown == placement_for("infer", {}, settings) == placement_of(provider, "infer", {"model_path": "x/y"})
+
+
 def test_the_runs_namespace_is_the_runs_modules() -> None:
     from trainkit_core import placement, runs
 

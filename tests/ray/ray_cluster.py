@@ -33,8 +33,13 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+#: Memory the head declares (Ray's logical `memory` resource, not reserved): room for the
+#: placements the tests ask for (a tiny job's 4 GB) whatever the machine has free now.
+DECLARED_MEMORY_GB = 16
+
+
 class LoopbackCluster:
-    """One head node (8 logical CPUs, no GPU) with its temp folder under `temp`."""
+    """One head node (8 logical CPUs, no GPU, 16 GB of declared memory) with its temp folder under `temp`."""
 
     def __init__(self, temp: Path, second: bool = False, gpus: int = 0) -> None:
         """`second`: other ports throughout, so two clusters can run at once. `gpus`: declared, not real."""
@@ -61,7 +66,7 @@ class LoopbackCluster:
             [
                 str(ray), "start", "--head", "--block", "--disable-usage-stats",
                 "--node-ip-address=127.0.0.1", f"--port={self.head_port}", f"--ray-client-server-port={self.client_port}",
-                "--num-cpus=8", f"--num-gpus={self.gpus}", f"--include-dashboard={str(dashboard).lower()}", "--dashboard-host=127.0.0.1",
+                "--num-cpus=8", f"--num-gpus={self.gpus}", f"--memory={DECLARED_MEMORY_GB * 1024**3}", f"--include-dashboard={str(dashboard).lower()}", "--dashboard-host=127.0.0.1",
                 f"--temp-dir={self.temp}", *self.other_ports,
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,

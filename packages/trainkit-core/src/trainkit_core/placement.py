@@ -4,8 +4,8 @@ A provider places a job by its `Placement`: the GPU kind and count, host memory 
 timeout. The provider facade computes it for every call and hands it to a runner
 whose `FunctionRunner.spawn` takes a ``placement`` argument (a provider that declares
 the `gpu` capability must: the conformance suite checks it). A provider can also
-compute it itself with `placement_of(provider, job, kwargs)`, which reads a train
-call's run. So a provider places a 31b run on a large GPU without knowing trainkit's
+compute it itself with `placement_of(provider, job, kwargs)`, which reads the run
+behind a train call or a trained model (as the Modal app's routing does). So a provider places a 31b run on a large GPU without knowing trainkit's
 presets.
 
 GPU kinds are named as Modal names them (``A10G``, ``A100-80GB``, ``H100``): the
@@ -36,6 +36,8 @@ HOST_MEMORY_GB = {"tiny": 4, "4b": 16, "12b": 32, "31b": 64}
 #: `trainkit_core.runs.RUNS_NAMESPACE`, named here: importing the runs module from the
 #: provider facade's path would make an import cycle (a test checks they agree).
 RUNS_NAMESPACE = "runs"
+#: How a trained model's path starts (`trainkit_core.models.paths.trained_dir`); its next part is the run id.
+TRAINED_PREFIX = "trained/"
 #: The size a call means when it names none (a base model given by id runs on 4b hardware).
 DEFAULT_SIZE = "4b"
 
@@ -92,15 +94,36 @@ def placement_for(job: str, config: Mapping[str, Any], settings: Settings) -> Pl
     return Placement(gpu=gpu, gpu_count=count, memory_gb=HOST_MEMORY_GB.get(size), timeout_s=timeout)
 
 
+def _run_behind(job: str, call: Mapping[str, Any]) -> str | None:
+    """The run whose config sizes a call that names no size: a train call's run, or the run
+    that made the trained model a call loads (``trained/<run id>[/checkpoints/<step>]``)."""
+    if call.get("model_size"):
+        return None
+    if job == "train" and call.get("run_id"):
+        return str(call["run_id"])
+    path = call.get("model_path")
+    if isinstance(path, str) and path.startswith(TRAINED_PREFIX):
+        run_id = path.split("/")[1]
+        return run_id if run_id.startswith("run-") else None
+    return None
+
+
 def job_config(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """A call's model choice: its arguments, or for ``train`` (which gets only a run id) its run's config."""
-    if job == "train" and kwargs.get("run_id") and not kwargs.get("model_size"):
-        record = provider.kv(RUNS_NAMESPACE).get(str(kwargs["run_id"]))
-        config = record.get("config") if isinstance(record, dict) else None
-        if isinstance(config, dict):
-            return dict(config)
+    """A call's model choice: its arguments, else the config of the run behind it (`_run_behind`).
+
+    A model trained from ``tiny`` so runs where ``tiny`` trains (on CPU), not on the
+    default size's GPU.
+    """
     config = kwargs.get("config")
-    return {**kwargs, **config} if isinstance(config, dict) else dict(kwargs)
+    call = {**kwargs, **config} if isinstance(config, dict) else dict(kwargs)
+    run_id = _run_behind(job, call)
+    record = provider.kv(RUNS_NAMESPACE).get(run_id) if run_id else None
+    run_config = record.get("config") if isinstance(record, dict) else None
+    if not isinstance(run_config, dict):
+        return call
+    if job == "train":
+        return dict(run_config)
+    return {**call, "model_size": run_config.get("model_size"), "gpu": call.get("gpu") or run_config.get("gpu")}
 
 
 def placement_of(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> Placement:

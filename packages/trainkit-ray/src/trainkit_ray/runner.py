@@ -18,9 +18,10 @@ from trainkit_core.errors import JobError, NotFoundError, UsageError
 from trainkit_core.jobs.detached import DetachedRunHandle
 from trainkit_ray.connection import connect, find_actor
 from trainkit_ray.job_actor import CALLS_NAMESPACE, end_call
-from trainkit_ray.placement import job_needs_from_run_record
+from trainkit_ray.placement import actor_options
 
 if TYPE_CHECKING:
+    from trainkit_core.placement import Placement
     from trainkit_core.settings import Settings
     from trainkit_ray.settings import RaySettings
 
@@ -123,7 +124,12 @@ class RayRunner:
         #: The storage path as the cluster's nodes see it (the actor's argument).
         self.cluster_storage = cluster_storage
 
-    def spawn(self, function: str, kwargs: Mapping[str, Any]) -> RayRunHandle:
+    def spawn(self, function: str, kwargs: Mapping[str, Any], placement: Placement | None = None) -> RayRunHandle:
+        """Start `function` as a detached actor with the resources of its `placement` (`trainkit_ray.placement`).
+
+        The provider facade (`Provider.spawn`) always passes the placement; without one the
+        actor would ask Ray for nothing it needs, so that is refused rather than guessed.
+        """
         import os
 
         from trainkit_core.jobs import JOBS
@@ -131,10 +137,13 @@ class RayRunner:
 
         if function not in JOBS:
             raise NotFoundError(f"unknown job function {function!r}; known: {', '.join(sorted(JOBS))}")
+        if placement is None:
+            raise UsageError(
+                f"RayRunner.spawn({function!r}) got no placement: start jobs through the provider "
+                "(Provider.spawn), which computes it (trainkit_core.placement)"
+            )
         arguments = call_kwargs(kwargs)
-        needs = job_needs_from_run_record(
-            self.settings, self.storage.kv("runs"), function, arguments, self.own.job_cpus
-        )
+        resources = actor_options(placement, self.own.job_cpus)
         max_attempts = self.settings.compute.train_max_attempts if function in RETRIED_JOBS else 1
         call_id = CALL_PREFIX + uuid.uuid4().hex[:20]
         calls = self.storage.kv(CALLS_NAMESPACE)
@@ -146,8 +155,9 @@ class RayRunner:
                 "kwargs": arguments,
                 "created_at": time.time(),
                 "max_attempts": max_attempts,
-                "timeout_s": needs.timeout_s,
-                "resources": needs.actor_options(),
+                "timeout_s": placement.timeout_s,
+                "placement": placement.as_dict(),
+                "resources": resources,
             },
         )
         secrets = {name: os.environ[name] for name in FORWARDED_SECRETS if os.environ.get(name)}
@@ -163,7 +173,7 @@ class RayRunner:
                 namespace=self.own.namespace,
                 lifetime="detached",
                 max_restarts=max_attempts - 1,
-                **needs.actor_options(),
+                **resources,
             ).remote(self.cluster_storage, call_id, env)
         except Exception as exc:
             end_call(calls, call_id, "failed", error=f"could not start the job's actor: {exc}")
