@@ -174,7 +174,11 @@ def ml(session: nox.Session) -> None:
     # Two workers, a test file each at a time (module-scoped trained runs stay shared):
     # the tiny model trains and generates on one torch thread, so one worker leaves
     # the second core idle.
-    _pytest(session, "-m", markers, "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile", folder="tests")
+    # tests/ray and tests/gguf belong to sessions of their own (a loopback-only namespace; a compiled llama.cpp).
+    _pytest(
+        session, "-m", markers, "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
+        "--ignore=tests/ray", "--ignore=tests/gguf", folder="tests",
+    )  # fmt: skip
     session.run("pytest", "tests/cli/test_runs_plot.py", "-p", "no:cacheprovider", *session.posargs)
 
 

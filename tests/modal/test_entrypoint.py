@@ -219,4 +219,5 @@ def test_train_then_infer_on_the_tiny_model(
     # The seed's step_times, from a job on the fake Modal: every phase but `evaluating` (no eval split).
     assert list(run.step_times) == [p for p in PHASES if p != "evaluating"]
     assert all(None not in (t["start"], t["end"]) for t in run.step_times.values()), run.step_times
-    assert calls[0]["name"] == "train_tiny"
+    # Call files are named by random ids, so their order says nothing: the train call is among them.
+    assert "train_tiny" in {c["name"] for c in calls}, calls
