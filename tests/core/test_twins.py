@@ -104,7 +104,7 @@ def test_the_twin_has_its_real_models_structure(size: str, tmp_path: Path) -> No
         assert text.layer_types == [sliding] * 5 + [full] + [sliding] * 2
         assert text.final_logit_softcapping is None and text.attn_logit_softcapping is None
         assert text.rope_parameters["full_attention"]["rope_type"] == "linear"
-        assert config.vision_config.model_type == "siglip_vision_model" and config.mm_tokens_per_image == 4
+        assert config.vision_config.model_type == "siglip_vision_model" and config.mm_tokens_per_image == 16
         assert (folder / "processor_config.json").is_file()
     else:
         from transformers.integrations.heterogeneity.configuration_utils import AmbiguousGlobalPerLayerAttributeError
