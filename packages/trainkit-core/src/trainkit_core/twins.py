@@ -33,7 +33,9 @@ from typing import Any
 
 from trainkit_core.chat_format import GEMMA3, GEMMA4, ChatFormat
 
-BUILD_VERSION = 3  # bump when a twin's architecture or recipe changes (v2: Gemma 4's image processor; v3: 16 image tokens)
+#: Bump when a twin's architecture or recipe changes (v2: Gemma 4's image processor;
+#: v3: Gemma 3's 16 image tokens).
+BUILD_VERSION = 3
 VOCAB_SIZE = 512
 MARKER = "trainkit_twin.json"
 
