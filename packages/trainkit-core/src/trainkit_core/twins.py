@@ -180,7 +180,8 @@ def gemma3mm_config(tokenizer: Any) -> Any:
     sliding, tied embeddings; SigLIP vision 27 layers, 896 px, patch 14, no head, 256
     tokens per image. Here: 8 layers in the same order, hidden 64, window 16, the same
     rope and capping settings, a 2-layer SigLIP on 56 px with 16 tokens per image (one per
-    patch: pooled to 4, the shapes demo learned colours but never shapes).
+    patch, rather than pooled to 4: more room for a shape's outline; see the shapes demo
+    in docs/tutorials/images.md).
     """
     from transformers import Gemma3Config, Gemma3TextConfig, SiglipVisionConfig
 
