@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainkit_core.training.backends import vision_optimizer  # noqa: E402
 from trainkit_core.training.config import TrainConfig  # noqa: E402
+from trainkit_core.training.vision import vision_optimizer  # noqa: E402
 
 pytestmark = pytest.mark.ml
 

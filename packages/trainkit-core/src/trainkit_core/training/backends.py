@@ -197,8 +197,11 @@ def build_trainer(
     output_dir: Path,
     callbacks: list[Any],
     data_collator: Any = None,
+    optimizer: Any = None,
 ) -> Any:
     """trl's `SFTTrainer` over pre-tokenized rows (labels already masked), or raw rows a `data_collator` batches.
+
+    `optimizer` None lets the trainer build its own (one learning rate for all).
 
     A collator (`trainkit_core.vision_collator.VisionCollator`) gets its rows as they
     are: trl's own preparation and column removal are off.
@@ -223,39 +226,12 @@ def build_trainer(
         processing_class=tokenizer,
         callbacks=callbacks,
         data_collator=data_collator,
-        optimizers=(vision_optimizer(model, config), None),
+        optimizers=(optimizer, None),
     )
     from transformers import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # a line per step in the job log; the events carry it all
     return trainer
-
-
-def vision_optimizer(model: Any, config: TrainConfig) -> Any:
-    """AdamW with the vision tower and projector at `vision_learning_rate`, or None (the trainer builds its own).
-
-    Why: a twin's tower starts random and trains in full; at the LoRA rate it only ever
-    learned colours (the shapes demo, docs/tutorials/images.md). The trainer still
-    builds the schedule, which scales both groups alike.
-    """
-    if not (config.finetune_vision_layers and config.vision_learning_rate):
-        return None
-    import torch
-
-    from trainkit_core.training.vision import VISION_MODULES
-
-    names = {name for modules in VISION_MODULES.values() for name in modules}
-    vision, rest = [], []
-    for name, parameter in model.named_parameters():
-        if parameter.requires_grad:
-            (vision if names & set(name.split(".")) else rest).append(parameter)
-    if not vision:
-        return None
-    groups = [
-        {"params": rest, "lr": config.learning_rate},
-        {"params": vision, "lr": config.vision_learning_rate},
-    ]
-    return torch.optim.AdamW(groups, lr=config.learning_rate, weight_decay=config.weight_decay or 0.0)
 
 
 def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> dict[str, Any]:
