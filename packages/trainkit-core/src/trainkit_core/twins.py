@@ -33,7 +33,9 @@ from typing import Any
 
 from trainkit_core.chat_format import GEMMA3, GEMMA4, ChatFormat
 
-BUILD_VERSION = 2  # bump when a twin's architecture or recipe changes (v2: Gemma 4's image processor)
+#: Bump when a twin's architecture or recipe changes (v2: Gemma 4's image processor;
+#: v3: Gemma 3's 16 image tokens).
+BUILD_VERSION = 3
 VOCAB_SIZE = 512
 MARKER = "trainkit_twin.json"
 
@@ -177,7 +179,9 @@ def gemma3mm_config(tokenizer: Any) -> Any:
     (Gemma 3 uses QK-norm), linear rope scaling x8 on full layers, theta 1e6 full / 1e4
     sliding, tied embeddings; SigLIP vision 27 layers, 896 px, patch 14, no head, 256
     tokens per image. Here: 8 layers in the same order, hidden 64, window 16, the same
-    rope and capping settings, a 2-layer SigLIP on 56 px with 4 tokens per image.
+    rope and capping settings, a 2-layer SigLIP on 56 px with 16 tokens per image (one per
+    patch, rather than pooled to 4: more room for a shape's outline; see the shapes demo
+    in docs/tutorials/images.md).
     """
     from transformers import Gemma3Config, Gemma3TextConfig, SiglipVisionConfig
 
@@ -218,7 +222,7 @@ def gemma3mm_config(tokenizer: Any) -> Any:
     return Gemma3Config(
         text_config=text,
         vision_config=vision,
-        mm_tokens_per_image=4,
+        mm_tokens_per_image=16,
         boi_token_index=boi,
         eoi_token_index=eoi,
         image_token_index=image,
@@ -348,7 +352,7 @@ def build_processor(twin: Twin, tokenizer: Any) -> Any:
     from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 
     image_processor = Gemma3ImageProcessorPil(size={"height": 56, "width": 56})
-    return Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer, image_seq_length=4)
+    return Gemma3Processor(image_processor=image_processor, tokenizer=tokenizer, image_seq_length=16)
 
 
 def ensure_twin_base(base_model: str, hf_cache_dir: Path | None) -> Path:

@@ -197,8 +197,11 @@ def build_trainer(
     output_dir: Path,
     callbacks: list[Any],
     data_collator: Any = None,
+    optimizer: Any = None,
 ) -> Any:
     """trl's `SFTTrainer` over pre-tokenized rows (labels already masked), or raw rows a `data_collator` batches.
+
+    `optimizer` None lets the trainer build its own (one learning rate for all).
 
     A collator (`trainkit_core.vision_collator.VisionCollator`) gets its rows as they
     are: trl's own preparation and column removal are off.
@@ -223,6 +226,7 @@ def build_trainer(
         processing_class=tokenizer,
         callbacks=callbacks,
         data_collator=data_collator,
+        optimizers=(optimizer, None),
     )
     from transformers import PrinterCallback
 

@@ -91,6 +91,13 @@ class TrainConfig(BaseModel):
         description="On an image dataset, also train the vision tower and the projector (in full, saved with "
         "the adapter), as Unsloth's finetune_vision_layers; default the preset's (off for the real presets).",
     )
+    vision_learning_rate: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Learning rate of the vision tower and projector when finetune_vision_layers trains them "
+        "(hf backend, sft); default the preset's, else learning_rate.",
+    )
 
     @field_validator("dataset")
     @classmethod
@@ -241,6 +248,7 @@ class TrainConfig(BaseModel):
             "load_in_4bit": preset.load_in_4bit,
             "modules_to_save": list(preset.modules_to_save),
             "finetune_vision_layers": preset.finetune_vision_layers,
+            "vision_learning_rate": preset.vision_learning_rate,
         }
         for key, default in defaults.items():
             if values.get(key) is None:

@@ -215,7 +215,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     from trainkit_core.datasets.reader import read_synced
     from trainkit_core.training.backends import build_trainer, load_model, select_backend
     from trainkit_core.training.progress import Reporter, make_callback
-    from trainkit_core.training.vision import has_images, prepare_vision, with_vision_modules
+    from trainkit_core.training.vision import has_images, prepare_vision, vision_optimizer, with_vision_modules
 
     config = TrainConfig.model_validate(run.config)
     fmt = get_format(config.chat_format or "gemma3")
@@ -344,7 +344,15 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     _tracking(run, config, models_root)
     if config.method == "sft":
         trainer = build_trainer(
-            backend, model, tokenizer, rows, config, scratch, [make_callback(reporter)], data_collator=collator
+            backend,
+            model,
+            tokenizer,
+            rows,
+            config,
+            scratch,
+            [make_callback(reporter)],
+            data_collator=collator,
+            optimizer=vision_optimizer(model, config) if collator is not None else None,
         )
     else:
         trainer = _method_trainer(run, config, fmt, dataset, backend, model, tokenizer, scratch, reporter)

@@ -71,3 +71,28 @@ def prepare_vision(
     run.events.append("log", message="loss mask checked on the processor's output", **summary)
     collator = VisionCollator(processor, fmt, max_length=config.max_seq_length)
     return processor, collator, as_rows(records)
+
+
+def vision_optimizer(model: Any, config: Any) -> Any:
+    """AdamW with the vision tower and projector at `vision_learning_rate`, or None (the trainer builds its own).
+
+    Why: a twin's tower starts random and trains in full; at the LoRA rate it only ever
+    learned colours (the shapes demo, docs/tutorials/images.md). The trainer still
+    builds the schedule, which scales both groups alike.
+    """
+    if not (config.finetune_vision_layers and config.vision_learning_rate):
+        return None
+    import torch
+
+    names = {name for modules in VISION_MODULES.values() for name in modules}
+    vision, rest = [], []
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            (vision if names & set(name.split(".")) else rest).append(parameter)
+    if not vision:
+        return None
+    groups = [
+        {"params": rest, "lr": config.learning_rate},
+        {"params": vision, "lr": config.vision_learning_rate},
+    ]
+    return torch.optim.AdamW(groups, lr=config.learning_rate, weight_decay=config.weight_decay or 0.0)

@@ -1,0 +1,44 @@
+"""The shapes demo learns: `trainkit train` with the twin's default recipe names unseen pictures.
+
+The dataset is the script's default (40 drawn pictures per shape and colour, 3 unseen
+per class to score), trained through the CLI on the `local` provider with no option
+but the dataset and the twin. A model that reads only the colour (what the twin's
+first recipe reached) tops out at 1/3 exact match: the threshold needs shapes read
+from the picture too. Measured on a busy 2-core machine: 0.59 to 0.67 on 27 unseen
+pictures in 300 steps (runs differ: CPU float order is not fixed between runs); the
+goal, 0.9, is not reached (docs/tutorials/images.md; `scripts/measure_shapes.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[2]
+#: What the default recipe reached (0.59 to 0.67), less a margin for run-to-run spread.
+EXACT_MATCH_AT_LEAST = 0.5
+COLOUR_ONLY_CEILING = 1 / 3
+
+
+def test_the_default_twin_recipe_names_unseen_shapes(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "scripts/measure_shapes.py", "--model-size", "tiny-gemma3mm"],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=800,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    print("shapes demo:", json.dumps(figures))  # the figures, for the session's output
+    assert figures["eval_examples"] == 27 and figures["base_eval_exact_match"] == 0.0
+    assert figures["eval_exact_match"] > COLOUR_ONLY_CEILING
+    assert figures["eval_exact_match"] >= EXACT_MATCH_AT_LEAST
