@@ -349,8 +349,8 @@ def _check_one(
         try:
             found = read(url)
         except outside as exc:
-            if "not a regular file" in str(exc):  # a folder, a FIFO or a device where a picture belongs
-                return f"image-not-file {what} {str(exc).split(': ', 1)[-1]}"
+            if kind := getattr(exc, "kind", None):  # a folder, a FIFO or a device where a picture belongs
+                return f"image-not-file {what} is {kind}, not a regular file"
             return f"image-outside {what} is a link leading out of the dataset folder; copy the file in"
         except OSError as exc:
             return f"image-unreadable {what} cannot be read ({exc.strerror or exc})"

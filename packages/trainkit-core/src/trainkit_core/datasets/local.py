@@ -70,11 +70,16 @@ class LocalDataset:
 
 
 class DatasetFileError(UsageError):
-    """A file the spec lists is missing or unreadable."""
+    """A file the spec lists is missing or unreadable.
 
-    def __init__(self, message: str, *, file: str) -> None:
+    `kind` names what stands at the path when it is not a regular file ("a folder",
+    "a named pipe (FIFO)"), so a caller reports that without parsing the message.
+    """
+
+    def __init__(self, message: str, *, file: str, kind: str | None = None) -> None:
         super().__init__(message)
         self.file = file
+        self.kind = kind
 
 
 def dataset_file(folder: Path, rel: str) -> Path | None:
@@ -88,7 +93,7 @@ def dataset_file(folder: Path, rel: str) -> Path | None:
     if kind is None:
         return None
     if kind != "file":
-        raise DatasetFileError(f"{rel}: is {kind}, not a regular file", file=rel)
+        raise DatasetFileError(f"{rel}: is {kind}, not a regular file", file=rel, kind=kind)
     if not path.resolve().is_relative_to(Path(folder).resolve()):
         raise DatasetFileError(
             f"{rel}: a symbolic link leading out of the dataset folder; copy the file into the folder instead",

@@ -55,12 +55,8 @@ def _prepare_dataset(
         _refuse_images_on_a_text_model(config, report.images)
         return digest, {"synced": False, "source": "volume"}
     if local.spec is not None:
-        from trainkit_core.datasets.images import referenced_files
-
         data_files = [local.path / f for f in local.spec.files if (local.path / f).is_file()]
-        files_with_images = sum(
-            1 for f in data_files if referenced_files(f.read_bytes()) or b"data:image" in f.read_bytes()
-        )
+        files_with_images = sum(1 for f in data_files if _names_images(f.read_bytes()))
         _refuse_images_on_a_text_model(config, files_with_images)
     result = sync_dataset(provider, config.dataset, provider.settings, length=length, progress=progress, strict=strict)
     summary = {
@@ -94,6 +90,13 @@ def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> Train
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
     _check_method(provider, config)  # the data's format and the graders, before the provider is asked
     return config
+
+
+def _names_images(data: bytes) -> bool:
+    """Whether a JSONL file's lines name an image (a path in the folder, or a data: URL)."""
+    from trainkit_core.datasets.images import referenced_files
+
+    return bool(referenced_files(data)) or b"data:image" in data
 
 
 def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:

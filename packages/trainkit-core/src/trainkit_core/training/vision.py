@@ -85,7 +85,8 @@ def vision_optimizer(model: Any, config: Any) -> Any:
     import torch
 
     names = {name for modules in VISION_MODULES.values() for name in modules}
-    vision, rest = [], []
+    vision: list[Any] = []
+    rest: list[Any] = []
     for name, parameter in model.named_parameters():
         if parameter.requires_grad:
             (vision if names & set(name.split(".")) else rest).append(parameter)
