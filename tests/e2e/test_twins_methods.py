@@ -170,6 +170,8 @@ def test_the_twin_trains_with_the_method_and_its_adapter_answers(env: Env, size:
     assert base["architectures"] == [CLASSES[size]]
 
     answer = json.loads(
-        env.cli("infer", "--model-path", model_path, "--prompt", "Opposites: hot early", "--max-new-tokens", "4", "--json")
+        env.cli(
+            "infer", "--model-path", model_path, "--prompt", "Opposites: hot early", "--max-new-tokens", "4", "--json"
+        )
     )
     assert answer["text"].strip() and answer["usage"]["completion_tokens"] > 0, answer
