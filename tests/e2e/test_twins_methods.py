@@ -139,7 +139,7 @@ def test_the_twin_trains_with_the_method_and_its_adapter_answers(env: Env, size:
 
     dataset, options, fields = METHODS[method]
     out = env.cli(
-        "train", "--dataset", dataset, "--method", method, "--model-size", size, "--steps", "2", "--save-every", "2",
+        "train", "--dataset", dataset, "--method", method, "--model-size", size, "--steps", "2",
         *options,
     )  # fmt: skip
     found = re.search(r"model: (trained/(run-\S+))", out)
