@@ -1,21 +1,23 @@
-"""DPO and GRPO steps through `trainkit train --method` against bare trl, same model, data and recipe.
+"""DPO and GRPO steps through `trainkit train --method` against bare trl, same model, data and recipe, in lock-step.
 
-For each method, in fresh processes on CPU: `trainkit train --method M` (the tiny
-preset with the method's tiny defaults, from a fresh adapter) and a bare trl script
-that builds the same tiny model and tokenizer (built from the same texts as the job
-builds them), the same LoRA (r=8, alpha=16, seven projections, embeddings and head in
-full), the same rows (prompts rendered in the Gemma 3 format, answers closed by the end
-of turn) and the same trl config (DPO: lr 5e-3 constant, batch 8, beta 0.1, loss
-sigmoid + sft; GRPO: lr, batch 8, 4 generations of at most 8 tokens, the temperature,
-the `length_penalty` reward: from a fresh adapter on the random base an exact match is
-never reached, so its rewards would all be 0 and the run would learn nothing, which
-trainkit's adapter gate rightly fails), on one torch thread. Prints each trainer time per step and the
-ratio trainkit / trl (goal <= 1.05x: what trainkit adds to a step, its callbacks,
-events, rollouts and guarded grader calls; neither side saves a checkpoint during the
-steps timed). Timings vary on a shared machine: compare ratios
-from one run.
+For each method, on CPU: `trainkit train --method M` (the tiny preset with the method's
+tiny defaults, from a fresh adapter) and a bare trl script that builds the same tiny
+model and tokenizer (from the same texts as the job builds it), the same LoRA, the same
+rows (prompts rendered in the Gemma 3 format, answers closed by the end of turn) and
+the same trl config, every value read from the `TrainConfig` trainkit resolves (DPO: lr
+5e-3 constant, batch 8, beta 0.1, loss sigmoid + sft; GRPO: lr 1e-3, 4 generations of
+at most 8 tokens, the temperature), on one torch thread. GRPO is rewarded by
+`length_penalty` on both sides: from a fresh adapter on the random base an exact match
+is never reached, every reward would be 0 and nothing would be learnt (trainkit's
+adapter gate rightly fails such a run).
 
-    .venv/bin/python bench/bench_methods_vs_trl.py [--steps 30] [--only dpo]
+The two processes run at the same time and take turns step by step
+(`bench/lockstep.py`); the figure is the median of the per-step ratios trainkit / trl,
+wall and CPU time, warm-up steps left out (goal <= 1.05x: what trainkit adds to a step,
+its callbacks, events, rollouts and guarded grader calls; neither side saves a
+checkpoint during the steps timed).
+
+    .venv/bin/python bench/bench_methods_vs_trl.py [--steps 60] [--warmup 5] [--only dpo]
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lockstep
 
 REPO = Path(__file__).resolve().parent.parent
 PAIRS, PROMPTS = 400, 200
@@ -40,7 +44,8 @@ from peft import LoraConfig, get_peft_model
 from trainkit_core.chat_format import GEMMA3, render, render_prompt
 from trainkit_core.tiny_model import build_model, build_tokenizer
 
-method, steps, data_dir, out, cfg = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], json.loads(sys.argv[5])
+method, data_dir, out, cfg = sys.argv[1], Path(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+steps = cfg["steps"]
 lines = [json.loads(l) for l in (data_dir / "train.jsonl").read_text().splitlines() if l.strip()]
 close = GEMMA3.end_of_turn + "\n"
 if method == "dpo":
@@ -56,15 +61,17 @@ tokenizer = build_tokenizer(texts)
 if tokenizer.pad_token is None:
     tokenizer.pad_token = tokenizer.eos_token
 torch.set_num_threads(1)
-lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-                  modules_to_save=["embed_tokens", "lm_head"], task_type="CAUSAL_LM")
+lora = LoraConfig(r=cfg["lora_r"], lora_alpha=cfg["lora_alpha"], lora_dropout=cfg["lora_dropout"],
+                  target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                  modules_to_save=cfg["modules_to_save"], task_type="CAUSAL_LM")
 model = get_peft_model(build_model(tokenizer), lora)
-common = dict(output_dir=out, max_steps=steps, per_device_train_batch_size=8, learning_rate=cfg["learning_rate"],
-              lr_scheduler_type="constant", logging_steps=1, save_strategy="no", use_cpu=True, bf16=False,
-              gradient_checkpointing=False, report_to="none", disable_tqdm=True, seed=42, remove_unused_columns=False)
+common = dict(output_dir=out, max_steps=steps, per_device_train_batch_size=cfg["batch_size"], learning_rate=cfg["learning_rate"],
+              lr_scheduler_type=cfg["lr_scheduler"], warmup_steps=cfg["warmup_steps"], logging_steps=1, save_strategy="no",
+              use_cpu=True, bf16=False, gradient_checkpointing=False, report_to="none", disable_tqdm=True,
+              seed=cfg["seed"], data_seed=cfg["seed"], remove_unused_columns=False)
 if method == "dpo":
     from trl import DPOConfig, DPOTrainer
-    args = DPOConfig(**common, beta=cfg["dpo_beta"], loss_type=cfg["dpo_loss_type"], max_length=256)
+    args = DPOConfig(**common, beta=cfg["dpo_beta"], loss_type=cfg["dpo_loss_type"], max_length=cfg["max_seq_length"])
     trainer = DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
 else:
     from trl import GRPOConfig, GRPOTrainer
@@ -77,7 +84,8 @@ else:
                       beta=cfg["kl_coef"], temperature=cfg["temperature"])
     trainer = GRPOTrainer(model=model, reward_funcs=[length_penalty], args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
 result = trainer.train()
-print("BENCH", json.dumps({"train_runtime_s": result.metrics["train_runtime"], "steps": trainer.state.global_step}))
+losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+print("BENCH", json.dumps({"first_loss": losses[0], "final_loss": losses[-1]}))
 """
 
 
@@ -112,23 +120,17 @@ def _datasets(root: Path) -> None:
         (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(cmd[:5])}… failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return done.stdout
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=5, help="first steps left out of the figure")
     parser.add_argument("--only", choices=["dpo", "grpo"], default=None)
     opts = parser.parse_args()
     from trainkit_core.training.config import TrainConfig
 
     with tempfile.TemporaryDirectory(prefix="bench-methods-") as tmp:
         _datasets(Path(tmp) / "datasets")
-        env = {
+        base = {
             **os.environ,
             "TRAINKIT_HOME": str(Path(tmp) / "home"),
             "TRAINKIT_DATASETS_DIR": str(Path(tmp) / "datasets"),
@@ -141,50 +143,26 @@ def main() -> None:
         ):
             if opts.only and opts.only != method:
                 continue
-            config = TrainConfig.parse(dataset=dataset, method=method, steps=opts.steps).resolve()
-            recipe = config.model_dump(mode="json")
-            out = _run(
-                [
-                    sys.executable,
-                    "-c",
-                    BARE,
-                    method,
-                    str(opts.steps),
-                    str(Path(tmp) / "datasets" / dataset),
-                    str(Path(tmp) / f"bare-{method}"),
-                    json.dumps(recipe),
-                ],
-                env,
-            )
-            bare = json.loads(out.split("BENCH", 1)[1])
-            record = json.loads(
-                _run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "trainkit_cli",
-                        "train",
-                        "--dataset",
-                        dataset,
-                        "--method",
-                        method,
-                        "--steps",
-                        str(opts.steps),
-                        "--save-every",
-                        str(opts.steps + 1),
-                        "--json",
-                        *extra,
-                    ],
-                    env,
-                )
-            )
-            metrics = record.get("metrics", {})
-            tk = metrics["train_runtime_s"] / max(1, metrics.get("steps") or opts.steps)
-            trl = bare["train_runtime_s"] / max(1, bare["steps"])
-            print(f"{method}: {opts.steps} steps, tiny model, CPU, one torch thread")
-            print(f"  bare trl        {trl * 1000:8.1f} ms a step")
-            print(f"  trainkit train  {tk * 1000:8.1f} ms a step")
-            print(f"  ratio trainkit / trl: {tk / trl:.2f}x (goal <= 1.05x)")
+            recipe = TrainConfig.parse(dataset=dataset, method=method, steps=opts.steps).resolve()
+            clock = Path(tmp) / f"clock-{method}"
+            commands = {
+                "trainkit": [sys.executable, "-m", "trainkit_cli", "train", "--dataset", dataset, "--method", method,
+                             "--steps", str(opts.steps), "--save-every", str(opts.steps + 1), "--json", *extra],
+                "trl": [sys.executable, "-c", BARE, method, str(Path(tmp) / "datasets" / dataset),
+                        str(Path(tmp) / f"bare-{method}"), json.dumps(recipe.model_dump(mode="json"))],
+            }  # fmt: skip
+            envs = {
+                "trainkit": lockstep.environment(base, clock, "trainkit", "trl"),
+                "trl": lockstep.environment(base, clock, "trl", "trainkit"),
+            }
+            times, outputs = lockstep.run_pair(commands, envs, clock, REPO)
+            bare = json.loads(outputs["trl"].split("BENCH", 1)[1])
+            metrics = json.loads(outputs["trainkit"]).get("metrics", {})
+            print(f"{method}: {opts.steps} steps ({opts.warmup} warm-up left out), batch {recipe.batch_size}, tiny model, "
+                  f"CPU, one torch thread; load average {lockstep.load_average()}")  # fmt: skip
+            print("\n".join(lockstep.summary("trainkit", "trl", times, opts.warmup)))
+            print(f"  loss (same recipe, same data): trainkit {metrics['first_loss']:.3f} -> {metrics['final_loss']:.3f}, "
+                  f"trl {bare['first_loss']:.3f} -> {bare['final_loss']:.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,17 +1,21 @@
-"""The same tiny fine-tune through `trainkit train` and through a bare trl script.
+"""An SFT step through `trainkit train` against the same step in a bare trl script, same recipe, in lock-step.
 
-Both train the `tiny` preset's model with the tiny preset's own recipe (2-layer Gemma,
-LoRA r=8 alpha=16 on the seven projections, embeddings and head trained in full, lr
-1e-2 with 20 warm-up steps and a cosine decay, batch 16, one torch thread: what
-`small_model_threads` gives a model this small) on the demo dataset for the same
-number of steps on CPU, each in a fresh process. (Until issue 28 the bare side ran
-another recipe, LoRA alone at a constant rate on two threads, and read 0.37x: not like
-for like.) Prints each wall time (process start to exit)
-and the ratio trainkit / trl, plus the trainer-only time of each, so the overhead of
-trainkit (dataset sync, detached job, events, checkpoints, post-training checks and
-eval) is visible. Timings vary ±30 % on a shared machine: compare ratios from one run.
+Both sides train the `tiny` preset's model on the demo dataset with the recipe `trainkit
+train` resolves for it (read from `TrainConfig`, not restated: 2-layer Gemma, LoRA r=8
+alpha=16 on the seven projections, embeddings and head trained in full, lr 1e-2 with
+warm-up and a cosine decay, batch 16, logging every step, one torch thread) and the
+same loss semantics (the assistant's answer and its end of turn; trainkit masks while
+tokenizing, trl with `assistant_only_loss`). Until issue 28 the bare side ran another
+recipe (LoRA alone at a constant rate on two threads, 0.37x: not like for like).
 
-    .venv/bin/python bench/bench_train_vs_trl.py [--steps 300]
+The two processes run at the same time and take turns step by step
+(`bench/lockstep.py`), so the ratio is of matching steps under the same load; the
+warm-up steps are left out. The figure: the median of the per-step ratios
+trainkit / trl, wall and CPU time (goal <= 1.05x). What the ratio covers is what
+trainkit adds to a step (its callbacks, events, progress and checkpoint bookkeeping),
+not its start-up or post-training checks.
+
+    .venv/bin/python bench/bench_train_vs_trl.py [--steps 200] [--warmup 20]
 """
 
 from __future__ import annotations
@@ -19,16 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lockstep
 
 REPO = Path(__file__).resolve().parent.parent
 
 BARE_TRL = r"""
-import json, sys, time
+import json, sys
 from pathlib import Path
 import torch
 from datasets import Dataset
@@ -37,68 +42,63 @@ from trl import SFTConfig, SFTTrainer
 from trainkit_core.chat_format import GEMMA3, render
 from trainkit_core.tiny_model import build_model, build_tokenizer
 
-steps, data_dir, out = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+data_dir, out, cfg = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
 rows = [json.loads(line) for line in (data_dir / "train.jsonl").read_text().splitlines() if line.strip()]
 tokenizer = build_tokenizer([render(r["messages"], GEMMA3) for r in rows])
 model = build_model(tokenizer)
 torch.set_num_threads(1)
 args = SFTConfig(
-    output_dir=out, max_steps=steps, per_device_train_batch_size=16, learning_rate=1e-2,
-    lr_scheduler_type="cosine", warmup_steps=20, logging_steps=10, save_strategy="no", use_cpu=True, bf16=False,
-    gradient_checkpointing=False, report_to="none", assistant_only_loss=True, max_length=256,
-    disable_tqdm=True, seed=42,
+    output_dir=out, max_steps=cfg["steps"], per_device_train_batch_size=cfg["batch_size"],
+    learning_rate=cfg["learning_rate"], lr_scheduler_type=cfg["lr_scheduler"], warmup_steps=cfg["warmup_steps"],
+    weight_decay=cfg["weight_decay"], seed=cfg["seed"], data_seed=cfg["seed"], max_length=cfg["max_seq_length"], logging_steps=1,
+    save_strategy="no", use_cpu=True, bf16=False, gradient_checkpointing=False, report_to="none",
+    assistant_only_loss=True, disable_tqdm=True,
 )
-lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], modules_to_save=["embed_tokens", "lm_head"], task_type="CAUSAL_LM")
+lora = LoraConfig(r=cfg["lora_r"], lora_alpha=cfg["lora_alpha"], lora_dropout=cfg["lora_dropout"],
+                  target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                  modules_to_save=cfg["modules_to_save"], task_type="CAUSAL_LM")
 trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, peft_config=lora)
 result = trainer.train()
 losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-print("BENCH", json.dumps({"train_runtime_s": result.metrics["train_runtime"], "first_loss": losses[0], "final_loss": losses[-1]}))
+print("BENCH", json.dumps({"first_loss": losses[0], "final_loss": losses[-1]}))
 """
-
-
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
-    start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"{' '.join(cmd[:4])}… failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return elapsed, done.stdout
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20, help="first steps left out of the figure")
     opts = parser.parse_args()
-    python = sys.executable
+    from trainkit_core.training.config import TrainConfig
+
+    recipe = TrainConfig.parse(dataset="demo", steps=opts.steps).resolve().model_dump(mode="json")
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
-        env = {
+        base = {
             **os.environ,
             "TRAINKIT_HOME": str(Path(tmp) / "home"),
             "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
         }
-        trl_wall, trl_out = timed(
-            [python, "-c", BARE_TRL, str(opts.steps), str(REPO / "datasets" / "demo"), str(Path(tmp) / "trl")], env
-        )
-        trl = json.loads(trl_out.split("BENCH", 1)[1])
-        tk_wall, tk_out = timed(
-            [python, "-m", "trainkit_cli", "train", "--dataset", "demo", "--steps", str(opts.steps), "--json"], env
-        )
-        record = json.loads(tk_out)
-        metrics = record.get("metrics", {})
-    print(f"steps {opts.steps}, batch 16, tiny model, demo dataset, CPU")
-    print(
-        f"bare trl        wall {trl_wall:7.1f} s   trainer {trl['train_runtime_s']:6.1f} s   loss {trl['first_loss']:.2f} -> {trl['final_loss']:.2f}"
-    )
-    print(
-        f"trainkit train  wall {tk_wall:7.1f} s   trainer {metrics.get('train_runtime_s', float('nan')):6.1f} s   "
-        f"loss {metrics.get('first_loss', float('nan')):.2f} -> {metrics.get('final_loss', float('nan')):.2f}"
-        + (f"   (post-training eval {metrics['eval_s']:.1f} s)" if "eval_s" in metrics else "")
-    )
-    print(
-        f"ratio trainkit / trl: wall {tk_wall / trl_wall:.2f}x, trainer {metrics.get('train_runtime_s', 0) / trl['train_runtime_s']:.2f}x"
-    )
+        clock = Path(tmp) / "clock"
+        commands = {
+            "trainkit": [sys.executable, "-m", "trainkit_cli", "train", "--dataset", "demo", "--steps", str(opts.steps),
+                         "--save-every", str(opts.steps + 1), "--json"],
+            "trl": [sys.executable, "-c", BARE_TRL, str(REPO / "datasets" / "demo"), str(Path(tmp) / "trl"),
+                    json.dumps(recipe)],
+        }  # fmt: skip
+        envs = {
+            "trainkit": lockstep.environment(base, clock, "trainkit", "trl"),
+            "trl": lockstep.environment(base, clock, "trl", "trainkit"),
+        }
+        times, outputs = lockstep.run_pair(commands, envs, clock, REPO)
+    bare = json.loads(outputs["trl"].split("BENCH", 1)[1])
+    metrics = json.loads(outputs["trainkit"]).get("metrics", {})
+    print(f"sft: {opts.steps} steps ({opts.warmup} warm-up left out), batch {recipe['batch_size']}, tiny model, "
+          f"demo dataset, CPU, one torch thread; load average {lockstep.load_average()}")  # fmt: skip
+    print("\n".join(lockstep.summary("trainkit", "trl", times, opts.warmup)))
+    print(f"  loss (same recipe, same data): trainkit {metrics['first_loss']:.2f} -> {metrics['final_loss']:.2f}, "
+          f"trl {bare['first_loss']:.2f} -> {bare['final_loss']:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,133 +1,144 @@
-"""One vision training step: trainkit's image path against bare trl, same processor and model, as a ratio.
+"""A vision training step through `trainkit train` against bare trl, same twin, processor, data and recipe, in lock-step.
 
-Both sides train the Gemma 3 twin (`tiny-gemma3mm`, LoRA r=8 on the language model's
-projections, the vision tower and projector in full) on the shapes dataset
-(`scripts/make_shapes_dataset.py`), batch 8, on CPU, each in a fresh process:
+Both sides train the Gemma 3 twin (`tiny-gemma3mm`) on the shapes dataset
+(`scripts/make_shapes_dataset.py`) on CPU, with the recipe `trainkit train` resolves for
+it, read from `TrainConfig` (LoRA on the language model's projections; embeddings, head,
+vision tower and projector trained in full, the tower and projector at their own
+learning rate; batch 4; warm-up and cosine decay; one torch thread), and the same loss
+semantics: only the assistant's answer and its end of turn count (image tokens, prompt
+and padding masked). trainkit's side is the real run (its `VisionCollator`, callbacks
+and events); the bare side is what a trl user writes: the processor on rendered
+conversations, a collator masking all before the last model turn, AdamW with two
+parameter groups, `SFTTrainer`.
 
-- trainkit: `load_hf` + `build_trainer` with `VisionCollator` (the run's own code);
-- bare trl: `SFTTrainer` with a ten-line collator on the same processor (the whole
-  conversation's tokens trained, which costs the same forward and backward).
+The two processes run at the same time and take turns step by step
+(`bench/lockstep.py`); the figure is the median of the per-step ratios trainkit / trl,
+wall and CPU time, warm-up steps left out (goal <= 1.05x).
 
-Prints the median seconds per step of each (after one warm-up step) and the ratio
-trainkit / trl (goal: <= 1.05). Timings vary on a shared machine: compare the ratio of
-one run.
-
-    .venv/bin/python bench/bench_vision_step.py [--steps 6]
+    .venv/bin/python bench/bench_vision_step.py [--steps 40] [--warmup 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import os
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lockstep
+
 REPO = Path(__file__).resolve().parent.parent
 
-COMMON = r"""
-import json, statistics, sys, time
+BARE_TRL = r"""
+import json, sys
 from pathlib import Path
 import torch
-torch.set_num_threads(1)
-from transformers import TrainerCallback
-from trainkit_core.twins import ensure_twin_base
-from trainkit_core.processors import load_processor
-from trainkit_core.datasets.images import with_image_paths
-steps, data, work = int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-folder = ensure_twin_base("trainkit/tiny-gemma3mm", work / "hf")
-processor = load_processor(folder)
-records = [json.loads(l) for l in (data / "train.jsonl").read_text().splitlines() if l.strip()]
-records = [with_image_paths(r, lambda rel: str(data / rel)) for r in records]
-
-class Clock(TrainerCallback):
-    def __init__(self): self.times, self.start = [], None
-    def on_step_begin(self, *a, **k): self.start = time.perf_counter()
-    def on_step_end(self, *a, **k): self.times.append(time.perf_counter() - self.start)
-clock = Clock()
-"""
-
-TRAINKIT = (
-    COMMON
-    + r"""
-from trainkit_core.chat_format import GEMMA3
-from trainkit_core.training.backends import build_trainer, load_hf
-from trainkit_core.training.config import TrainConfig
-from trainkit_core.training.vision import as_rows, with_vision_modules
-from trainkit_core.vision_collator import VisionCollator
-config = TrainConfig.parse(dataset="shapes", model_size="tiny-gemma3mm", steps=steps, batch_size=8).resolve()
-config = with_vision_modules(config, str(folder)).model_copy(update={"save_every": 10**6})
-model = load_hf(str(folder), config)
-trainer = build_trainer("hf", model, processor.tokenizer, as_rows(records), config, work / "out", [clock],
-                        data_collator=VisionCollator(processor, GEMMA3, max_length=config.max_seq_length))
-trainer.train()
-print("BENCH", json.dumps({"step_s": statistics.median(clock.times[1:])}))
-"""
-)
-
-BARE_TRL = (
-    COMMON
-    + r"""
 from datasets import Dataset
-from peft import LoraConfig
-from transformers import AutoModelForCausalLM
+from peft import LoraConfig, get_peft_model
+from PIL import Image
+from transformers import AutoModelForImageTextToText, AutoProcessor
 from trl import SFTConfig, SFTTrainer
-from trainkit_core.datasets.images import load_image
-model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+from trainkit_core.twins import ensure_twin_base
+
+data, work, cfg = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
+folder = ensure_twin_base("trainkit/tiny-gemma3mm", work / "hf")
+processor = AutoProcessor.from_pretrained(folder)
+tokenizer = processor.tokenizer
+model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32)
+torch.set_num_threads(1)
+turn_start = tokenizer.convert_tokens_to_ids("<start_of_turn>")
+header = len(tokenizer("<start_of_turn>model\n", add_special_tokens=False)["input_ids"])
 
 def collate(rows):
     texts, images = [], []
     for row in rows:
-        r = json.loads(row["record"])
-        user, answer = r["messages"][0]["content"], r["messages"][1]["content"]
-        texts.append("<bos><start_of_turn>user\n" + user[0]["text"] + "\n<start_of_image><end_of_turn>\n<start_of_turn>model\n" + answer + "<end_of_turn>\n")
-        images.append([load_image(user[1]["image_url"]["url"])])
+        user, answer = (m["content"] for m in json.loads(row["record"])["messages"])
+        question = next(p["text"] for p in user if p["type"] == "text")
+        picture = next(p["image_url"]["url"] for p in user if p["type"] == "image_url")
+        texts.append(f"<bos><start_of_turn>user\n{question}\n<start_of_image><end_of_turn>\n"
+                     f"<start_of_turn>model\n{answer}<end_of_turn>\n")
+        images.append([Image.open(data / picture).convert("RGB")])
     batch = dict(processor(text=texts, images=images, return_tensors="pt", padding=True))
-    batch["labels"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    labels = batch["input_ids"].clone()
+    for row, ids in enumerate(labels.tolist()):
+        answer_start = len(ids) - 1 - ids[::-1].index(turn_start) + header
+        labels[row, :answer_start] = -100
+    labels[batch["attention_mask"] == 0] = -100
+    batch["labels"] = labels
     return batch
 
-args = SFTConfig(output_dir=str(work / "out"), max_steps=steps, per_device_train_batch_size=8, learning_rate=1e-2,
-                 lr_scheduler_type="constant", save_strategy="no", use_cpu=True, bf16=False, gradient_checkpointing=False,
-                 report_to="none", disable_tqdm=True, remove_unused_columns=False, logging_steps=1,
-                 dataset_kwargs={"skip_prepare_dataset": True})
-lora = LoraConfig(r=8, lora_alpha=16, target_modules=r"^(?!.*(vision|multi_modal)).*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$",
-                  modules_to_save=["vision_tower", "multi_modal_projector"], task_type="CAUSAL_LM")
-rows = [{"record": json.dumps(r)} for r in records]
-trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=processor.tokenizer,
-                     peft_config=lora, data_collator=collate, callbacks=[clock])
+lora = LoraConfig(r=cfg["lora_r"], lora_alpha=cfg["lora_alpha"], lora_dropout=cfg["lora_dropout"],
+                  target_modules=r"^(?!.*(vision|multi_modal)).*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$",
+                  modules_to_save=cfg["modules_to_save"], task_type="CAUSAL_LM")
+model = get_peft_model(model, lora)
+vision = set(cfg["vision_modules"])
+groups = {"vision": [], "rest": []}
+for name, parameter in model.named_parameters():
+    if parameter.requires_grad:
+        groups["vision" if vision & set(name.split(".")) else "rest"].append(parameter)
+optimizer = torch.optim.AdamW([{"params": groups["rest"], "lr": cfg["learning_rate"]},
+                               {"params": groups["vision"], "lr": cfg["vision_learning_rate"]}],
+                              lr=cfg["learning_rate"], weight_decay=cfg["weight_decay"])
+args = SFTConfig(output_dir=str(work / "out"), max_steps=cfg["steps"], per_device_train_batch_size=cfg["batch_size"],
+                 learning_rate=cfg["learning_rate"], lr_scheduler_type=cfg["lr_scheduler"],
+                 warmup_steps=cfg["warmup_steps"], weight_decay=cfg["weight_decay"], seed=cfg["seed"],
+                 data_seed=cfg["seed"], max_length=cfg["max_seq_length"], logging_steps=1, save_strategy="no",
+                 use_cpu=True, bf16=False, gradient_checkpointing=False, report_to="none", disable_tqdm=True,
+                 remove_unused_columns=False, dataset_kwargs={"skip_prepare_dataset": True})
+records = [json.loads(l) for l in (data / "train.jsonl").read_text().splitlines() if l.strip()]
+trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list([{"record": json.dumps(r)} for r in records]),
+                     processing_class=tokenizer, data_collator=collate, optimizers=(optimizer, None))
 trainer.train()
-print("BENCH", json.dumps({"step_s": statistics.median(clock.times[1:])}))
+losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+print("BENCH", json.dumps({"first_loss": losses[0], "final_loss": losses[-1]}))
 """
-)
-
-
-def run(script: str, steps: int, data: Path, work: Path) -> float:
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(steps), str(data), str(work)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        sys.exit(f"failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    line = next(line for line in done.stdout.splitlines() if line.startswith("BENCH "))
-    return float(json.loads(line.removeprefix("BENCH "))["step_s"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=6)
-    args = parser.parse_args()
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=5, help="first steps left out of the figure")
+    opts = parser.parse_args()
     sys.path.insert(0, str(REPO / "scripts"))
     import make_shapes_dataset
 
-    with tempfile.TemporaryDirectory() as tmp:
-        data = make_shapes_dataset.write(Path(tmp) / "shapes", train_per_class=4, eval_per_class=1)
-        trainkit = run(TRAINKIT, args.steps, data, Path(tmp) / "a")
-        trl = run(BARE_TRL, args.steps, data, Path(tmp) / "b")
-    print(f"trainkit: {trainkit:.3f} s/step   bare trl: {trl:.3f} s/step   ratio: {trainkit / trl:.3f} (goal <= 1.05)")
+    from trainkit_core.training.config import TrainConfig
+    from trainkit_core.training.vision import vision_modules
+
+    config = TrainConfig.parse(dataset="shapes", model_size="tiny-gemma3mm", steps=opts.steps).resolve()
+    recipe = config.model_dump(mode="json")
+    recipe["vision_modules"] = vision_modules("gemma3")
+    recipe["modules_to_save"] = [*recipe["modules_to_save"], *recipe["vision_modules"]]  # as `with_vision_modules`
+    with tempfile.TemporaryDirectory(prefix="bench-vision-") as tmp:
+        data = make_shapes_dataset.write(Path(tmp) / "datasets" / "shapes", train_per_class=4, eval_per_class=1)
+        base = {
+            **os.environ,
+            "TRAINKIT_HOME": str(Path(tmp) / "home"),
+            "TRAINKIT_DATASETS_DIR": str(Path(tmp) / "datasets"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+        clock = Path(tmp) / "clock"
+        commands = {
+            "trainkit": [sys.executable, "-m", "trainkit_cli", "train", "--dataset", "shapes", "--model-size",
+                         "tiny-gemma3mm", "--steps", str(opts.steps), "--save-every", str(opts.steps + 1), "--json"],
+            "trl": [sys.executable, "-c", BARE_TRL, str(data), str(Path(tmp) / "trl"), json.dumps(recipe)],
+        }  # fmt: skip
+        envs = {
+            "trainkit": lockstep.environment(base, clock, "trainkit", "trl"),
+            "trl": lockstep.environment(base, clock, "trl", "trainkit"),
+        }
+        times, outputs = lockstep.run_pair(commands, envs, clock, REPO)
+    bare = json.loads(outputs["trl"].split("BENCH", 1)[1])
+    metrics = json.loads(outputs["trainkit"]).get("metrics", {})
+    print(f"vision sft: {opts.steps} steps ({opts.warmup} warm-up left out), batch {config.batch_size}, tiny-gemma3mm, "
+          f"shapes pictures, CPU, one torch thread; load average {lockstep.load_average()}")  # fmt: skip
+    print("\n".join(lockstep.summary("trainkit", "trl", times, opts.warmup)))
+    print(f"  loss (same recipe, same data): trainkit {metrics['first_loss']:.2f} -> {metrics['final_loss']:.2f}, "
+          f"trl {bare['first_loss']:.2f} -> {bare['final_loss']:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
