@@ -8,7 +8,8 @@ A stream is a Ray streaming generator (an actor method that yields): each token 
 is an object of its own, which the client reads as soon as the actor yields it. The
 actor runs at most `STREAM_AHEAD` events ahead of its reader (Ray's generator
 backpressure), so a slow or vanished reader does not pile events up on the cluster;
-a reader that stops early cancels the generator.
+a reader that stops early cancels the generator. Ray Client (``ray://``) carries no
+streaming generators, so a client connected through it gets the events at the end.
 """
 
 from __future__ import annotations
@@ -101,6 +102,10 @@ class WarmInferenceActor:
             self.streaming -= 1
             self.last = time.monotonic()
 
+    def stream_whole(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The same events in one answer, for a Ray Client connection."""
+        return list(self.stream(request))
+
 
 class RayInferenceServer:
     """The `inference_server` answer: requests go to the warm actor, started when missing."""
@@ -143,6 +148,9 @@ class RayInferenceServer:
         """Each event as the actor yields it; stopping early cancels the actor's generator."""
         from trainkit_ray.errors import unwrap
 
+        if self.own.address.startswith("ray://"):
+            yield from self._call("stream_whole", request)
+            return
         ray = connect(self.own)
         with unwrap():
             events = (
