@@ -83,6 +83,11 @@ class LoopbackCluster:
                 raise RuntimeError(f"the Ray head did not start: {(self.temp / 'ray-start.log').read_text()[-3000:]}")
             time.sleep(0.2)
 
+    def logs(self, pattern: str, chars: int = 3000) -> str:
+        """The end of each of the cluster's log files matching `pattern` (for a failure's message)."""
+        found = sorted((self.temp / "session_latest" / "logs").glob(pattern))
+        return "\n".join(f"--- {p.name}:\n{p.read_text(errors='replace')[-chars:]}" for p in found) or "(none)"
+
     def stop(self) -> None:
         """End the process group of the `ray start` this object started (and nothing else)."""
         if self.process is None:

@@ -3,31 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_helpers import REPO, RayEnv
+from ray_helpers import RayEnv
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(900)]
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, ray_cluster: Any) -> RayEnv:
-    datasets = tmp_path_factory.mktemp("datasets")
-    (datasets / "demo").symlink_to(REPO / "datasets" / "demo")
-    return RayEnv(tmp_path_factory.mktemp("home"), datasets, ray_cluster.address)
-
-
-@pytest.fixture(scope="module")
-def trained(env: RayEnv) -> dict[str, Any]:
-    done = env.cli(
-        "--provider", "ray", "train", "--dataset", "demo", "--model-size", "tiny", "--steps", "30", "--save-every", "15"
-    )
-    found = re.search(r"model: (trained/(run-\S+))", done.stdout)
-    assert found, done.stdout + done.stderr
-    return {"model_path": found.group(1), "run_id": found.group(2), "out": done.stdout}
 
 
 def test_the_run_trains_on_the_cluster_and_its_files_land_on_the_shared_storage(

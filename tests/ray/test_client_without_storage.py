@@ -29,8 +29,8 @@ def test_a_dataset_synced_from_a_client_without_the_shared_path_lands_on_it(
         TRAINKIT_RAY_STORAGE_ACCESS="cluster",
     )
     laptop.storage = cluster_side / "shared"
-    synced = laptop.cli("sync", "demo", "--json", timeout=300)
-    assert synced.returncode == 0, synced.stderr
+    synced = laptop.cli("sync", "demo", "--json", timeout=300, check=False)
+    assert synced.returncode == 0, synced.stderr + ray_cluster.logs("ray_client_server*")
     assert json.loads(synced.stdout)["files_sent"] == ["dataset.toml", "eval.jsonl", "train.jsonl"]
     # What a machine mounting the storage path sees: the dataset, synced.
     mounted = RayEnv(laptop.home, datasets, ray_cluster.address, TRAINKIT_RAY_STORAGE=str(cluster_side / "shared"))

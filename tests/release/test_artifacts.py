@@ -188,6 +188,21 @@ def test_trainkit_modal_alone_gives_the_trainkit_command(tmp_path: Path) -> None
     assert run(env, bin_dir / "trainkit", "--version").strip() == f"trainkit, version {source_version('trainkit-cli')}"
 
 
+def test_trainkit_ray_alone_gives_the_trainkit_command_with_the_ray_provider(tmp_path: Path) -> None:
+    """`pip install trainkit-ray`, then `trainkit`: the `ray` provider listed, the store read without a cluster."""
+    bin_dir, env, installed = fresh_install("trainkit-ray", tmp_path)
+    assert {"ray", "grpcio"} <= installed, "ray with its `client` extra (Ray Client, a laptop's way in)"
+    providers = json.loads(run(env, bin_dir / "trainkit", "providers", "--json"))
+    by_name = {p["name"]: p for p in providers}
+    assert set(by_name) == {"local", "ray"}
+    assert by_name["ray"]["package"] == "trainkit-ray"
+    assert by_name["ray"]["version"] == source_version("trainkit-ray")
+    # No cluster at that address: listing runs reads the store on the storage path and never connects.
+    nowhere = {**env, "TRAINKIT_RAY_ADDRESS": "127.0.0.1:1"}
+    assert json.loads(run(nowhere, bin_dir / "trainkit", "--provider", "ray", "runs", "list", "--json")) == []
+    assert (tmp_path / "home" / "ray" / "kv.sqlite3").is_file(), "the store is not on the default storage path"
+
+
 def test_trainkit_cli_alone_runs_on_the_local_provider(tmp_path: Path) -> None:
     bin_dir, env, _ = fresh_install("trainkit-cli", tmp_path)
     assert run(env, bin_dir / "trainkit", "--version").strip() == f"trainkit, version {source_version('trainkit-cli')}"

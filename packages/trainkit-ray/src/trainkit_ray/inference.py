@@ -2,13 +2,19 @@
 
 The actor (``trainkit-infer``, detached) is created on the first request, keeps a
 `ModelCache` of the models volume on the shared storage, and kills itself after
-``TRAINKIT_INFER_IDLE_TIMEOUT_S`` without a request, giving its resources back. A
-stream is generated on the actor and returned whole (Ray's generator calls are left for
-later), so a streaming client gets the tokens at the end.
+``TRAINKIT_INFER_IDLE_TIMEOUT_S`` without a request, giving its resources back.
+
+A stream is a Ray streaming generator (an actor method that yields): each token event
+is an object of its own, which the client reads as soon as the actor yields it. The
+actor runs at most `STREAM_AHEAD` events ahead of its reader (Ray's generator
+backpressure), so a slow or vanished reader does not pile events up on the cluster;
+a reader that stops early cancels the generator. Ray Client (``ray://``) carries no
+streaming generators, so a client connected through it gets the events at the end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -22,6 +28,8 @@ from trainkit_ray.settings import RaySettings
 from trainkit_ray.storage import MountedStorage
 
 ACTOR_NAME = "trainkit-infer"
+#: Token events the actor may yield before its reader has taken them.
+STREAM_AHEAD = 8
 
 
 class WarmInferenceActor:
@@ -40,13 +48,15 @@ class WarmInferenceActor:
         self.storage = storage
         self.idle_timeout_s = float(idle_timeout_s)
         self.requests = 0
+        #: Streams whose generator has not ended yet (a reader may still be reading them).
+        self.streaming = 0
         self.last = time.monotonic()
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
         import ray
 
-        while time.monotonic() - self.last < self.idle_timeout_s:
+        while self.streaming or time.monotonic() - self.last < self.idle_timeout_s:
             time.sleep(min(1.0, self.idle_timeout_s / 4))
         ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
 
@@ -55,6 +65,7 @@ class WarmInferenceActor:
             "pid": os.getpid(),
             "storage": self.storage,
             "requests": self.requests,
+            "streaming": self.streaming,
             "loads": self.cache.loads,
             "adapter_loads": self.cache.adapter_loads,
             "loaded": self.cache.loaded(),
@@ -77,14 +88,23 @@ class WarmInferenceActor:
         finally:
             self.last = time.monotonic()
 
-    def stream(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def stream(self, request: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """A generator: Ray sends each event to the reader as it is yielded."""
         from trainkit_core.inference.generation import stream_tokens
 
         req, loaded = self._loaded(request)
+        self.streaming += 1
         try:
-            return list(stream_tokens(loaded, req))
+            for event in stream_tokens(loaded, req):
+                self.last = time.monotonic()  # a long answer is not idle time
+                yield event
         finally:
+            self.streaming -= 1
             self.last = time.monotonic()
+
+    def stream_whole(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The same events in one answer, for a Ray Client connection."""
+        return list(self.stream(request))
 
 
 class RayInferenceServer:
@@ -125,7 +145,29 @@ class RayInferenceServer:
         return dict(self._call("generate", request))
 
     def stream(self, request: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        yield from self._call("stream", request)
+        """Each event as the actor yields it; stopping early cancels the actor's generator."""
+        from trainkit_ray.errors import unwrap
+
+        if self.own.address.startswith("ray://"):
+            yield from self._call("stream_whole", request)
+            return
+        ray = connect(self.own)
+        with unwrap():
+            events = (
+                self.actor()
+                .stream.options(num_returns="streaming", _generator_backpressure_num_objects=STREAM_AHEAD)
+                .remote(dict(request))
+            )
+        finished = False
+        try:
+            with unwrap():
+                for ref in events:
+                    yield ray.get(ref)
+            finished = True
+        finally:
+            if not finished:
+                with contextlib.suppress(Exception):  # it may have ended meanwhile
+                    ray.cancel(events)
 
     def status(self) -> dict[str, Any] | None:
         found = find_actor(self.own, ACTOR_NAME)

@@ -7,6 +7,9 @@ storage need no cluster, so `trainkit --help` and `runs list` never pay `ray.ini
 from __future__ import annotations
 
 import json
+import sys
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import NotFoundError
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
     from trainkit_core.settings import Settings
     from trainkit_ray.inference import RayInferenceServer
     from trainkit_ray.runner import RayRunner
+    from trainkit_ray.web import RayWebApi
 
 NAME = "ray"
 #: What the cluster had when this machine last connected (GPUs decide the `gpu` capability).
@@ -67,7 +71,9 @@ class RayDeployment:
     """The cluster is the user's: deploying makes the storage folders and reads the cluster's resources.
 
     `trainkit app deploy` is also how the manifest learns that the cluster has GPUs (the
-    manifest hook gets no settings and must not connect).
+    manifest hook gets no settings and must not connect). With ``TRAINKIT_RAY_WEB`` it
+    starts the web API on the cluster too (`trainkit_ray.web`); `serve` runs it for as
+    long as `trainkit serve` does, as Modal's dev mode does.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -86,7 +92,14 @@ class RayDeployment:
         for kind in VOLUME_KINDS:
             storage.volume(self.settings.volumes.name_for(kind)).exists("")
         storage.kv("runs").keys("")
+        if ray_settings(self.settings).web:
+            self.web().start()
         return self.status()
+
+    def web(self) -> RayWebApi:
+        from trainkit_ray.web import RayWebApi
+
+        return RayWebApi(self.settings, storage_of(self.settings))
 
     def status(self) -> DeploymentStatus:
         info = cluster_resources(self.settings)
@@ -97,14 +110,31 @@ class RayDeployment:
             **info,
             "address": own.address or "auto",
         }
-        return DeploymentStatus("ready", detail)
+        return DeploymentStatus("ready", detail, self.web().url())
+
+    def serve(self, on_url: Callable[[str], None] | None = None, *, block: bool = True) -> str:
+        """`trainkit serve`: the web API on the cluster until Ctrl-C, then ended (unless it ran before)."""
+        url, started = self.web().start()
+        print(f"trainkit web API on the Ray cluster: {url}", flush=True)
+        if on_url is not None:
+            on_url(url)
+        if block:
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                if started:
+                    print("stopping the web API on the cluster", file=sys.stderr, flush=True)
+                    self.web().stop()
+        return url
 
     def stop(self) -> None:
-        """End the long-lived actors (warm inference, storage); job calls are stopped one by one."""
+        """End the long-lived actors (web API, warm inference, storage); job calls are stopped one by one."""
         from trainkit_ray.connection import connect, find_actor
         from trainkit_ray.inference import ACTOR_NAME
         from trainkit_ray.storage_actor import actor_name
 
+        self.web().stop()
         own = ray_settings(self.settings)
         ray = connect(own)
         for name in (ACTOR_NAME, actor_name(str(storage_path(self.settings)))):
@@ -122,7 +152,7 @@ def provider_manifest() -> ProviderManifest:
             gpu=_cluster_has_gpus(),
             stop=True,
             warm_inference=True,
-            web_endpoint=False,
+            web_endpoint=True,
             durable_volumes=True,
             durable_kv=True,
             run_functions=True,

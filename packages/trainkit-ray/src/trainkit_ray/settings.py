@@ -33,6 +33,19 @@ class RaySettings(BaseSettings):
     )
     namespace: str = Field(default="trainkit", min_length=1, description="The Ray namespace of trainkit's actors.")
     job_cpus: float = Field(default=1.0, gt=0, description="CPUs a job asks Ray for.")
+    web: bool = Field(
+        default=False,
+        description="`trainkit app deploy` also serves the web API on the cluster (an actor on the head node "
+        "running uvicorn; it needs TRAINKIT_API_TOKEN); `trainkit app stop` ends it.",
+    )
+    web_host: str = Field(
+        default="127.0.0.1",
+        description="The address the web API on the cluster listens on, on the head node: `127.0.0.1` "
+        "(reached through a proxy or a tunnel on that node) or `0.0.0.0` (every interface).",
+    )
+    web_port: int = Field(
+        default=8000, ge=0, le=65535, description="The web API's port on the head node (0: any free port)."
+    )
 
 
 #: trainkit finds the settings model here, lists it and passes it to jobs.
