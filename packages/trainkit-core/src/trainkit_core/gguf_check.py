@@ -41,7 +41,11 @@ def _answer(result: dict[str, Any], where: str) -> dict[str, Any]:
     ids = [int(t["id"]) for t in choice["logprobs"]["content"]]
     stopped = choice["finish_reason"] == "stop"
     text = choice["text"] if "text" in choice else choice["message"]["content"]
-    return {"ids": ids[:-1] if stopped and ids else ids, "text": text or "", "finish_reason": "stop" if stopped else "length"}
+    return {
+        "ids": ids[:-1] if stopped and ids else ids,
+        "text": text or "",
+        "finish_reason": "stop" if stopped else "length",
+    }
 
 
 def _tokenize(address: str, text: str) -> list[int]:
