@@ -107,7 +107,7 @@ def _install(
     targets = [wheels[p] + (f"[{extras[p]}]" if p in extras else "") for p in packages]
     names = [p + (f"[{extras[p]}]" if p in extras else "") for p in packages]
     # The training stack takes minutes to install: pip's own lines show that it works.
-    long = any(extras.get(p) == "train" for p in packages)
+    long = any("train" in extras.get(p, "").split(",") for p in packages)
     session.log(f"installing {', '.join(names)}" + (f" and the groups {', '.join(groups)}" if groups else ""))
     session.install(
         *constraints, *targets, *(nox.project.dependency_groups(ROOT, *groups) if groups else ()), silent=not long
@@ -161,23 +161,25 @@ def ml(session: nox.Session) -> None:
 
     One environment with the training stack serves the ML tests, the browser tests and
     `runs plot`'s PNGs, since installing it is the slowest step of CI. A missing
-    Chromium, Playwright or matplotlib is a failure here, not a skip.
+    Chromium, Playwright or matplotlib is a failure here, not a skip. The GGUF export's
+    tests (tests/gguf) run here too: llama.cpp comes as xllamacpp's prebuilt wheel
+    (trainkit-core's `gguf` extra, 34 MB), nothing is compiled.
     """
     _install(
         session,
         ["core", "cli", "api", "modal"],
         *("test", "parallel", "ml-test", "api-test"),
-        extras={"core": "train", "cli": "plot"},
+        extras={"core": "train,gguf", "cli": "plot"},
     )
     session.env.update({"TRAINKIT_REQUIRE_BROWSER": "1", "TRAINKIT_REQUIRE_PLOT": "1"})
-    markers = "(ml or browser) and not unsloth and not modal_live and not gguf"
+    markers = "(ml or browser) and not unsloth and not modal_live"
     # Two workers, a test file each at a time (module-scoped trained runs stay shared):
     # the tiny model trains and generates on one torch thread, so one worker leaves
     # the second core idle.
-    # tests/ray and tests/gguf belong to sessions of their own (a loopback-only namespace; a compiled llama.cpp).
+    # tests/ray belongs to a session of its own (a loopback-only namespace).
     _pytest(
         session, "-m", markers, "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
-        "--ignore=tests/ray", "--ignore=tests/gguf", folder="tests",
+        "--ignore=tests/ray", folder="tests",
     )  # fmt: skip
     session.run("pytest", "tests/cli/test_runs_plot.py", "-p", "no:cacheprovider", *session.posargs)
 
@@ -462,35 +464,6 @@ def demo(session: nox.Session) -> None:
     """The README's main job: validate, sync, train tiny, eval base vs tuned, generate."""
     _install(session, ["core", "cli"], extras={"core": "train"})
     session.run("trainkit", "demo", *session.posargs)
-
-
-#: Where the `gguf` session keeps the llama-cpp-python wheel it compiles (minutes on 2 cores), between runs.
-LLAMA_WHEELS = Path(os.environ.get("TRAINKIT_WHEEL_CACHE", Path.home() / ".cache" / "trainkit" / "wheels"))
-#: A CPU build without llama.cpp's server, examples, tests and tools: the Python bindings only.
-LLAMA_CMAKE_ARGS = (
-    "-DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF "
-    "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF"
-)
-
-
-@nox.session(python=ML_PYTHON, default=False)
-def gguf(session: nox.Session) -> None:
-    """GGUF export of the tiny model, loaded and run in llama.cpp (llama-cpp-python, compiled once).
-
-    Not a default session: llama-cpp-python is an sdist that compiles llama.cpp (ggml and
-    libllama alone took 20 minutes on a shared 2-core machine, and its CMakeLists forces
-    llama.cpp's `common` library on too); the wheel is cached in `LLAMA_WHEELS` and
-    reused (pip finds it with --find-links). With it, the tests take about a minute.
-    """
-    _install(session, ["core", "cli"], "test", extras={"core": "train"})
-    LLAMA_WHEELS.mkdir(parents=True, exist_ok=True)
-    session.install(*CONSTRAINTS, "gguf")
-    if not any(LLAMA_WHEELS.glob("llama_cpp_python-*.whl")):
-        session.env.update({"CMAKE_ARGS": LLAMA_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": "2"})
-        session.run("python", "-m", "pip", "wheel", "--no-deps", "-w", str(LLAMA_WHEELS), "llama-cpp-python")
-    session.install("--no-index", "--find-links", str(LLAMA_WHEELS), "llama-cpp-python", "--no-deps")
-    session.install(*CONSTRAINTS, "diskcache>=5.6", "numpy")  # llama-cpp-python's own dependencies
-    session.run("pytest", "tests/gguf", "-m", "gguf", "-p", "no:cacheprovider", *session.posargs)
 
 
 @nox.session(python=ML_PYTHON, default=False)

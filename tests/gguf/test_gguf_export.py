@@ -1,11 +1,12 @@
-"""GGUF export of a trained tiny model, run in llama.cpp (`nox -s gguf`).
+"""GGUF export of a trained tiny model, run in llama.cpp (the `ml` session; xllamacpp is a prebuilt wheel).
 
 One short real run of the tiny preset on the demo dataset is exported with
 `trainkit export --gguf` (f16, then q8_0). The export job itself checks the file in
 llama.cpp; here the file is checked again from outside: its metadata (chat template,
 end-of-turn id) read back with the `gguf` package's reader, the Modelfile parsed, and
-the GGUF loaded with llama-cpp-python in this process and asked the demo's eval
-prompts, whose answers must equal the `trainkit infer` command's.
+the GGUF served by llama.cpp in this process and asked the demo's eval prompts as chat
+messages (rendered by the template in the file, stopped by the file's end-of-generation
+tokens), whose answers must equal the `trainkit infer` command's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 gguf = pytest.importorskip("gguf")
-llama_cpp = pytest.importorskip("llama_cpp")
+xllamacpp = pytest.importorskip("xllamacpp")
 
 pytestmark = [pytest.mark.ml, pytest.mark.gguf, pytest.mark.timeout(1200)]
 
@@ -83,29 +84,27 @@ def infer_answers(env: Env, model_path: str) -> list[str]:
 
 
 def _llama_cpp_answers(gguf_file: Path) -> list[tuple[str, bool]]:
-    """Greedy (answer, stopped at end of turn) of llama.cpp to the demo's eval prompts, prompts tokenized by llama.cpp."""
-    from trainkit_core.chat_format import GEMMA3, render_prompt
+    """Greedy (answer, stopped at end of generation) of llama.cpp to the demo's eval prompts as chat messages.
 
-    reader = gguf.GGUFReader(str(gguf_file))
-    eot = reader.fields["tokenizer.ggml.eot_token_id"].contents()
-    llm = llama_cpp.Llama(model_path=str(gguf_file), n_ctx=512, n_threads=1, verbose=False)
+    Nothing of trainkit's is used: llama.cpp renders the messages with the chat template in the file
+    and stops at the end-of-generation tokens its metadata names."""
+    params = xllamacpp.CommonParams()
+    params.model.path = str(gguf_file)
+    params.n_ctx = 512
+    params.n_parallel = 1
+    params.cpuparams.n_threads = 1
+    params.cpuparams_batch.n_threads = 1
+    params.verbosity = -1
+    server = xllamacpp.Server(params)
     answers = []
-    try:
-        for prompt in PROMPTS:
-            text = render_prompt([{"role": "user", "content": prompt}], GEMMA3)
-            ids = llm.tokenize(text.encode(), add_bos=False, special=True)
-            new: list[int] = []
-            stopped = False
-            for token in llm.generate(ids, top_k=1, temp=0.0, repeat_penalty=1.0, reset=True):
-                if token in (eot, llm.token_eos()):
-                    stopped = True
-                    break
-                new.append(token)
-                if len(new) >= MAX_NEW:
-                    break
-            answers.append((llm.detokenize(new).decode(), stopped))
-    finally:
-        llm.close()
+    for prompt in PROMPTS:
+        result = server.handle_chat_completions(
+            {"messages": [{"role": "user", "content": prompt}], "max_tokens": MAX_NEW, "temperature": 0, "top_k": 1}
+        )
+        assert "error" not in result, result
+        choice = result["choices"][0]
+        answers.append((choice["message"]["content"] or "", choice["finish_reason"] == "stop"))
+    del server
     return answers
 
 
@@ -122,6 +121,7 @@ def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(
     info = _export(env, model_path, tmp_path / "out", "f16")
     check = info["gguf"]["check"]
     assert check["passed"] and check["exact_match_rate"] == 1.0 and check["prompt_tokens_equal"]
+    assert check["chat_template_equal"] and check["llama_cpp"].startswith("xllamacpp ")
     assert check["stopped_at_end_of_turn"] >= 1
     gguf_file = tmp_path / "out" / "model-f16.gguf"
 

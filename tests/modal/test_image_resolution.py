@@ -72,8 +72,8 @@ def test_the_gpu_images_lock_the_cuda_wheels_of_the_index(tmp_path: Path) -> Non
     assert train.install_options == "--no-deps"
     assert [p.split("==")[0] for p in train.resolved_only] == ["xformers"]
     assert images["web"].torch_packages == () and images["web"].torch_index is None
-    # The export job's image: llama-cpp-python comes from PyPI (an sdist it compiles), not the CUDA layer.
-    assert {"gguf==0.19.0", "llama-cpp-python==0.3.36"} <= set(images["infer"].packages)
+    # The export job's image: llama.cpp (xllamacpp, a prebuilt CPU wheel) comes from PyPI, not the CUDA layer.
+    assert {"gguf==0.19.0", "xllamacpp==2026.10.11549"} <= set(images["infer"].packages)
 
 
 def test_todays_layers_were_unsatisfiable(tmp_path: Path) -> None:

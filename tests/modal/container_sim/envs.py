@@ -9,10 +9,9 @@ distribution. Two things cannot be the same on these machines, and are swapped:
   these machines' disks stands in (only pip finds it, so the venvs are built with pip);
 - GPU-only wheels (Unsloth and unsloth_zoo, xformers, triton, the CUDA torchvision and
   torchaudio, NVIDIA's CUDA libraries) are left out: they do not install or import
-  without a GPU (Unsloth's 2.9 GB CPU install is the `unsloth` nox session's business);
-- sdists the image compiles (llama-cpp-python: llama.cpp, built in the infer image with
-  the Debian toolchain it installs) are left out too: the build takes minutes on these
-  machines, and the `gguf` nox session builds and tests it.
+  without a GPU (Unsloth's 2.9 GB CPU install is the `unsloth` nox session's business).
+
+llama.cpp (xllamacpp, the infer image's) is a prebuilt CPU wheel and is installed as is.
 
 Nothing is dropped silently: a package left out of a venv must be in the image's lock,
 which `nox -s modal_resolve` resolves as a whole with everything else the image has
@@ -48,8 +47,6 @@ GPU_ONLY = {
     # Unsloth's own GPU kernels (torchao's CUDA extension, the Triton cross-entropy).
     "torchao", "cut-cross-entropy",
 }  # fmt: skip
-#: Packages the image compiles from their sdist (name -> what), never built here.
-COMPILED_IN_IMAGE = {"llama-cpp-python": "llama.cpp"}
 #: NVIDIA's CUDA libraries that the CUDA torch pulls (nvidia-cublas, cuda-toolkit, ...).
 GPU_ONLY_PREFIXES = ("nvidia-", "cuda-")
 
@@ -100,7 +97,7 @@ def plan(packages: tuple[str, ...] | list[str], resolved: tuple[str, ...] | list
     for requirement in packages:
         requirement = str(Requirement(requirement))  # one spelling per requirement (the cache key)
         name = req_name(requirement)
-        if not gpu_only(name) and name != "torch" and name not in COMPILED_IN_IMAGE:
+        if not gpu_only(name) and name != "torch":
             install.append(requirement)
             continue
         if requirement not in locked:
@@ -108,9 +105,7 @@ def plan(packages: tuple[str, ...] | list[str], resolved: tuple[str, ...] | list
                 f"{requirement} cannot be installed in the simulation and is not in the image's lock, "
                 "so nothing would resolve it: lock the image (nox -s modal_locks)"
             )
-        if name in COMPILED_IN_IMAGE:
-            left_out.append(f"{requirement} (compiles {COMPILED_IN_IMAGE[name]} in the image; resolved)")
-        elif name == "torch":
+        if name == "torch":
             install.append(CPU_TORCH)
             left_out.append(f"{requirement} (CUDA build; {CPU_TORCH} CPU stands in; resolved)")
         else:

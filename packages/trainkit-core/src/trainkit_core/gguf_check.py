@@ -2,19 +2,27 @@
 
 Why: the two complaints about GGUF exports in every fine-tuning tool's tracker are a
 conversion that silently changes the model and a chat template or stop token lost on
-the way, so the model talks gibberish or never stops. Here the file is loaded with
-llama.cpp (``llama-cpp-python``), the eval prompts are rendered in the chat format
-and tokenized *by llama.cpp* (the tokens must equal the training tokenizer's), and it
-generates greedily until its end-of-turn token; the answers are compared with
-`trainkit infer`'s. `check_result` says whether the export may be handed over: an f32
-or f16 file must give the same answers, every answer must end at end of turn unless
-infer's did not either, and a quantised file records its exact-match rate.
+the way, so the model talks gibberish or never stops. Here the file is served by
+llama.cpp's own server code in this process (``xllamacpp``: a prebuilt llama.cpp, no
+compiler needed), which reads everything from the file as Ollama and LM Studio do:
 
-``llama_cpp`` is imported inside the function (an optional, compiled dependency).
+- the eval prompts are rendered in the chat format and tokenized *by llama.cpp* (the
+  tokens must equal the training tokenizer's);
+- it completes them greedily and stops where *its* end-of-generation tokens, read
+  from the file's metadata, say (no stop ids are passed in);
+- it answers the same conversations again through its chat endpoint, rendered by the
+  chat template stored in the file: the answers must be the same.
+
+`compare` says whether the export may be handed over: an f32 or f16 file must give
+infer's answers, every answer must end at end of turn unless infer's did not either,
+and a quantised file records its exact-match rate. ``xllamacpp`` is imported inside
+the function (an optional dependency of 34 MB).
 """
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,47 +33,72 @@ from trainkit_core.errors import JobError
 EXACT_TYPES = ("f32", "f16")
 
 
+def _answer(result: dict[str, Any], where: str) -> dict[str, Any]:
+    """Token ids, text and finish reason of one llama.cpp completion (the end-of-generation token dropped)."""
+    if "error" in result:
+        raise JobError(f"llama.cpp refused the {where} request: {result['error'].get('message', result['error'])}")
+    choice = result["choices"][0]
+    ids = [int(t["id"]) for t in choice["logprobs"]["content"]]
+    stopped = choice["finish_reason"] == "stop"
+    text = choice["text"] if "text" in choice else choice["message"]["content"]
+    return {
+        "ids": ids[:-1] if stopped and ids else ids,
+        "text": text or "",
+        "finish_reason": "stop" if stopped else "length",
+    }
+
+
+def _tokenize(address: str, text: str) -> list[int]:
+    """llama.cpp's tokens of `text`, special tokens parsed, nothing added: its server's /tokenize, on loopback."""
+    body = json.dumps({"content": text, "add_special": False, "parse_special": True}).encode()
+    request = urllib.request.Request(f"{address}/tokenize", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return [int(t) for t in json.loads(response.read())["tokens"]]
+
+
 def generate_with_llama_cpp(
     gguf_file: Path,
-    prompts: Sequence[tuple[str, list[int]]],
+    prompts: Sequence[tuple[list[dict[str, str]], str, list[int]]],
     *,
-    stop_ids: Sequence[int],
     max_new_tokens: int,
+    threads: int = 2,
 ) -> list[dict[str, Any]]:
-    """Greedy answers of llama.cpp to (rendered prompt, reference token ids) pairs."""
+    """Greedy answers of llama.cpp to (messages, rendered prompt, reference token ids) triples."""
     try:
-        from llama_cpp import Llama
+        import xllamacpp
     except ImportError as exc:
         raise JobError(
-            "GGUF export is verified with llama-cpp-python, which is not installed here",
-            hint="pip install llama-cpp-python (it compiles llama.cpp with cmake and a C++ compiler)",
+            "GGUF export is verified with llama.cpp (the xllamacpp package), which is not installed here",
+            hint="pip install 'trainkit-core[gguf]' (xllamacpp is a prebuilt wheel of llama.cpp)",
         ) from exc
 
-    llm = Llama(model_path=str(gguf_file), n_ctx=1024, n_threads=2, n_batch=512, verbose=False, seed=0)
+    params = xllamacpp.CommonParams()
+    params.model.path = str(gguf_file)
+    params.n_ctx = 1024
+    params.n_parallel = 1
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.warmup = False
+    params.verbosity = -1
+    server = xllamacpp.Server(params)
+    # Greedy: top_k 1 alone (temperature 0 makes llama.cpp's server sample greedily too), no penalties.
+    sampling = {"max_tokens": max_new_tokens, "temperature": 0.0, "top_k": 1, "repeat_penalty": 1.0, "seed": 0}
+    request = {**sampling, "logprobs": 1, "cache_prompt": False}
     answers = []
-    try:
-        for text, reference_ids in prompts:
-            ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-            new: list[int] = []
-            stopped = False
-            llm.reset()
-            for token in llm.generate(ids, top_k=1, top_p=1.0, temp=0.0, repeat_penalty=1.0, reset=True):
-                if token in stop_ids:
-                    stopped = True
-                    break
-                new.append(int(token))
-                if len(new) >= max_new_tokens:
-                    break
-            answers.append(
-                {
-                    "prompt_tokens_equal": list(ids) == list(reference_ids),
-                    "ids": new,
-                    "text": llm.detokenize(new, special=False).decode("utf-8", errors="replace"),
-                    "finish_reason": "stop" if stopped else "length",
-                }
-            )
-    finally:
-        llm.close()
+    for messages, text, reference_ids in prompts:
+        completion = _answer(server.handle_completions({**request, "prompt": text}), "completion")
+        chat = _answer(
+            server.handle_chat_completions({**sampling, "messages": messages, "logprobs": True, "cache_prompt": False}),
+            "chat completion",
+        )
+        answers.append(
+            {
+                **completion,
+                "prompt_tokens_equal": _tokenize(server.listening_address, text) == list(reference_ids),
+                "chat_template_equal": chat == completion,
+            }
+        )
+    del server  # stops llama.cpp's server loop and frees the model
     return answers
 
 
@@ -76,20 +109,25 @@ def compare(reference: Sequence[dict[str, Any]], answers: Sequence[dict[str, Any
         for r, a in zip(reference, answers, strict=True)
     ]
     tokens_equal = all(a["prompt_tokens_equal"] for a in answers)
+    template_equal = all(a["chat_template_equal"] for a in answers)
     stops = sum(a["finish_reason"] == "stop" for a in answers)
     problems = []
     if not tokens_equal:
         problems.append("llama.cpp tokenizes the prompts differently from the model's tokenizer")
+    if not template_equal:
+        problems.append("the chat template in the file renders the conversations differently from the chat format")
     if quant in EXACT_TYPES and not all(same):
         problems.append(f"{same.count(False)} of {len(same)} {quant} answers differ from trainkit infer's")
     if answers and stops == 0 and any(r["finish_reason"] == "stop" for r in reference):
         problems.append("the GGUF never emitted its end-of-turn token")
     return {
         "type": quant,
+        "verified_with": "llama.cpp (xllamacpp)",
         "prompts": len(same),
         "exact_match_rate": round(sum(same) / len(same), 4) if same else None,
         "stopped_at_end_of_turn": stops,
         "prompt_tokens_equal": tokens_equal,
+        "chat_template_equal": template_equal,
         "passed": not problems,
         "problems": problems,
         "examples": [

@@ -51,7 +51,7 @@ def source_ignore(path: Path) -> bool:
 def _image(modal: Any, spec: ImageSpec) -> Any:
     image = modal.Image.debian_slim(python_version=spec.python_version)
     options = spec.install_options
-    if spec.apt_packages:  # the toolchain that compiles a locked sdist (llama-cpp-python), before pip
+    if spec.apt_packages:  # Debian's libraries a locked wheel links (libgomp1 for xllamacpp), before pip
         image = image.apt_install(*spec.apt_packages)
     if spec.torch_packages:  # torch and its CUDA, from PyTorch's index, before the rest
         image = image.uv_pip_install(*spec.torch_packages, index_url=spec.torch_index, extra_options=options)

@@ -125,9 +125,10 @@ class ImageSpec:
     install_options: str = ""
     #: Packages resolved with the image (in its lock) but installed in none, on purpose (`locking.LEFT_OUT`).
     resolved_only: tuple[str, ...] = ()
-    #: Debian packages installed before the pip layers: what compiling a locked sdist needs (cmake, g++).
+    #: Debian packages installed before the pip layers: shared libraries a locked wheel links and does not
+    #: bundle (libgomp1 for xllamacpp), or what compiling a locked sdist would need.
     apt_packages: tuple[str, ...] = ()
-    #: Variables of the pip layers' build only (not of the running container): llama.cpp's CMake options.
+    #: Variables of the pip layers' build only (not of the running container), e.g. an sdist's CMake options.
     build_env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -330,9 +331,9 @@ class Stack:
     infer: tuple[str, ...]
     #: What the GPU images' CUDA needs of the host (NVIDIA's driver), as `images.toml` says.
     cuda_driver: str = ""
-    #: Per image, the Debian packages its pip layers need to compile a locked sdist (`<image>_apt`).
+    #: Per image, the Debian packages installed before its pip layers (`<image>_apt`): libraries a wheel links.
     apt: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: Per image, the variables of that compilation (`<image>_build_env`).
+    #: Per image, the variables of its pip layers' build (`<image>_build_env`), for an sdist that compiles.
     build_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def describe(self) -> list[str]:
@@ -351,7 +352,7 @@ class Stack:
             if lock.left_out:
                 line += f"; resolved, left out on purpose: {', '.join(lock.left_out)}"
             if self.apt.get(image):
-                line += f"; built with Debian's {', '.join(self.apt[image])}"
+                line += f"; with Debian's {', '.join(self.apt[image])}"
             lines.append(line)
         return lines
 
@@ -450,7 +451,7 @@ def requested_packages(stack: Stack | None = None) -> dict[str, tuple[str, ...]]
     """What each image asks for, before resolution: torch's pins first on the GPU images.
 
     train: the Unsloth stack; infer: transformers + peft + bitsandbytes, and the GGUF
-    writer and llama.cpp's bindings (trainkit-core's `gguf` extra: the export job runs
+    writer and llama.cpp (xllamacpp; trainkit-core's `gguf` extra: the export job runs
     there); web: the API
     (and light jobs). The GPU stacks are `images.toml`'s pins in place of
     trainkit-core's ranges. The modal client itself is not asked for: Modal adds it

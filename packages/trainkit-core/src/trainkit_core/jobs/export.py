@@ -26,6 +26,7 @@ transformers 5 (checked for both twins). Heavy imports inside the function only.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -78,7 +79,7 @@ def _gguf(ctx: JobContext, folder: Path, ref: Any, fmt: Any, quant: str, dataset
     from trainkit_core.errors import JobError
     from trainkit_core.gguf_check import compare, generate_with_llama_cpp
     from trainkit_core.gguf_export import MODELFILE, gguf_file_name, modelfile_text, write_gguf
-    from trainkit_core.inference.generation import generate, stop_token_ids
+    from trainkit_core.inference.generation import generate
     from trainkit_core.inference.loading import ModelCache
     from trainkit_core.inference.request import GenerateRequest
 
@@ -93,9 +94,14 @@ def _gguf(ctx: JobContext, folder: Path, ref: Any, fmt: Any, quant: str, dataset
         req = GenerateRequest.parse({"model_path": ref.path, "messages": messages, "max_new_tokens": max_new})
         reference.append(generate(loaded, req))
         text = render_prompt(messages, loaded.fmt)
-        prompts.append((text, loaded.tokenizer(text, add_special_tokens=False)["input_ids"]))
-    answers = generate_with_llama_cpp(folder / name, prompts, stop_ids=stop_token_ids(loaded), max_new_tokens=max_new)
-    check = {**compare(reference, answers, quant), "dataset": dataset, "max_new_tokens": max_new}
+        prompts.append((messages, text, loaded.tokenizer(text, add_special_tokens=False)["input_ids"]))
+    answers = generate_with_llama_cpp(folder / name, prompts, max_new_tokens=max_new)
+    check = {
+        **compare(reference, answers, quant),
+        "llama_cpp": f"xllamacpp {importlib.metadata.version('xllamacpp')}",
+        "dataset": dataset,
+        "max_new_tokens": max_new,
+    }
     if not check["passed"]:
         raise JobError(f"the GGUF export of {ref.path} failed its check in llama.cpp: {'; '.join(check['problems'])}")
     return {**written, "modelfile": MODELFILE, "check": check}
@@ -137,13 +143,13 @@ def export(
         from trainkit_core.gguf_export import check_gguf_type
 
         gguf = check_gguf_type(gguf)
-        missing = [name for name in ("gguf", "llama_cpp") if importlib.util.find_spec(name) is None]
+        missing = [name for name in ("gguf", "xllamacpp") if importlib.util.find_spec(name) is None]
         if missing:  # before minutes of merging, not after
             from trainkit_core.errors import JobError
 
             raise JobError(
                 f"GGUF export needs {' and '.join(missing)} in the export job's environment",
-                hint="pip install 'trainkit-core[gguf]' (llama-cpp-python compiles llama.cpp with cmake and a C++ compiler)",
+                hint="pip install 'trainkit-core[gguf]' (xllamacpp is a prebuilt wheel of llama.cpp)",
             )
     root = ctx.path("models")
     ctx.reload("models")
