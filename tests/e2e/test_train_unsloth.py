@@ -4,9 +4,13 @@ Unsloth 2026.10 falls back to CPU when there is no GPU ("no GPU found, training 
 CPU"); this proves the backend's code paths end to end through `trainkit train
 --backend unsloth`: FastLanguageModel on the tiny model, FastModel (the real presets'
 branch) on the twins of Gemma 3 multimodal and Gemma 4. Unsloth's CPU fallback ignores
-`finetune_vision_layers`; without trainkit's own LoRA pattern the Gemma 4 twin fails
-("Target module Gemma4ClippableLinear ... is not supported") and the Gemma 3 twin's
-adapter gets SigLIP weights (docs/concepts/model-sizes.md).
+`finetune_vision_layers`; without the LoRA pattern Unsloth's GPU path builds from it
+(which trainkit passes on a CPU) the Gemma 4 twin fails ("Target module
+Gemma4ClippableLinear ... is not supported") and the Gemma 3 twin's adapter gets SigLIP
+weights (docs/concepts/model-sizes.md). A text run trains no vision layer, whatever the
+twin's preset says. The Gemma 4 twin is built with its processor, which the transformers
+Unsloth allows imports with torchvision: where that cannot load, the run must fail
+saying so.
 """
 
 from __future__ import annotations
@@ -73,6 +77,13 @@ def test_unsloth_fastmodel_trains_the_twins(tmp_path: Path, size: str) -> None:
     )
     logs = "\n".join(p.read_text(errors="replace") for p in (home / "logs").glob("*.log"))
     print(logs[-6000:])
+    if size == "tiny-gemma4" and not gemma4_processor_loads():
+        # The twin is built with its processor, which transformers <= 5.17 (Unsloth's cap)
+        # imports with torchvision; there is no CPU torchvision here.
+        record = json.loads(done.stdout)
+        assert done.returncode != 0 and record["status"] == "failed"
+        assert "Gemma 4's processor cannot be loaded" in record["error_message"], record["error_message"]
+        return
     assert done.returncode == 0, done.stderr[-3000:] + logs[-3000:]
     record = json.loads(done.stdout)
     assert record["status"] == "succeeded", record["error_message"]
@@ -83,3 +94,12 @@ def test_unsloth_fastmodel_trains_the_twins(tmp_path: Path, size: str) -> None:
     with safe_open(str(out / "adapter_model.safetensors"), "pt") as weights:
         keys = list(weights.keys())
     assert keys and not [k for k in keys if "vision" in k or "audio" in k or "multi_modal" in k]
+
+
+def gemma4_processor_loads() -> bool:
+    """Whether this transformers can import Gemma 4's processor (up to 5.17 it needs torchvision)."""
+    try:
+        from transformers import Gemma4Processor  # noqa: F401
+    except ImportError:
+        return False
+    return True

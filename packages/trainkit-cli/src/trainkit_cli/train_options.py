@@ -45,6 +45,11 @@ def config_options(func: Any) -> Any:
         click.option("--save-every", default=None, type=int, help="Checkpoint every N steps (default 50)."),
         click.option("--seed", default=None, type=int, help="Random seed (default 42)."),
         click.option("--backend", default=None, type=click.Choice(["auto", "hf", "unsloth"]), help="Force a backend."),
+        click.option(
+            "--finetune-vision-layers/--no-finetune-vision-layers",
+            default=None,
+            help="On an image dataset, also train the vision layers (Unsloth's switch; default: the preset's).",
+        ),
         click.option("--gpu", default=None, help="GPU for this run (default TRAINKIT_GPU, else the preset's)."),
         click.option(
             "--keep-checkpoints",

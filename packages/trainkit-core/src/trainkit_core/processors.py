@@ -18,10 +18,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trainkit_core.errors import MissingExtraError
+
 
 def gemma4_image_text_processor(image_processor: Any, tokenizer: Any) -> Any:
     """Gemma 4's processor without its video and audio parts (see the module docstring)."""
-    from transformers import Gemma4Processor
+    try:
+        from transformers import Gemma4Processor
+    except ImportError as exc:
+        # transformers up to 5.17 (the newest Unsloth 2026.10 allows) imports torchvision with
+        # it, through its torchvision image processor; 5.24 does not.
+        import transformers
+
+        raise MissingExtraError(
+            f"Gemma 4's processor cannot be loaded: transformers {transformers.__version__} imports torchvision "
+            "with it, and torchvision is not installed (or does not load)",
+            hint="install the torchvision build that matches your torch, or transformers 5.24 or later",
+        ) from exc
     from transformers.processing_utils import ProcessorMixin
 
     class Gemma4ImageTextProcessor(Gemma4Processor):  # type: ignore[misc]

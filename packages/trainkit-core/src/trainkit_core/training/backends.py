@@ -3,9 +3,12 @@
 `select_backend("auto")` takes unsloth when CUDA and unsloth are both there, else hf;
 asking for one explicitly forces it (`MissingExtraError` when it is not installed).
 Both backends return a peft model with LoRA adapters on the language model's seven
-projections (never the vision tower of the multimodal Gemma checkpoints), plus the
-config's `modules_to_save` trained in full (only the tiny preset sets them: its
-embeddings and head are random, so LoRA alone cannot give it a vocabulary), and train it
+projections, plus the config's `modules_to_save` trained in full (only the tiny presets
+set them: their embeddings and head are random, so LoRA alone cannot give them a
+vocabulary). An image run with `finetune_vision_layers` also trains the vision layers,
+each backend its own way: hf trains the tower and projector in full
+(`training.vision.with_vision_modules`), unsloth gets the switch itself (LoRA on the
+tower's layers, as Unsloth's vision notebooks do). The models are trained
 with trl's `SFTTrainer` on pre-tokenized examples whose labels already carry the
 assistant-only mask (`trainkit_core.chat_format.encode_for_training`).
 
@@ -74,7 +77,7 @@ def load_hf(source: str, config: TrainConfig) -> Any:
 
 
 def load_unsloth(source: str, config: TrainConfig) -> Any:
-    """Unsloth's FastModel: the 4-bit checkpoint on CUDA, LoRA on the language layers only."""
+    """Unsloth's FastModel: the 4-bit checkpoint on CUDA, LoRA on the layers Unsloth's switches select."""
     import torch
     import unsloth  # noqa: F401  (must be imported before transformers/trl are patched)
     from unsloth import FastLanguageModel, FastModel
@@ -104,21 +107,33 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
         return FastLanguageModel.get_peft_model(
             model, target_modules=list(ALL_PROJECTIONS), use_gradient_checkpointing=False, **common
         )
-    # On CPU, Unsloth's fallback (unsloth_zoo/cpu/loader.py, 2026.10.9) drops the finetune_*
-    # switches and targets every q/k/v/o/gate/up/down_proj by leaf name, towers included: LoRA
-    # on Gemma 3's SigLIP q/k/v, and on Gemma 4 a ValueError for the vision tower's
-    # Gemma4ClippableLinear. Our pattern keeps it off the towers there (tests/e2e/test_train_unsloth.py).
-    cpu_targets = {} if cuda else {"target_modules": TARGET_MODULES}
+    # Unsloth's own switches (its vision notebooks): `finetune_vision_layers` puts LoRA on the
+    # vision tower as well; the real presets leave it off, the twins turn it on.
+    switches = {
+        "finetune_vision_layers": bool(config.finetune_vision_layers),
+        "finetune_language_layers": True,
+        "finetune_attention_modules": True,
+        "finetune_mlp_modules": True,
+    }
+    # On CPU, Unsloth's fallback (unsloth_zoo/cpu/loader.py, 2026.10.9) drops these switches and
+    # targets every q/k/v/o/gate/up/down_proj by leaf name, towers included: LoRA on Gemma 3's
+    # SigLIP q/k/v whatever the switch says, and on Gemma 4 a ValueError for the vision tower's
+    # Gemma4ClippableLinear. There it gets the pattern its GPU path builds from the same switches.
+    cpu_targets = {} if cuda else {"target_modules": unsloth_target_pattern(model, switches)}
     return FastModel.get_peft_model(
         model,
         **cpu_targets,
-        finetune_vision_layers=False,
-        finetune_language_layers=True,
-        finetune_attention_modules=True,
-        finetune_mlp_modules=True,
+        **switches,
         use_gradient_checkpointing="unsloth" if cuda else False,
         **common,
     )
+
+
+def unsloth_target_pattern(model: Any, switches: dict[str, bool]) -> str:
+    """The LoRA targets Unsloth's GPU `get_peft_model` chooses for `switches` (a regex over module names)."""
+    from unsloth_zoo.peft_utils import get_peft_regex
+
+    return str(get_peft_regex(model, **switches))
 
 
 def model_kind(source: str) -> Any:

@@ -88,8 +88,9 @@ class TrainConfig(BaseModel):
 
     finetune_vision_layers: bool | None = Field(
         None,
-        description="On an image dataset, also train the vision tower and the projector (in full, saved with "
-        "the adapter), as Unsloth's finetune_vision_layers; default the preset's (off for the real presets).",
+        description="On an image dataset, also train the vision layers: the tower and the projector in full "
+        "(hf backend), or LoRA on the tower (unsloth backend: Unsloth's own finetune_vision_layers); saved with "
+        "the adapter; default the preset's (off for the real presets).",
     )
     vision_learning_rate: float | None = Field(
         None,

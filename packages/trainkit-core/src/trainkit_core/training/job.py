@@ -248,8 +248,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     source = resolve_base_model({"base_model": base_model}, hf_cache)
     run.source_model = base_model
     images = has_images(dataset.train)
-    if images:
-        config = with_vision_modules(config, source)
+    config = with_vision_modules(config, source, backend, images)
     with run.substep("loading_model", "load_model"):
         model = load_model(backend, source, config, adapter_dir)
 
@@ -352,7 +351,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             scratch,
             [make_callback(reporter)],
             data_collator=collator,
-            optimizer=vision_optimizer(model, config) if collator is not None else None,
+            optimizer=vision_optimizer(model, config) if collator is not None and backend == "hf" else None,
         )
     else:
         trainer = _method_trainer(run, config, fmt, dataset, backend, model, tokenizer, scratch, reporter)

@@ -16,6 +16,11 @@ from trainkit_core.vision_collator import VisionCollator, check_vision_mask
 #: What `finetune_vision_layers` trains in full beside the LoRA adapter, per model type
 #: (the module names of transformers' Gemma 3 and Gemma 4 multimodal classes).
 VISION_MODULES = {"gemma3": ("vision_tower", "multi_modal_projector"), "gemma4": ("vision_tower", "embed_vision")}
+#: What the unsloth backend trains in full beside Unsloth's LoRA on the vision layers: what
+#: its LoRA cannot reach. Gemma 3's projector is a weight matrix, not a `Linear` (and starts
+#: at zero in the twin, where it would keep every gradient from the tower); Gemma 4's
+#: `embed_vision` projection is a `Linear` that Unsloth's pattern already targets.
+UNSLOTH_FULL_VISION_MODULES: dict[str, tuple[str, ...]] = {"gemma3": ("multi_modal_projector",), "gemma4": ()}
 
 
 def has_images(records: Sequence[Mapping[str, Any]]) -> bool:
@@ -34,20 +39,32 @@ def as_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     return [{"record": json.dumps(record)} for record in records]
 
 
-def vision_modules(model_type: str) -> list[str]:
-    if model_type not in VISION_MODULES:
+def vision_modules(model_type: str, backend: str = "hf") -> list[str]:
+    """The vision modules `backend` trains in full (`modules_to_save`) under `finetune_vision_layers`."""
+    table = UNSLOTH_FULL_VISION_MODULES if backend == "unsloth" else VISION_MODULES
+    if model_type not in table:
         raise UsageError(f"finetune_vision_layers: no vision modules known for model type {model_type!r}")
-    return list(VISION_MODULES[model_type])
+    return list(table[model_type])
 
 
-def with_vision_modules(config: Any, source: str) -> Any:
-    """`config` with the vision tower and projector in `modules_to_save` when it fine-tunes vision layers."""
+def with_vision_modules(config: Any, source: str, backend: str, images: bool) -> Any:
+    """`config` as `backend` loads the model for this run's data.
+
+    A text run trains no vision layer, whatever the preset says. On an image run with
+    `finetune_vision_layers`, hf trains the vision tower and projector in full (added to
+    `modules_to_save`, saved with the adapter); unsloth takes the switch as it is (LoRA on
+    the tower, `training.backends.load_unsloth`) and trains in full only what that LoRA
+    cannot reach (`UNSLOTH_FULL_VISION_MODULES`).
+    """
     if not config.finetune_vision_layers:
         return config
+    if not images:
+        return config.model_copy(update={"finetune_vision_layers": False})
     from trainkit_core.training.backends import model_kind
 
     model_type = model_kind(source).model_type
-    extra = [name for name in vision_modules(model_type) if name not in (config.modules_to_save or [])]
+    wanted = vision_modules(model_type, backend)
+    extra = [name for name in wanted if name not in (config.modules_to_save or [])]
     return config.model_copy(update={"modules_to_save": [*(config.modules_to_save or []), *extra]})
 
 
@@ -75,6 +92,9 @@ def prepare_vision(
 
 def vision_optimizer(model: Any, config: Any) -> Any:
     """AdamW with the vision tower and projector at `vision_learning_rate`, or None (the trainer builds its own).
+
+    For the hf backend, which trains them in full; Unsloth's LoRA on the tower keeps
+    the trainer's optimizer, as its notebooks do.
 
     Why: a twin's tower starts random and trains in full; at the LoRA rate it only ever
     learned colours (the shapes demo, docs/tutorials/images.md). The trainer still
