@@ -12,57 +12,20 @@ tokens), whose answers must equal the `trainkit infer` command's.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gguf_cli import REPO, Env
 
 gguf = pytest.importorskip("gguf")
 xllamacpp = pytest.importorskip("xllamacpp")
 
 pytestmark = [pytest.mark.ml, pytest.mark.gguf, pytest.mark.timeout(1200)]
 
-REPO = Path(__file__).resolve().parents[2]
 PROMPTS = [json.loads(line)["messages"][0]["content"] for line in (REPO / "datasets/demo/eval.jsonl").open()][:4]
 MAX_NEW = 24
-
-
-class Env:
-    def __init__(self, home: Path, datasets: Path) -> None:
-        self.home = home
-        self.env = {
-            **os.environ,
-            "TRAINKIT_HOME": str(home),
-            "TRAINKIT_DATASETS_DIR": str(datasets),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "COLUMNS": "200",
-        }
-
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "trainkit_cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=REPO,
-            check=False,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"trainkit {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-        return done
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Env:
-    datasets = tmp_path_factory.mktemp("datasets")
-    (datasets / "demo").symlink_to(REPO / "datasets" / "demo")
-    return Env(tmp_path_factory.mktemp("home"), datasets)
 
 
 @pytest.fixture(scope="module")
@@ -181,5 +144,5 @@ def test_k_quants_and_bad_types_are_refused_before_a_job_starts(env: Env, model_
 
     with pytest.raises(UsageError, match="llama-quantize"):
         check_gguf_type("q4_k_m")
-    with pytest.raises(UsageError, match="Gemma3ForConditionalGeneration is not supported"):
-        check_gguf_architecture({"architectures": ["Gemma3ForConditionalGeneration"]})
+    with pytest.raises(UsageError, match="Gemma4ForConditionalGeneration is not supported"):
+        check_gguf_architecture({"architectures": ["Gemma4ForConditionalGeneration"]})

@@ -72,3 +72,23 @@ def test_q8_0_file_quantises_the_matrices_only(tiny_folder: Path, tmp_path: Path
     back = gguf.quants.dequantize(got["blk.0.ffn_down.weight"].data, gguf.GGMLQuantizationType.Q8_0)
     original = hf["model.layers.0.mlp.down_proj.weight"]
     assert back.shape == original.shape and np.abs(back - original).max() < np.abs(original).max() / 100
+
+
+def test_a_sentencepiece_style_vocabulary_is_refused_not_written_wrongly(tiny_folder: Path, tmp_path: Path) -> None:
+    """The real Gemma checkpoints' tokenizer.json is BPE too, but with SentencePiece's pieces and byte
+    fallback, which llama.cpp reads as another tokenizer model: written as byte-level BPE it would
+    tokenize wrongly, so the export refuses it, naming the file."""
+    import shutil
+
+    from trainkit_core.chat_format import GEMMA3
+    from trainkit_core.errors import UsageError
+    from trainkit_core.gguf_export import write_gguf
+
+    folder = tmp_path / "spm"
+    shutil.copytree(tiny_folder, folder)
+    data = json.loads((folder / "tokenizer.json").read_text())
+    data["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"}]}
+    (folder / "tokenizer.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"byte-level BPE tokenizers only .*decoded by Sequence .*SentencePiece"):
+        write_gguf(folder, tmp_path / "x.gguf", quant="f16", fmt=GEMMA3, name="spm")
+    assert not (tmp_path / "x.gguf").exists()

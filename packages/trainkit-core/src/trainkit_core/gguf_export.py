@@ -16,9 +16,14 @@ converter does) and ``q8_0`` (blocks of 32 quantised by the `gguf` package's num
 code, which matches llama.cpp's). K-quants (``q4_k_m`` …) need llama.cpp's
 ``llama-quantize`` binary, which no PyPI package ships: refused with that reason.
 
-Which models: Gemma 3 text models (``Gemma3ForCausalLM``: ``tiny``, Gemma 3 1b/270m).
-The multimodal classes (Gemma 3 4b/12b ``…ForConditionalGeneration``, Gemma 4) are
-refused with the reason (not built or verified here). No heavy imports at module level.
+Which models: Gemma 3 text models (``Gemma3ForCausalLM``: ``tiny``) and the language
+model of the multimodal Gemma 3 (``Gemma3ForConditionalGeneration``: 4b/12b and their
+twin), with the linear RoPE scaling of its full-attention layers; its vision tower and
+projector are not in the file (llama.cpp would read them from a separate ``mmproj``
+file, which is not written here). Gemma 4 is refused with the reason: llama.cpp reads
+it, but this converter does not write its layout. Tokenizers: byte-level BPE only (the
+`tiny` model's and the twins'); the real Gemma checkpoints' SentencePiece-style
+vocabulary is refused rather than written wrongly. No heavy imports at module level.
 """
 
 from __future__ import annotations
@@ -35,7 +40,24 @@ from trainkit_core.errors import UsageError
 GGUF_TYPES = ("f32", "f16", "q8_0")
 #: Types llama.cpp's `llama-quantize` makes and no PyPI package does; named in the refusal.
 LLAMA_QUANTIZE_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_s", "q4_k_m", "q5_k_m", "q6_k")
-SUPPORTED_ARCHITECTURES = ("Gemma3ForCausalLM",)
+SUPPORTED_ARCHITECTURES = ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
+#: Why an architecture that llama.cpp (xllamacpp 2026.10, build 11549) reads is still refused here.
+REFUSED_ARCHITECTURES = {
+    "Gemma4ForConditionalGeneration": (
+        "llama.cpp reads Gemma 4 (its `gemma4` architecture), but trainkit's converter does not write its layout "
+        "(per-layer head sizes and key/value heads, keys shared as values, proportional RoPE on part of the "
+        "head, per-layer scalars), so no Gemma 4 file is written or verified here"
+    ),
+}
+REFUSED_ARCHITECTURES["Gemma4ForCausalLM"] = REFUSED_ARCHITECTURES["Gemma4ForConditionalGeneration"]
+#: Where the language model's tensors sit in a multimodal checkpoint, and the text model's names for them.
+TEXT_PREFIXES = {
+    "language_model.model.": "model.",
+    "model.language_model.": "model.",
+    "language_model.lm_head.": "lm_head.",
+}
+#: The multimodal towers, which the GGUF file leaves out (llama.cpp reads them from an `mmproj` file).
+TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
 MODELFILE = "Modelfile"
 
 
@@ -59,13 +81,31 @@ def check_gguf_architecture(config: dict[str, Any]) -> str:
     """The architecture of a merged model's config.json, refused when no GGUF conversion is built for it."""
     names = config.get("architectures") or []
     name = names[0] if names else "<none>"
+    if name in REFUSED_ARCHITECTURES:
+        raise UsageError(f"GGUF export of {name} is not supported: {REFUSED_ARCHITECTURES[name]}; export safetensors")
     if name not in SUPPORTED_ARCHITECTURES:
         raise UsageError(
             f"GGUF export of {name} is not supported: only {', '.join(SUPPORTED_ARCHITECTURES)} "
-            "(Gemma 3 text models) is converted and verified; the multimodal Gemma 3 and Gemma 4 classes "
-            "are not (export safetensors instead)"
+            "(Gemma 3, the language model of the multimodal one) are converted and verified; export safetensors"
         )
     return str(name)
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The language model's part of a config.json: `text_config` in a multimodal one."""
+    return config.get("text_config") or config  # type: ignore[no-any-return]
+
+
+def language_model_tensors(tensors: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The language model's tensors under the text model's names, and the towers' tensors left out."""
+    text, towers = {}, []
+    for name, tensor in tensors.items():
+        if name.startswith(TOWER_PREFIXES):
+            towers.append(name)
+            continue
+        prefix = next((p for p in TEXT_PREFIXES if name.startswith(p)), None)
+        text[TEXT_PREFIXES[prefix] + name[len(prefix) :] if prefix else name] = tensor
+    return text, towers
 
 
 def plain_chat_template(fmt: ChatFormat) -> str:
@@ -89,8 +129,13 @@ def _vocabulary(folder: Path, n_vocab: int) -> tuple[list[str], list[int], list[
 
     data = json.loads((folder / "tokenizer.json").read_text())
     model = data["model"]
-    if model.get("type") != "BPE":
-        raise UsageError(f"GGUF export reads byte-level BPE tokenizers only; {folder} has a {model.get('type')} one")
+    decoder = (data.get("decoder") or {}).get("type")
+    if model.get("type") != "BPE" or decoder != "ByteLevel":
+        raise UsageError(
+            f"GGUF export reads byte-level BPE tokenizers only (tiny's, the twins'); {folder} has a "
+            f"{model.get('type')} one decoded by {decoder} (a SentencePiece-style vocabulary, as the real Gemma "
+            "checkpoints have, is not converted here)"
+        )
     by_id = {int(i): tok for tok, i in model["vocab"].items()}
     control = set()
     for added in data.get("added_tokens", []):
@@ -125,13 +170,14 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     import torch
 
     quant = check_gguf_type(quant)
-    config = json.loads((folder / "config.json").read_text())
-    check_gguf_architecture(config)
+    full_config = json.loads((folder / "config.json").read_text())
+    check_gguf_architecture(full_config)
+    config = text_config(full_config)
     arch = gguf.MODEL_ARCH.GEMMA3
     n_layers = int(config["num_hidden_layers"])
     head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
     query_scale = (head_dim / float(config.get("query_pre_attn_scalar") or head_dim)) ** 0.5
-    tensors = _tensor_rows(folder)
+    tensors, towers = language_model_tensors(_tensor_rows(folder))
     n_vocab = int(tensors["model.embed_tokens.weight"].shape[0])
     tokens, types, merges, special = _vocabulary(folder, n_vocab)
     eot_id = tokens.index(fmt.end_of_turn)
@@ -157,8 +203,14 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     full = rope.get("full_attention", rope) if isinstance(rope, dict) else {}
     local = rope.get("sliding_attention", {}) if isinstance(rope, dict) else {}
     writer.add_rope_freq_base(float(full.get("rope_theta") or config.get("rope_theta") or 1_000_000.0))
-    if full.get("rope_type") not in (None, "default") or config.get("rope_scaling"):
-        raise UsageError("GGUF export of a Gemma 3 with RoPE scaling is not built (Gemma 3 4b+ is multimodal anyway)")
+    # Gemma 3 4b/12b scale the positions of their full-attention layers linearly; llama.cpp
+    # applies a file's scaling to those layers only (its sliding layers keep scale 1).
+    scaling = full if full.get("rope_type") not in (None, "default") else (config.get("rope_scaling") or {})
+    if scaling.get("rope_type", "default") == "linear":
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(float(scaling["factor"]))
+    elif scaling.get("rope_type", "default") != "default" or local.get("rope_type", "default") != "default":
+        raise UsageError(f"GGUF export of a Gemma 3 with {scaling.get('rope_type')} RoPE scaling is not built")
     layer_types = config.get("layer_types") or []
     if config.get("sliding_window") and layer_types:
         writer.add_sliding_window(int(config["sliding_window"]))
@@ -201,7 +253,19 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return {"file": dest.name, "type": quant, "end_of_turn_id": eot_id, "n_vocab": n_vocab, "query_scale": query_scale}
+    info: dict[str, Any] = {
+        "file": dest.name,
+        "type": quant,
+        "end_of_turn_id": eot_id,
+        "n_vocab": n_vocab,
+        "query_scale": query_scale,
+    }
+    if towers:
+        info["left_out"] = (
+            f"the language model only: the vision tower and projector ({len(towers)} tensors) are not in the file, "
+            "so llama.cpp, Ollama and LM Studio run it as a text model"
+        )
+    return info
 
 
 def modelfile_text(gguf_name: str, fmt: ChatFormat, *, eos: str | None = "<eos>") -> str:

@@ -161,6 +161,10 @@ def export(
     fmt = check_card(card, folder, tokenizer)
     source = resolve_base(card, ctx.path("hf-cache"))
     base_config = _base_config(source)
+    if gguf is not None and base_config.get("architectures"):  # refused before minutes of merging
+        from trainkit_core.gguf_export import check_gguf_architecture
+
+        check_gguf_architecture(base_config)
     quantized_base = bool(base_config.get("quantization_config"))
     # The card records the recipe, not the machine: load_in_4bit quantises on a GPU only, so a
     # run whose torch was a CPU build (the twins in tests, `tiny` never sets it) trained unquantised.
