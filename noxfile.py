@@ -468,7 +468,8 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=ML_PYTHON, default=False)
 def unsloth(session: nox.Session) -> None:
-    """The unsloth backend trains the tiny model and the twins on CPU (installs ~2.9 GB; not a default session).
+    """The unsloth backend on CPU: the tiny model and the twins on text, the Gemma 3 twin on pictures,
+    DPO and GRPO on tiny (installs ~2.9 GB; not a default session).
 
     Unsloth pins older transformers/trl/datasets than constraints/ci.txt, so only torch is
     pinned here (the CPU wheel; anything else pulls a CUDA build). It also pulls PyPI's
@@ -484,9 +485,12 @@ def unsloth(session: nox.Session) -> None:
         "import unsloth, transformers, trl; print('unsloth', unsloth.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__)",
     )
     # Not `_pytest`: here no test collected is a failure, not a skip.
-    session.run(
-        "pytest", "tests/e2e/test_train_unsloth.py", "-m", "unsloth", "-p", "no:cacheprovider", "-s", *session.posargs
-    )
+    tests = [
+        "tests/e2e/test_train_unsloth.py",
+        "tests/e2e/test_vision_unsloth.py",
+        "tests/core/test_methods_unsloth.py",
+    ]
+    session.run("pytest", *tests, "-m", "unsloth", "-p", "no:cacheprovider", "-s", *session.posargs)
 
 
 @nox.session(python=ML_PYTHON, default=False)
