@@ -37,7 +37,7 @@ import json, sys
 from pathlib import Path
 import torch
 from datasets import Dataset
-from peft import LoraConfig
+from peft import LoraConfig, get_peft_model
 from trl import SFTConfig, SFTTrainer
 from trainkit_core.chat_format import GEMMA3, render
 from trainkit_core.tiny_model import build_model, build_tokenizer
@@ -57,7 +57,8 @@ args = SFTConfig(
 lora = LoraConfig(r=cfg["lora_r"], lora_alpha=cfg["lora_alpha"], lora_dropout=cfg["lora_dropout"],
                   target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                   modules_to_save=cfg["modules_to_save"], task_type="CAUSAL_LM")
-trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer, peft_config=lora)
+model = get_peft_model(model, lora)  # before the trainer, as trainkit does: the same LoRA draws from the same seed state
+trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
 result = trainer.train()
 losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
 print("BENCH", json.dumps({"first_loss": losses[0], "final_loss": losses[-1]}))
