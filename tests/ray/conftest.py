@@ -19,6 +19,11 @@ from ray_cluster import LoopbackCluster, only_loopback
 from ray_helpers import REPO, RayEnv
 
 REQUIRED = os.environ.get("TRAINKIT_REQUIRE_RAY") == "1"
+# Seen with Ray 2.60: once ~/.ray/auth_token exists (a plain local `ray.init()` writes it),
+# `ray start` turns token authentication on and trainkit's clients were refused
+# (InvalidAuthToken). The loopback-only test cluster and its clients (subprocesses inherit
+# this) run without tokens, whatever the machine's home holds.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
