@@ -35,8 +35,9 @@ def test_the_gemma3_twins_language_model_exports_and_answers_as_infer(
     env: Env, twin_model_path: str, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    args = ("export", twin_model_path, "--gguf", "--quant", "f32", "--merged", str(out), "--json")
-    info = json.loads(env.cli(*args).stdout)
+    done = env.cli("export", twin_model_path, "--gguf", "--quant", "f32", "--merged", str(out))
+    assert "note: the GGUF holds the language model only: the vision tower and projector" in done.stdout
+    info = json.loads((out / "trainkit_export.json").read_text())
     assert info["architectures"] == ["Gemma3ForConditionalGeneration"]
     check = info["gguf"]["check"]
     assert check["passed"] and check["exact_match_rate"] == 1.0, check

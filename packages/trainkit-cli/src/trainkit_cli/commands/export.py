@@ -99,6 +99,8 @@ def export_command(
             f"eval prompts, exact match with trainkit infer {check['exact_match_rate']:.0%}, "
             f"{check['stopped_at_end_of_turn']} stopped at end of turn"
         )
+        if info["gguf"].get("left_out"):
+            term.print(f"note: the GGUF holds {info['gguf']['left_out']}")
     if written is not None:
         term.print(f"downloaded to {out} ({human_size(written)})")
         term.print(f"load it with: AutoModelForCausalLM.from_pretrained({str(out)!r})")
