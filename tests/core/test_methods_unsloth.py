@@ -23,8 +23,6 @@ import pytest
 
 pytestmark = [pytest.mark.ml, pytest.mark.unsloth, pytest.mark.timeout(1800)]
 
-UNSLOTH = {"backend": "unsloth"}
-
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory: pytest.TempPathFactory) -> Any:
@@ -52,13 +50,19 @@ def _print_logs(local: Any) -> None:
 @pytest.fixture(scope="module")
 def sft(local: Any) -> Any:
     """A short SFT run through Unsloth: enough for answers in the demo's form."""
+    run = _run(local, {"dataset": "style-sft", "steps": 150})
+    return run, _answers(local, run)
+
+
+def _run(local: Any, config: dict[str, Any]) -> Any:
+    """A run of `config` through the unsloth backend, waited for; it must succeed with all its steps."""
     from trainkit_core.training.submit import start_run
 
-    run = start_run(local, {"dataset": "style-sft", "steps": 150, **UNSLOTH}).wait(timeout=1200)
+    run = start_run(local, {**config, "backend": "unsloth"}).wait(timeout=1200)
     _print_logs(local)
     assert run.status == "succeeded", run.error_message
-    assert run.framework == "unsloth"
-    return run, _answers(local, run)
+    assert run.framework == "unsloth" and run.method == config.get("method", "sft") and run.step == config["steps"]
+    return run
 
 
 def _progress(run: Any) -> list[dict[str, Any]]:
@@ -82,14 +86,8 @@ def _answers(local: Any, run: Any) -> list[str]:
 
 
 def test_dpo_through_unsloth_from_an_unsloth_sft_run(local: Any, sft: Any) -> None:
-    from trainkit_core.training.submit import start_run
-
     base, before = sft
-    config = {"dataset": "style-pref", "method": "dpo", "from_model": f"trained/{base.id}", "steps": 6, **UNSLOTH}
-    run = start_run(local, config).wait(timeout=1200)
-    _print_logs(local)
-    assert run.status == "succeeded", run.error_message
-    assert run.framework == "unsloth" and run.method == "dpo" and run.step == 6
+    run = _run(local, {"dataset": "style-pref", "method": "dpo", "from_model": f"trained/{base.id}", "steps": 6})
     last = _progress(run)[-1]
     for field in ("rewards_chosen", "rewards_rejected", "reward_margin", "reward_accuracy"):
         assert isinstance(last[field], float), last
@@ -101,14 +99,9 @@ def test_dpo_through_unsloth_from_an_unsloth_sft_run(local: Any, sft: Any) -> No
 
 
 def test_grpo_through_unsloth_from_an_unsloth_sft_run(local: Any, sft: Any) -> None:
-    from trainkit_core.training.submit import start_run
-
     base, _ = sft
-    config = {"dataset": "style-prompts", "method": "grpo", "from_model": f"trained/{base.id}", "steps": 3, **UNSLOTH}
-    run = start_run(local, {**config, "rewards": ["exact_match"]}).wait(timeout=1200)
-    _print_logs(local)
-    assert run.status == "succeeded", run.error_message
-    assert run.framework == "unsloth" and run.method == "grpo" and run.step == 3
+    config = {"dataset": "style-prompts", "method": "grpo", "from_model": f"trained/{base.id}", "steps": 3}
+    run = _run(local, {**config, "rewards": ["exact_match"]})
     last = _progress(run)[-1]
     for field in ("reward_mean", "reward_std", "reward_exact_match_mean", "completion_length"):
         assert isinstance(last[field], float), last
