@@ -9,7 +9,8 @@ precision and optimizer); on a GPU, `import unsloth` replaces them with its patc
 ones (`PatchFastRL` at import), which no test here reaches. Each run is a few steps:
 what is checked is that the Unsloth path runs the method end to end (its events, the
 GRPO rollout, the DPO reference adapter left out of the saved one) and leaves an
-adapter that loads as inference loads it and answers.
+adapter that loads as inference loads it and answers; DPO's six steps already move
+the answers toward its preferred style.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ import methods_demo as demo
 import pytest
 
 pytestmark = [pytest.mark.ml, pytest.mark.unsloth, pytest.mark.timeout(1800)]
-
-UNSLOTH = {"backend": "unsloth"}
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +50,18 @@ def _print_logs(local: Any) -> None:
 @pytest.fixture(scope="module")
 def sft(local: Any) -> Any:
     """A short SFT run through Unsloth: enough for answers in the demo's form."""
+    run = _run(local, {"dataset": "style-sft", "steps": 150})
+    return run, _answers(local, run)
+
+
+def _run(local: Any, config: dict[str, Any]) -> Any:
+    """A run of `config` through the unsloth backend, waited for; it must succeed with all its steps."""
     from trainkit_core.training.submit import start_run
 
-    run = start_run(local, {"dataset": "style-sft", "steps": 150, **UNSLOTH}).wait(timeout=1200)
+    run = start_run(local, {**config, "backend": "unsloth"}).wait(timeout=1200)
     _print_logs(local)
     assert run.status == "succeeded", run.error_message
-    assert run.framework == "unsloth"
+    assert run.framework == "unsloth" and run.method == config.get("method", "sft") and run.step == config["steps"]
     return run
 
 
@@ -73,43 +78,34 @@ def _adapter_keys(local: Any, run: Any) -> list[str]:
 
 
 def _answers(local: Any, run: Any) -> list[str]:
-    """Greedy answers to the demo's eval prompts, the adapter loaded as inference loads it."""
+    """Greedy answers to the demo's eval prompts (never trained on), the adapter loaded as inference loads it."""
     answers = demo.answers(local, f"trained/{run.id}", demo.EVAL_PROMPTS[:10])
-    print(f"{run.method} answers:", answers[:5])
+    print(f"{run.method} answers:", answers)
+    assert sum(bool(a.strip()) for a in answers) >= 7, answers  # it answers
     return answers
 
 
 def test_dpo_through_unsloth_from_an_unsloth_sft_run(local: Any, sft: Any) -> None:
-    from trainkit_core.training.submit import start_run
-
-    config = {"dataset": "style-pref", "method": "dpo", "from_model": f"trained/{sft.id}", "steps": 6, **UNSLOTH}
-    run = start_run(local, config).wait(timeout=1200)
-    _print_logs(local)
-    assert run.status == "succeeded", run.error_message
-    assert run.framework == "unsloth" and run.method == "dpo" and run.step == 6
+    base, before = sft
+    run = _run(local, {"dataset": "style-pref", "method": "dpo", "from_model": f"trained/{base.id}", "steps": 6})
     last = _progress(run)[-1]
     for field in ("rewards_chosen", "rewards_rejected", "reward_margin", "reward_accuracy"):
         assert isinstance(last[field], float), last
     keys = _adapter_keys(local, run)
     assert keys and not [k for k in keys if ".ref." in k]  # trl's frozen reference copy is not saved
-    answers = _answers(local, run)
-    # The demo's answers are two words ("cold late"); most answers keep that form after DPO.
-    assert sum(len(a.split()) >= 2 for a in answers) >= 8, answers
+    # Even six steps move the answers toward the preferred style (a full stop at the end).
+    after = _answers(local, run)
+    assert demo.full_stop_rate(after) >= demo.full_stop_rate(before) + 0.3, (before, after)
 
 
 def test_grpo_through_unsloth_from_an_unsloth_sft_run(local: Any, sft: Any) -> None:
-    from trainkit_core.training.submit import start_run
-
-    config = {"dataset": "style-prompts", "method": "grpo", "from_model": f"trained/{sft.id}", "steps": 3, **UNSLOTH}
-    run = start_run(local, {**config, "rewards": ["exact_match"]}).wait(timeout=1200)
-    _print_logs(local)
-    assert run.status == "succeeded", run.error_message
-    assert run.framework == "unsloth" and run.method == "grpo" and run.step == 3
+    base, _ = sft
+    config = {"dataset": "style-prompts", "method": "grpo", "from_model": f"trained/{base.id}", "steps": 3}
+    run = _run(local, {**config, "rewards": ["exact_match"]})
     last = _progress(run)[-1]
     for field in ("reward_mean", "reward_std", "reward_exact_match_mean", "completion_length"):
         assert isinstance(last[field], float), last
     rollout = run.latest_rollout
     assert rollout and rollout["kind"] == "grpo" and rollout["samples"]
     assert rollout["samples"][0]["prompt"].startswith("Opposites:")
-    answers = _answers(local, run)
-    assert sum(len(a.split()) >= 2 for a in answers) >= 8, answers
+    _answers(local, run)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -78,15 +77,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     shapes.write(datasets / "shapes", train_per_class=1, eval_per_class=1)
     env = Env(tmp_path_factory.mktemp("home"), datasets)
     yield env
-    from trainkit_core.local.inference_server import read_record
-    from trainkit_core.local.runner import alive
+    from conftest import _end_leftover_processes
 
-    worker = read_record(env.home)  # the warm inference worker `infer` started
-    if worker and alive(worker.get("pid"), worker.get("pid_start")):
-        try:
-            os.kill(worker["pid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    _end_leftover_processes(env.home)  # the warm inference worker `infer` started
 
 
 def _train(env: Env, size: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -94,6 +94,8 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
         dtype=None if cuda else torch.float32,
         full_finetuning=False,
     )
+    if not cuda:
+        _one_thread_if_small(model)
     common = {
         "r": config.lora_r or 8,
         "lora_alpha": config.lora_alpha or 16,
@@ -170,10 +172,15 @@ def load_base(source: str, config: TrainConfig) -> Any:
         kwargs["dtype"] = torch.bfloat16 if cuda else torch.float32
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     if not cuda:
-        from trainkit_core.inference.loading import small_model_threads
-
-        small_model_threads(model)
+        _one_thread_if_small(model)
     return model
+
+
+def _one_thread_if_small(model: Any) -> None:
+    """A small model trains on one CPU thread, on either backend (`small_model_threads`)."""
+    from trainkit_core.inference.loading import small_model_threads
+
+    small_model_threads(model)
 
 
 def load_trained(backend: str, source: str, config: TrainConfig, adapter_dir: Path) -> Any:
@@ -184,6 +191,7 @@ def load_trained(backend: str, source: str, config: TrainConfig, adapter_dir: Pa
     the adapter with peft, `is_trainable` so that its weights are not frozen.
     """
     if backend == "unsloth":
+        import torch
         import unsloth  # noqa: F401
         from unsloth import FastModel
 
@@ -192,8 +200,11 @@ def load_trained(backend: str, source: str, config: TrainConfig, adapter_dir: Pa
             model_name=str(adapter_dir),
             max_seq_length=config.max_seq_length,
             load_in_4bit=bool(config.load_in_4bit) and cuda,
+            dtype=None if cuda else torch.float32,  # as `load_unsloth`: fp32 on CPU, as inference loads
             full_finetuning=False,
         )
+        if not cuda:
+            _one_thread_if_small(model)
         for name, parameter in model.named_parameters():
             if "lora_" in name or "modules_to_save" in name:
                 parameter.requires_grad_(True)
