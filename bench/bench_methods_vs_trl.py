@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -130,13 +129,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-methods-") as tmp:
         _datasets(Path(tmp) / "datasets")
-        base = {
-            **os.environ,
-            "TRAINKIT_HOME": str(Path(tmp) / "home"),
-            "TRAINKIT_DATASETS_DIR": str(Path(tmp) / "datasets"),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-        }
+        base = lockstep.offline_environment(Path(tmp) / "home", Path(tmp) / "datasets")
         for method, dataset, extra in (
             ("dpo", "style-pref", []),
             ("grpo", "style-prompts", ["--reward", "length_penalty"]),
@@ -144,25 +137,18 @@ def main() -> None:
             if opts.only and opts.only != method:
                 continue
             recipe = TrainConfig.parse(dataset=dataset, method=method, steps=opts.steps).resolve()
-            clock = Path(tmp) / f"clock-{method}"
-            commands = {
-                "trainkit": [sys.executable, "-m", "trainkit_cli", "train", "--dataset", dataset, "--method", method,
-                             "--steps", str(opts.steps), "--save-every", str(opts.steps + 1), "--json", *extra],
-                "trl": [sys.executable, "-c", BARE, method, str(Path(tmp) / "datasets" / dataset),
-                        str(Path(tmp) / f"bare-{method}"), json.dumps(recipe.model_dump(mode="json"))],
-            }  # fmt: skip
-            envs = {
-                "trainkit": lockstep.environment(base, clock, "trainkit", "trl"),
-                "trl": lockstep.environment(base, clock, "trl", "trainkit"),
-            }
-            times, outputs = lockstep.run_pair(commands, envs, clock, REPO)
-            bare = json.loads(outputs["trl"].split("BENCH", 1)[1])
-            metrics = json.loads(outputs["trainkit"]).get("metrics", {})
-            print(f"{method}: {opts.steps} steps ({opts.warmup} warm-up left out), batch {recipe.batch_size}, tiny model, "
-                  f"CPU, one torch thread; load average {lockstep.load_average()}")  # fmt: skip
-            print("\n".join(lockstep.summary("trainkit", "trl", times, opts.warmup)))
-            print(f"  loss (same recipe, same data): trainkit {metrics['first_loss']:.3f} -> {metrics['final_loss']:.3f}, "
-                  f"trl {bare['first_loss']:.3f} -> {bare['final_loss']:.3f}")  # fmt: skip
+            times, metrics, bare = lockstep.compare(
+                [sys.executable, "-m", "trainkit_cli", "train", "--dataset", dataset, "--method", method,
+                 "--steps", str(opts.steps), "--save-every", str(opts.steps + 1), "--json", *extra],
+                [sys.executable, "-c", BARE, method, str(Path(tmp) / "datasets" / dataset),
+                 str(Path(tmp) / f"bare-{method}"), json.dumps(recipe.model_dump(mode="json"))],
+                base, Path(tmp) / f"clock-{method}", REPO,
+            )  # fmt: skip
+            lockstep.report(
+                f"{method}: {opts.steps} steps ({opts.warmup} warm-up left out), batch {recipe.batch_size}, "
+                "tiny model, CPU, one torch thread",
+                times, opts.warmup, metrics, bare,
+            )  # fmt: skip
 
 
 if __name__ == "__main__":
