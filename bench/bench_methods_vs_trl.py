@@ -84,7 +84,8 @@ else:
     trainer = GRPOTrainer(model=model, reward_funcs=[length_penalty], args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
 result = trainer.train()
 losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-print("BENCH", json.dumps({"first_loss": losses[0], "final_loss": losses[-1]}))
+rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+print("BENCH", json.dumps({"first_loss": losses[0], "final_loss": losses[-1], "rewards": rewards}))
 """
 
 
@@ -119,6 +120,22 @@ def _datasets(root: Path) -> None:
         (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
+def _mean_rewards(home: Path, run_id: str) -> list[float]:
+    """The mean reward of each step of a trainkit run, from its progress events."""
+    from trainkit_core import get_provider
+    from trainkit_core.runs import RunStore
+    from trainkit_core.settings import DatasetSettings, ProviderSettings, Settings
+
+    provider = get_provider("local", Settings(provider=ProviderSettings(home=home), datasets=DatasetSettings()))
+    events = RunStore.for_provider(provider).get(run_id).events.read()
+    return [e["reward_mean"] for e in events if e["type"] == "progress" and "reward_mean" in e]
+
+
+def _fmt(values: list[float]) -> str:
+    shown = [f"{v:.3f}" for v in values[:3]] + (["...", f"{values[-1]:.3f}"] if len(values) > 3 else [])
+    return " ".join(shown) + f" (mean {sum(values) / max(1, len(values)):.3f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
@@ -149,6 +166,11 @@ def main() -> None:
                 "tiny model, CPU, one torch thread",
                 times, opts.warmup, metrics, bare,
             )  # fmt: skip
+            if method == "grpo":  # its loss is 0 by construction: the rewards of the sampled groups tell instead
+                ours = _mean_rewards(Path(tmp) / "home", metrics["run_id"])
+                print(
+                    f"  mean reward per step (same samples when the same work): trainkit {_fmt(ours)}, trl {_fmt(bare['rewards'])}"
+                )
 
 
 if __name__ == "__main__":

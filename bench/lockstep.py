@@ -172,7 +172,7 @@ def compare(
 ) -> tuple[dict[str, dict[str, list[float]]], dict[str, Any], dict[str, Any]]:
     """Run `trainkit train ... --json` and a bare trl script (printing ``BENCH {json}``) in lock-step.
 
-    Returns the step times of both sides, the trainkit run's metrics and the bare script's result.
+    Returns the step times of both sides, the trainkit run's metrics (with `run_id`) and the bare script's result.
     """
     commands = {"trainkit": trainkit, "trl": trl}
     envs = {
@@ -180,7 +180,8 @@ def compare(
         "trl": environment(base, folder, "trl", "trainkit"),
     }
     times, outputs = run_pair(commands, envs, folder, cwd)
-    metrics = json.loads(outputs["trainkit"]).get("metrics", {})
+    record = json.loads(outputs["trainkit"])
+    metrics = {**record.get("metrics", {}), "run_id": record.get("training_run_id") or record.get("id")}
     bare = json.loads(outputs["trl"].split("BENCH", 1)[1])
     return times, metrics, bare
 
