@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -85,7 +84,8 @@ else:
     trainer = GRPOTrainer(model=model, reward_funcs=[length_penalty], args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
 result = trainer.train()
 losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-print("BENCH", json.dumps({"first_loss": losses[0], "final_loss": losses[-1]}))
+rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+print("BENCH", json.dumps({"first_loss": losses[0], "final_loss": losses[-1], "rewards": rewards}))
 """
 
 
@@ -120,6 +120,22 @@ def _datasets(root: Path) -> None:
         (folder / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
+def _mean_rewards(home: Path, run_id: str) -> list[float]:
+    """The mean reward of each step of a trainkit run, from its progress events."""
+    from trainkit_core import get_provider
+    from trainkit_core.runs import RunStore
+    from trainkit_core.settings import DatasetSettings, ProviderSettings, Settings
+
+    provider = get_provider("local", Settings(provider=ProviderSettings(home=home), datasets=DatasetSettings()))
+    events = RunStore.for_provider(provider).get(run_id).events.read()
+    return [e["reward_mean"] for e in events if e["type"] == "progress" and "reward_mean" in e]
+
+
+def _fmt(values: list[float]) -> str:
+    shown = [f"{v:.3f}" for v in values[:3]] + (["...", f"{values[-1]:.3f}"] if len(values) > 3 else [])
+    return " ".join(shown) + f" (mean {sum(values) / max(1, len(values)):.3f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
@@ -130,13 +146,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-methods-") as tmp:
         _datasets(Path(tmp) / "datasets")
-        base = {
-            **os.environ,
-            "TRAINKIT_HOME": str(Path(tmp) / "home"),
-            "TRAINKIT_DATASETS_DIR": str(Path(tmp) / "datasets"),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-        }
+        base = lockstep.offline_environment(Path(tmp) / "home", Path(tmp) / "datasets")
         for method, dataset, extra in (
             ("dpo", "style-pref", []),
             ("grpo", "style-prompts", ["--reward", "length_penalty"]),
@@ -144,25 +154,23 @@ def main() -> None:
             if opts.only and opts.only != method:
                 continue
             recipe = TrainConfig.parse(dataset=dataset, method=method, steps=opts.steps).resolve()
-            clock = Path(tmp) / f"clock-{method}"
-            commands = {
-                "trainkit": [sys.executable, "-m", "trainkit_cli", "train", "--dataset", dataset, "--method", method,
-                             "--steps", str(opts.steps), "--save-every", str(opts.steps + 1), "--json", *extra],
-                "trl": [sys.executable, "-c", BARE, method, str(Path(tmp) / "datasets" / dataset),
-                        str(Path(tmp) / f"bare-{method}"), json.dumps(recipe.model_dump(mode="json"))],
-            }  # fmt: skip
-            envs = {
-                "trainkit": lockstep.environment(base, clock, "trainkit", "trl"),
-                "trl": lockstep.environment(base, clock, "trl", "trainkit"),
-            }
-            times, outputs = lockstep.run_pair(commands, envs, clock, REPO)
-            bare = json.loads(outputs["trl"].split("BENCH", 1)[1])
-            metrics = json.loads(outputs["trainkit"]).get("metrics", {})
-            print(f"{method}: {opts.steps} steps ({opts.warmup} warm-up left out), batch {recipe.batch_size}, tiny model, "
-                  f"CPU, one torch thread; load average {lockstep.load_average()}")  # fmt: skip
-            print("\n".join(lockstep.summary("trainkit", "trl", times, opts.warmup)))
-            print(f"  loss (same recipe, same data): trainkit {metrics['first_loss']:.3f} -> {metrics['final_loss']:.3f}, "
-                  f"trl {bare['first_loss']:.3f} -> {bare['final_loss']:.3f}")  # fmt: skip
+            times, metrics, bare = lockstep.compare(
+                [sys.executable, "-m", "trainkit_cli", "train", "--dataset", dataset, "--method", method,
+                 "--steps", str(opts.steps), "--save-every", str(opts.steps + 1), "--json", *extra],
+                [sys.executable, "-c", BARE, method, str(Path(tmp) / "datasets" / dataset),
+                 str(Path(tmp) / f"bare-{method}"), json.dumps(recipe.model_dump(mode="json"))],
+                base, Path(tmp) / f"clock-{method}", REPO,
+            )  # fmt: skip
+            lockstep.report(
+                f"{method}: {opts.steps} steps ({opts.warmup} warm-up left out), batch {recipe.batch_size}, "
+                "tiny model, CPU, one torch thread",
+                times, opts.warmup, metrics, bare,
+            )  # fmt: skip
+            if method == "grpo":  # its loss is 0 by construction: the rewards of the sampled groups tell instead
+                ours = _mean_rewards(Path(tmp) / "home", metrics["run_id"])
+                print(
+                    f"  mean reward per step (same samples when the same work): trainkit {_fmt(ours)}, trl {_fmt(bare['rewards'])}"
+                )
 
 
 if __name__ == "__main__":

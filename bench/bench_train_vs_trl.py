@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -74,32 +73,18 @@ def main() -> None:
 
     recipe = TrainConfig.parse(dataset="demo", steps=opts.steps).resolve().model_dump(mode="json")
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
-        base = {
-            **os.environ,
-            "TRAINKIT_HOME": str(Path(tmp) / "home"),
-            "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-        }
-        clock = Path(tmp) / "clock"
-        commands = {
-            "trainkit": [sys.executable, "-m", "trainkit_cli", "train", "--dataset", "demo", "--steps", str(opts.steps),
-                         "--save-every", str(opts.steps + 1), "--json"],
-            "trl": [sys.executable, "-c", BARE_TRL, str(REPO / "datasets" / "demo"), str(Path(tmp) / "trl"),
-                    json.dumps(recipe)],
-        }  # fmt: skip
-        envs = {
-            "trainkit": lockstep.environment(base, clock, "trainkit", "trl"),
-            "trl": lockstep.environment(base, clock, "trl", "trainkit"),
-        }
-        times, outputs = lockstep.run_pair(commands, envs, clock, REPO)
-    bare = json.loads(outputs["trl"].split("BENCH", 1)[1])
-    metrics = json.loads(outputs["trainkit"]).get("metrics", {})
-    print(f"sft: {opts.steps} steps ({opts.warmup} warm-up left out), batch {recipe['batch_size']}, tiny model, "
-          f"demo dataset, CPU, one torch thread; load average {lockstep.load_average()}")  # fmt: skip
-    print("\n".join(lockstep.summary("trainkit", "trl", times, opts.warmup)))
-    print(f"  loss (same recipe, same data): trainkit {metrics['first_loss']:.2f} -> {metrics['final_loss']:.2f}, "
-          f"trl {bare['first_loss']:.2f} -> {bare['final_loss']:.2f}")  # fmt: skip
+        base = lockstep.offline_environment(Path(tmp) / "home", REPO / "datasets")
+        times, metrics, bare = lockstep.compare(
+            [sys.executable, "-m", "trainkit_cli", "train", "--dataset", "demo", "--steps", str(opts.steps),
+             "--save-every", str(opts.steps + 1), "--json"],
+            [sys.executable, "-c", BARE_TRL, str(REPO / "datasets" / "demo"), str(Path(tmp) / "trl"), json.dumps(recipe)],
+            base, Path(tmp) / "clock", REPO,
+        )  # fmt: skip
+    lockstep.report(
+        f"sft: {opts.steps} steps ({opts.warmup} warm-up left out), batch {recipe['batch_size']}, tiny model, "
+        "demo dataset, CPU, one torch thread",
+        times, opts.warmup, metrics, bare,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

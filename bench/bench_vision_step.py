@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -114,31 +113,18 @@ def main() -> None:
     recipe["modules_to_save"] = [*recipe["modules_to_save"], *recipe["vision_modules"]]  # as `with_vision_modules`
     with tempfile.TemporaryDirectory(prefix="bench-vision-") as tmp:
         data = make_shapes_dataset.write(Path(tmp) / "datasets" / "shapes", train_per_class=4, eval_per_class=1)
-        base = {
-            **os.environ,
-            "TRAINKIT_HOME": str(Path(tmp) / "home"),
-            "TRAINKIT_DATASETS_DIR": str(Path(tmp) / "datasets"),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-        }
-        clock = Path(tmp) / "clock"
-        commands = {
-            "trainkit": [sys.executable, "-m", "trainkit_cli", "train", "--dataset", "shapes", "--model-size",
-                         "tiny-gemma3mm", "--steps", str(opts.steps), "--save-every", str(opts.steps + 1), "--json"],
-            "trl": [sys.executable, "-c", BARE_TRL, str(data), str(Path(tmp) / "trl"), json.dumps(recipe)],
-        }  # fmt: skip
-        envs = {
-            "trainkit": lockstep.environment(base, clock, "trainkit", "trl"),
-            "trl": lockstep.environment(base, clock, "trl", "trainkit"),
-        }
-        times, outputs = lockstep.run_pair(commands, envs, clock, REPO)
-    bare = json.loads(outputs["trl"].split("BENCH", 1)[1])
-    metrics = json.loads(outputs["trainkit"]).get("metrics", {})
-    print(f"vision sft: {opts.steps} steps ({opts.warmup} warm-up left out), batch {config.batch_size}, tiny-gemma3mm, "
-          f"shapes pictures, CPU, one torch thread; load average {lockstep.load_average()}")  # fmt: skip
-    print("\n".join(lockstep.summary("trainkit", "trl", times, opts.warmup)))
-    print(f"  loss (same recipe, same data): trainkit {metrics['first_loss']:.2f} -> {metrics['final_loss']:.2f}, "
-          f"trl {bare['first_loss']:.2f} -> {bare['final_loss']:.2f}")  # fmt: skip
+        base = lockstep.offline_environment(Path(tmp) / "home", Path(tmp) / "datasets")
+        times, metrics, bare = lockstep.compare(
+            [sys.executable, "-m", "trainkit_cli", "train", "--dataset", "shapes", "--model-size", "tiny-gemma3mm",
+             "--steps", str(opts.steps), "--save-every", str(opts.steps + 1), "--json"],
+            [sys.executable, "-c", BARE_TRL, str(data), str(Path(tmp) / "trl"), json.dumps(recipe)],
+            base, Path(tmp) / "clock", REPO,
+        )  # fmt: skip
+    lockstep.report(
+        f"vision sft: {opts.steps} steps ({opts.warmup} warm-up left out), batch {config.batch_size}, "
+        "tiny-gemma3mm, shapes pictures, CPU, one torch thread",
+        times, opts.warmup, metrics, bare,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

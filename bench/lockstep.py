@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 SITECUSTOMIZE = r"""
 import os, sys
@@ -98,6 +99,12 @@ if os.environ.get("BENCH_CLOCK_NAME"):
 """
 
 
+def offline_environment(home: Path, datasets: Path) -> dict[str, str]:
+    """This process's environment with trainkit's home and datasets folder, and the Hugging Face hub offline."""
+    return {**os.environ, "TRAINKIT_HOME": str(home), "TRAINKIT_DATASETS_DIR": str(datasets), "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1"}  # fmt: skip
+
+
 def environment(base: dict[str, str], folder: Path, name: str, other: str) -> dict[str, str]:
     """`base` with the clock of side `name` (turns shared with `other` through `folder`)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -158,3 +165,32 @@ def summary(a: str, b: str, times: dict[str, dict[str, list[float]]], warmup: in
 
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def compare(
+    trainkit: list[str], trl: list[str], base: dict[str, str], folder: Path, cwd: Path
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, Any], dict[str, Any]]:
+    """Run `trainkit train ... --json` and a bare trl script (printing ``BENCH {json}``) in lock-step.
+
+    Returns the step times of both sides, the trainkit run's metrics (with `run_id`) and the bare script's result.
+    """
+    commands = {"trainkit": trainkit, "trl": trl}
+    envs = {
+        "trainkit": environment(base, folder, "trainkit", "trl"),
+        "trl": environment(base, folder, "trl", "trainkit"),
+    }
+    times, outputs = run_pair(commands, envs, folder, cwd)
+    record = json.loads(outputs["trainkit"])
+    metrics = {**record.get("metrics", {}), "run_id": record.get("training_run_id") or record.get("id")}
+    bare = json.loads(outputs["trl"].split("BENCH", 1)[1])
+    return times, metrics, bare
+
+
+def report(
+    title: str, times: dict[str, dict[str, list[float]]], warmup: int, metrics: dict[str, Any], bare: dict[str, Any]
+) -> None:
+    """Print the title (with the load average), the ratios and both sides' losses (equal when the work is the same)."""
+    print(f"{title}; load average {load_average()}")
+    print("\n".join(summary("trainkit", "trl", times, warmup)))
+    print(f"  loss (same recipe, same data): trainkit {metrics['first_loss']:.3f} -> {metrics['final_loss']:.3f}, "
+          f"trl {bare['first_loss']:.3f} -> {bare['final_loss']:.3f}")  # fmt: skip

@@ -17,16 +17,16 @@ zero and the adapter would stay as it started (the gate fails such a run); lengt
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import test_vision_train
+from test_vision_train import Env  # the CLI in a subprocess on a home of its own
+
+# The fixture of the vision twins' test, here under another name: one home per module here too.
+vision_env = test_vision_train.env
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -83,49 +83,11 @@ def _write_datasets(root: Path) -> None:
             (folder / file).write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
-class Env:
-    def __init__(self, home: Path, datasets: Path) -> None:
-        self.env = {
-            **os.environ,
-            "TRAINKIT_HOME": str(home),
-            "TRAINKIT_DATASETS_DIR": str(datasets),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1",
-            "COLUMNS": "200",
-        }
-        self.home = home
-
-    def cli(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "trainkit_cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=REPO,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise AssertionError(f"trainkit {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-        return done.stdout
-
-
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    datasets = tmp_path_factory.mktemp("datasets")
-    _write_datasets(datasets)
-    env = Env(tmp_path_factory.mktemp("home"), datasets)
-    yield env
-    from trainkit_core.local.inference_server import read_record
-    from trainkit_core.local.runner import alive
-
-    worker = read_record(env.home)  # the warm inference worker `infer` started
-    if worker and alive(worker.get("pid"), worker.get("pid_start")):
-        try:
-            os.kill(worker["pid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+def env(vision_env: Env) -> Env:
+    """The vision twins' test's home and datasets folder (its warm worker ended at its end), with `pairs` and `prompts`."""
+    _write_datasets(Path(vision_env.env["TRAINKIT_DATASETS_DIR"]))
+    return vision_env
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -141,7 +103,7 @@ def test_the_twin_trains_with_the_method_and_its_adapter_answers(env: Env, size:
     out = env.cli(
         "train", "--dataset", dataset, "--method", method, "--model-size", size, "--steps", "2",
         *options,
-    )  # fmt: skip
+    ).stdout  # fmt: skip
     found = re.search(r"model: (trained/(run-\S+))", out)
     assert found, out
     model_path, run_id = found.groups()
@@ -172,6 +134,6 @@ def test_the_twin_trains_with_the_method_and_its_adapter_answers(env: Env, size:
     answer = json.loads(
         env.cli(
             "infer", "--model-path", model_path, "--prompt", "Opposites: hot early", "--max-new-tokens", "4", "--json"
-        )
+        ).stdout
     )
     assert answer["text"].strip() and answer["usage"]["completion_tokens"] > 0, answer

@@ -45,17 +45,24 @@ def call_grader(name: str, grader: Grader, completion: str, example: Mapping[str
     thread = threading.Thread(target=target, name=f"grader-{name}", daemon=True)
     thread.start()
     thread.join(timeout_s)
-    where = describe_example(example)
+    # The example is described only when the call failed: this runs for every completion of every step.
     if thread.is_alive():
-        raise GraderError(f"grader {name!r} ran past its timeout of {timeout_s:g} s on example {where}")
+        raise GraderError(
+            f"grader {name!r} ran past its timeout of {timeout_s:g} s on example {describe_example(example)}"
+        )
     if "error" in outcome:
         exc = outcome["error"]
-        raise GraderError(f"grader {name!r} raised {type(exc).__name__}: {exc} on example {where}") from exc
+        raise GraderError(
+            f"grader {name!r} raised {type(exc).__name__}: {exc} on example {describe_example(example)}"
+        ) from exc
     value = outcome.get("value")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise GraderError(
-            f"grader {name!r} returned {type(value).__name__} {value!r}, not a number, on example {where}"
+            f"grader {name!r} returned {type(value).__name__} {value!r}, not a number, "
+            f"on example {describe_example(example)}"
         )
     if not math.isfinite(value):
-        raise GraderError(f"grader {name!r} returned {value!r}, not a finite number, on example {where}")
+        raise GraderError(
+            f"grader {name!r} returned {value!r}, not a finite number, on example {describe_example(example)}"
+        )
     return float(value)
