@@ -33,6 +33,13 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+#: The head's processes without gRPC's fork handlers. Ray Client's proxier starts each
+#: client's server by forking its own multi-threaded, gRPC-serving process; with the handlers
+#: on, the forked child restarted gRPC's threads before its exec and died of SIGSEGV at once
+#: (seen under strace in the full `ray` session: "SpecificServer startup failed", an empty
+#: ray_client_server_<port>.err), a race that the session's load made likely.
+CLUSTER_ENV = {"GRPC_ENABLE_FORK_SUPPORT": "false"}
+
 #: Memory the head declares (Ray's logical `memory` resource, not reserved): room for the
 #: placements the tests ask for (a tiny job's 4 GB) whatever the machine has free now.
 DECLARED_MEMORY_GB = 16
@@ -70,6 +77,7 @@ class LoopbackCluster:
                 f"--temp-dir={self.temp}", *self.other_ports,
             ],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            env={**os.environ, **CLUSTER_ENV},
         )  # fmt: skip
         self.wait_for_port(self.head_port)
 
