@@ -51,7 +51,8 @@ def test_parse_modelfile_refuses_what_it_cannot_read() -> None:
 
 
 def test_gguf_types_and_architectures_are_checked() -> None:
-    assert check_gguf_type("q8_0") == "q8_0"
+    for quant in ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0"):  # the `gguf` package's block quantisers
+        assert check_gguf_type(quant) == quant
     with pytest.raises(UsageError, match="llama-quantize"):
         check_gguf_type("q4_k_m")
     with pytest.raises(UsageError, match="unknown GGUF type"):

@@ -126,12 +126,16 @@ def test_without_the_query_scale_folded_in_llama_cpp_answers_differently(
     assert [text for text, _ in _llama_cpp_answers(tmp_path / "unscaled.gguf")] != infer_answers
 
 
-def test_q8_0_gguf_reports_its_exact_match_rate(env: Env, model_path: str, tmp_path: Path) -> None:
-    info = _export(env, model_path, tmp_path / "out", "q8_0")
+@pytest.mark.parametrize("quant", ["q8_0", "q4_0"])
+def test_a_quantised_gguf_runs_in_llama_cpp_and_reports_its_exact_match_rate(
+    env: Env, model_path: str, tmp_path: Path, quant: str
+) -> None:
+    info = _export(env, model_path, tmp_path / "out", quant)
     check = info["gguf"]["check"]
-    assert check["type"] == "q8_0" and 0.0 <= check["exact_match_rate"] <= 1.0 and check["prompts"] >= 1
-    reader = gguf.GGUFReader(str(tmp_path / "out" / "model-q8_0.gguf"))
-    assert {t.tensor_type.name for t in reader.tensors if len(t.shape) == 2} == {"Q8_0"}
+    assert check["type"] == quant and 0.0 <= check["exact_match_rate"] <= 1.0 and check["prompts"] >= 1
+    assert check["prompt_tokens_equal"] and check["chat_template_equal"]  # the quantised weights loaded and ran
+    reader = gguf.GGUFReader(str(tmp_path / "out" / f"model-{quant}.gguf"))
+    assert {t.tensor_type.name for t in reader.tensors if len(t.shape) == 2} == {quant.upper()}
     exported = json.loads((tmp_path / "out" / "trainkit_export.json").read_text())
     assert exported["gguf"]["check"] == check
 

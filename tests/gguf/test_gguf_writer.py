@@ -57,21 +57,29 @@ def test_f32_file_holds_the_weights_with_gemmas_norm_and_query_scale_folded_in(
     assert len(fields["tokenizer.ggml.tokens"]) == config["vocab_size"]
 
 
-def test_q8_0_file_quantises_the_matrices_only(tiny_folder: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("quant", "bits"), [("q8_0", 8), ("q5_1", 5), ("q4_0", 4)])
+def test_a_block_quantised_file_quantises_the_matrices_only(
+    tiny_folder: Path, tmp_path: Path, quant: str, bits: int
+) -> None:
     import numpy as np
     from safetensors.numpy import load_file
 
     from trainkit_core.chat_format import GEMMA3
     from trainkit_core.gguf_export import write_gguf
 
-    write_gguf(tiny_folder, tmp_path / "q.gguf", quant="q8_0", fmt=GEMMA3, name="tiny")
+    write_gguf(tiny_folder, tmp_path / "q.gguf", quant=quant, fmt=GEMMA3, name="tiny")
     got = _tensors(tmp_path / "q.gguf")
     hf = load_file(str(tiny_folder / "model.safetensors"))
-    assert got["blk.0.ffn_down.weight"].tensor_type == gguf.GGMLQuantizationType.Q8_0
+    block_type = gguf.GGMLQuantizationType[quant.upper()]
+    assert got["blk.0.ffn_down.weight"].tensor_type == block_type
     assert got["output_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32
-    back = gguf.quants.dequantize(got["blk.0.ffn_down.weight"].data, gguf.GGMLQuantizationType.Q8_0)
+    reader = gguf.GGUFReader(str(tmp_path / "q.gguf"))
+    file_type = reader.fields["general.file_type"].contents()
+    assert file_type == int(getattr(gguf.LlamaFileType, f"MOSTLY_{quant.upper()}"))
+    back = gguf.quants.dequantize(got["blk.0.ffn_down.weight"].data, block_type)
     original = hf["model.layers.0.mlp.down_proj.weight"]
-    assert back.shape == original.shape and np.abs(back - original).max() < np.abs(original).max() / 100
+    # Each block of 32 keeps its largest value to about one step of 2**bits levels.
+    assert back.shape == original.shape and np.abs(back - original).max() < np.abs(original).max() * 2 ** (2 - bits)
 
 
 def test_a_sentencepiece_style_vocabulary_is_refused_not_written_wrongly(tiny_folder: Path, tmp_path: Path) -> None:

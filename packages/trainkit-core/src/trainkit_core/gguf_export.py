@@ -12,9 +12,10 @@ rows, and the query scalar is folded into the query norm (exact: the norm preced
 RoPE, which is linear, and the attention scores are linear in the queries).
 
 Types: ``f32``, ``f16`` (matrices in half precision, norms in f32, as llama.cpp's own
-converter does) and ``q8_0`` (blocks of 32 quantised by the `gguf` package's numpy
-code, which matches llama.cpp's). K-quants (``q4_k_m`` …) need llama.cpp's
-``llama-quantize`` binary, which no PyPI package ships: refused with that reason.
+converter does), and ``q8_0``, ``q5_1``, ``q5_0``, ``q4_1``, ``q4_0`` (every matrix in
+blocks of 32, quantised by the `gguf` package's numpy code, which follows llama.cpp's
+reference quantisers; norms stay f32). K-quants (``q4_k_m`` …) need llama.cpp's
+``llama-quantize``, which neither `gguf` nor xllamacpp exposes: refused with that reason.
 
 Which models: Gemma 3 text models (``Gemma3ForCausalLM``: ``tiny``) and the language
 model of the multimodal Gemma 3 (``Gemma3ForConditionalGeneration``: 4b/12b and their
@@ -37,9 +38,11 @@ from trainkit_core.chat_format import ChatFormat
 from trainkit_core.errors import UsageError
 
 #: The GGUF types an export may be written in, here (no llama.cpp binary needed).
-GGUF_TYPES = ("f32", "f16", "q8_0")
+GGUF_TYPES = ("f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0")
+#: The block-quantised ones among them (blocks of 32 values along a row).
+BLOCK_TYPES = ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0")
 #: Types llama.cpp's `llama-quantize` makes and no PyPI package does; named in the refusal.
-LLAMA_QUANTIZE_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m", "q4_k_s", "q4_k_m", "q5_k_m", "q6_k")
+LLAMA_QUANTIZE_TYPES = ("q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k")
 SUPPORTED_ARCHITECTURES = ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
 #: Why an architecture that llama.cpp (xllamacpp 2026.10, build 11549) reads is still refused here.
 REFUSED_ARCHITECTURES = {
@@ -185,7 +188,15 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
         "f32": gguf.LlamaFileType.ALL_F32,
         "f16": gguf.LlamaFileType.MOSTLY_F16,
         "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+        "q5_1": gguf.LlamaFileType.MOSTLY_Q5_1,
+        "q5_0": gguf.LlamaFileType.MOSTLY_Q5_0,
+        "q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
+        "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
     }[quant]
+    if quant in BLOCK_TYPES:  # before the file is opened: a row that does not split into blocks cannot be stored
+        uneven = [name for name, t in tensors.items() if t.ndim == 2 and t.shape[-1] % 32]
+        if uneven:
+            raise UsageError(f"GGUF type {quant} stores rows in blocks of 32; these rows are not: {', '.join(uneven)}")
 
     writer = gguf.GGUFWriter(str(dest), gguf.MODEL_ARCH_NAMES[arch])
     writer.add_name(name)
@@ -247,8 +258,9 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
         elif quant == "f16":
             writer.add_tensor(new_name, array.astype(np.float16))
         else:
-            packed = gguf.quants.quantize(array, gguf.GGMLQuantizationType.Q8_0)
-            writer.add_tensor(new_name, packed, raw_shape=packed.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            block_type = gguf.GGMLQuantizationType[quant.upper()]
+            packed = gguf.quants.quantize(array, block_type)
+            writer.add_tensor(new_name, packed, raw_shape=packed.shape, raw_dtype=block_type)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -36,7 +36,7 @@ class ExportIn(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Weights' dtype; auto keeps the base's (16-bit for a 4-bit base)."
     )
-    gguf: Literal["f32", "f16", "q8_0"] | None = Field(
+    gguf: Literal["f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"] | None = Field(
         None, description="Also write a GGUF of this type and an Ollama Modelfile, checked in llama.cpp."
     )
     dataset: str | None = Field(
