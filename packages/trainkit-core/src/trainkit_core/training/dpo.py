@@ -53,11 +53,14 @@ def build_dpo_trainer(
     output_dir: Path,
     callbacks: list[Any],
 ) -> Any:
-    """trl's `DPOTrainer` (Unsloth's patched one when Unsloth is imported) over the pairs."""
+    """trl's `DPOTrainer` (Unsloth's patched one where `import unsloth` ran first on a GPU) over the pairs."""
     if backend == "unsloth":
         import unsloth
 
-        patch = getattr(unsloth, "PatchDPOTrainer", None)  # Unsloth's DPO notebooks call it before the trainer
+        # Unsloth's DPO notebooks call it before the trainer. In 2026.10 it does nothing: on a
+        # GPU `import unsloth` already replaced trl's trainers (`PatchFastRL` at import), and
+        # its CPU fallback has no such function and leaves trl's trainers as they are.
+        patch = getattr(unsloth, "PatchDPOTrainer", None)
         if patch is not None:
             patch()
     from trl import DPOConfig, DPOTrainer

@@ -141,7 +141,7 @@ def build_grpo_trainer(
     callbacks: list[Any],
     keeper: RolloutKeeper,
 ) -> Any:
-    """trl's `GRPOTrainer` (Unsloth's patched one when Unsloth is imported) over the prompts."""
+    """trl's `GRPOTrainer` (Unsloth's patched one where `import unsloth` ran first on a GPU) over the prompts."""
     from trl import GRPOConfig, GRPOTrainer
 
     from datasets import Dataset  # type: ignore[attr-defined]
