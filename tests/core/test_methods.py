@@ -23,7 +23,7 @@ from trainkit_core import get_provider
 from trainkit_core.errors import NotFoundError, PluginLoadError, UsageError
 from trainkit_core.rewards import builtin
 from trainkit_core.rewards.registry import available_graders, check_reward_names, load_grader
-from trainkit_core.rewards.scoring import GraderError, call_grader
+from trainkit_core.rewards.scoring import GraderError, call_grader, call_grader_batch
 from trainkit_core.runs import RunStore
 from trainkit_core.training.config import TrainConfig
 from trainkit_core.training.submit import start_run
@@ -227,6 +227,29 @@ def test_a_grader_that_raises_or_answers_nan_or_hangs_fails_naming_itself_and_th
         assert "Opposites: hot early" in err.value.message  # the example
         assert time.monotonic() - started < 5
     assert call_grader("exact_match", builtin.exact_match, "cold late.", EXAMPLE, timeout_s=5) == 1.0
+
+
+def test_a_batch_of_calls_times_each_call_and_names_the_example_that_failed() -> None:
+    examples = [{**EXAMPLE, "messages": [{"role": "user", "content": f"prompt number {i}"}]} for i in range(4)]
+
+    def slow_on_the_third(completion: str, example: dict) -> float:
+        if example is examples[2]:
+            time.sleep(30)
+        time.sleep(0.2)  # four calls take longer than one call's limit: the limit is per call
+        return float(len(completion))
+
+    calls = [("ab", examples[0]), ("abc", examples[1])]
+    assert call_grader_batch("slow", slow_on_the_third, calls, timeout_s=0.35) == [2.0, 3.0]
+    with pytest.raises(GraderError, match="ran past its timeout of 0.35 s on example .*prompt number 2"):
+        call_grader_batch("slow", slow_on_the_third, [("x", e) for e in examples], timeout_s=0.35)
+
+    def fails_on_the_second(completion: str, example: dict) -> float:
+        if example is examples[1]:
+            return math.nan
+        return 1.0
+
+    with pytest.raises(GraderError, match="returned nan, not a finite number, on example .*prompt number 1"):
+        call_grader_batch("nan", fails_on_the_second, [("x", e) for e in examples], timeout_s=5)
 
 
 def test_a_user_grader_installed_as_a_plugin_is_found_by_name(grader_plugin: Path) -> None:

@@ -1,6 +1,6 @@
 """Calling graders so that a broken one fails the run instead of teaching the model nothing.
 
-Each call runs on a daemon thread with a time limit: a grader that raises, returns
+Calls run on a daemon thread (one per grader and step), each with a time limit: a grader that raises, returns
 something that is not a finite number, or runs past `timeout_s` raises `GraderError`
 naming the grader and the example (its first prompt words and line fields), never a
 zero reward. A hung grader's thread cannot be killed from Python; being a daemon, it
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainkit_core.errors import JobError
@@ -34,22 +34,45 @@ def describe_example(example: Mapping[str, Any]) -> str:
 
 def call_grader(name: str, grader: Grader, completion: str, example: Mapping[str, Any], timeout_s: float) -> float:
     """`grader(completion, example)` as a float, or `GraderError` (see the module docstring)."""
-    outcome: dict[str, Any] = {}
+    return call_grader_batch(name, grader, [(completion, example)], timeout_s)[0]
+
+
+def call_grader_batch(
+    name: str, grader: Grader, calls: Sequence[tuple[str, Mapping[str, Any]]], timeout_s: float
+) -> list[float]:
+    """One grader over a step's completions, in order, on one thread for the whole batch.
+
+    A thread per call cost about 2 % of a GRPO step in a profile; one per batch keeps the
+    per-call time limit (each call's clock starts when the one before it ended) and names
+    the example that failed, as a single call does.
+    """
+    outcomes: list[dict[str, Any]] = [{} for _ in calls]
+    finished = [threading.Event() for _ in calls]
 
     def target() -> None:
-        try:
-            outcome["value"] = grader(completion, example)
-        except BaseException as exc:  # reported below, with the grader's name
-            outcome["error"] = exc
+        for (completion, example), outcome, done in zip(calls, outcomes, finished, strict=True):
+            try:
+                outcome["value"] = grader(completion, example)
+            except BaseException as exc:  # reported below, with the grader's name
+                outcome["error"] = exc
+                done.set()
+                return
+            done.set()
 
     thread = threading.Thread(target=target, name=f"grader-{name}", daemon=True)
     thread.start()
-    thread.join(timeout_s)
+    scores = []
+    for (_, example), outcome, done in zip(calls, outcomes, finished, strict=True):
+        if not done.wait(timeout_s):
+            raise GraderError(
+                f"grader {name!r} ran past its timeout of {timeout_s:g} s on example {describe_example(example)}"
+            )
+        scores.append(_checked_score(name, outcome, example))
+    return scores
+
+
+def _checked_score(name: str, outcome: Mapping[str, Any], example: Mapping[str, Any]) -> float:
     # The example is described only when the call failed: this runs for every completion of every step.
-    if thread.is_alive():
-        raise GraderError(
-            f"grader {name!r} ran past its timeout of {timeout_s:g} s on example {describe_example(example)}"
-        )
     if "error" in outcome:
         exc = outcome["error"]
         raise GraderError(

@@ -2,7 +2,7 @@
 
 Each grader named by ``--reward NAME[=WEIGHT]`` becomes one of trl's reward functions
 (trl logs each one's mean and spread under its name; the weights are trl's
-`reward_weights`), called through `rewards.scoring.call_grader`, so a grader that
+`reward_weights`), called through `rewards.scoring.call_grader_batch`, so a grader that
 raises, answers NaN or hangs fails the run naming itself and the example. The latest
 group (prompts, completions, rewards per grader) is kept by `RolloutKeeper` and
 recorded on the run at every logged step (`TrainingRun.record_latest_rollout`). On a
@@ -105,7 +105,7 @@ def reward_functions(
 ) -> tuple[list[Any], list[float]]:
     """One trl reward function per grader, and their weights."""
     from trainkit_core.rewards.registry import check_reward_names, load_grader
-    from trainkit_core.rewards.scoring import call_grader
+    from trainkit_core.rewards.scoring import call_grader_batch
 
     functions, weights = [], []
     for name, weight in check_reward_names(list(config.rewards or [])):
@@ -114,14 +114,12 @@ def reward_functions(
         def reward(
             prompts: list[str], completions: list[Any], _name: str = name, _grader: Any = grader, **_: Any
         ) -> list[float]:
-            scores = []
-            for prompt, completion in zip(prompts, completions, strict=True):
-                text = completion if isinstance(completion, str) else str(completion[-1].get("content", ""))
-                example = by_prompt.get(prompt, {"messages": []})
-                score = call_grader(_name, _grader, text, example, config.reward_timeout_s)
+            texts = [c if isinstance(c, str) else str(c[-1].get("content", "")) for c in completions]
+            examples = [by_prompt.get(prompt, {"messages": []}) for prompt in prompts]
+            scores = call_grader_batch(_name, _grader, list(zip(texts, examples, strict=True)), config.reward_timeout_s)
+            for prompt, text, example, score in zip(prompts, texts, examples, scores, strict=True):
                 user = [m["content"] for m in example.get("messages", []) if m.get("role") == "user"]
                 keeper.note(_name, prompt, text, score, user[-1] if user else "")
-                scores.append(score)
             return scores
 
         reward.__name__ = name
