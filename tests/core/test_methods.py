@@ -240,7 +240,7 @@ def test_a_batch_of_calls_times_each_call_and_names_the_example_that_failed() ->
 
     calls = [("ab", examples[0]), ("abc", examples[1])]
     assert call_grader_batch("slow", slow_on_the_third, calls, timeout_s=0.35) == [2.0, 3.0]
-    with pytest.raises(GraderError, match="ran past its timeout of 0.35 s on example .*prompt number 2"):
+    with pytest.raises(GraderError, match=r"ran past its timeout of 0\.35 s on example .*prompt number 2"):
         call_grader_batch("slow", slow_on_the_third, [("x", e) for e in examples], timeout_s=0.35)
 
     def fails_on_the_second(completion: str, example: dict) -> float:
@@ -248,7 +248,7 @@ def test_a_batch_of_calls_times_each_call_and_names_the_example_that_failed() ->
             return math.nan
         return 1.0
 
-    with pytest.raises(GraderError, match="returned nan, not a finite number, on example .*prompt number 1"):
+    with pytest.raises(GraderError, match=r"returned nan, not a finite number, on example .*prompt number 1"):
         call_grader_batch("nan", fails_on_the_second, [("x", e) for e in examples], timeout_s=5)
 
 
