@@ -7,6 +7,7 @@ import signal
 import subprocess
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -129,3 +130,21 @@ def test_trainkit_serve_runs_the_web_api_on_the_cluster_until_interrupted(env: R
             served.wait()
     assert refused(url), "the web API outlived `trainkit serve`"
     assert json.loads(cluster.cli("app", "status", "--json").stdout)["url"] is None
+
+
+def test_a_ray_client_without_the_storage_gets_a_stream_whole(
+    env: RayEnv, trained: dict[str, Any], ray_cluster: Any, tmp_path: Path
+) -> None:
+    """Ray Client carries no streaming generators: through it `infer --stream` prints the same answer, at the end."""
+    ray_cluster.wait_for_port(ray_cluster.client_port)
+    ask = ("infer", "--model-path", trained["model_path"], "--prompt", LONG_ANSWER["prompt"], "--max-new-tokens", "24")
+    laptop = RayEnv(
+        tmp_path,
+        Path(env.env["TRAINKIT_DATASETS_DIR"]),
+        ray_cluster.client_address,
+        TRAINKIT_RAY_STORAGE=str(env.storage),
+        TRAINKIT_RAY_STORAGE_ACCESS="cluster",
+    )
+    streamed = laptop.cli(*ask, "--stream", timeout=300)
+    answered = json.loads(env.cli(*ask, "--json").stdout)
+    assert answered["text"].strip() and streamed.stdout.startswith(answered["text"] + "\n")
