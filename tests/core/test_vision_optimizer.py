@@ -30,11 +30,11 @@ def _model() -> Any:
 
 def test_the_twin_default_puts_the_tower_and_projector_in_their_own_group() -> None:
     config = TrainConfig.parse(dataset="shapes", model_size="tiny-gemma3mm").resolve()
-    assert config.vision_learning_rate == 1e-2 and config.learning_rate == 3e-3
+    assert config.vision_learning_rate == 3e-2 and config.learning_rate == 3e-3
     model = _model()
     optimizer = vision_optimizer(model, config)
     rest, vision = optimizer.param_groups
-    assert rest["lr"] == 3e-3 and vision["lr"] == 1e-2
+    assert rest["lr"] == 3e-3 and vision["lr"] == 3e-2
     ids = lambda group: {id(p) for p in group["params"]}  # noqa: E731
     assert ids(vision) == {id(p) for m in (model.vision_tower, model.multi_modal_projector) for p in m.parameters()}
     assert ids(rest) == {id(p) for p in model.language_model.parameters()}  # frozen ones left out
