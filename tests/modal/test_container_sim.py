@@ -325,11 +325,12 @@ def test_an_eval_runs(trained: dict[str, Any], deployed: Deployed) -> None:
 def test_an_export_runs_as_a_job_and_writes_to_the_models_volume(
     trained: dict[str, Any], deployed: Deployed, tmp_path: Path
 ) -> None:
-    """`POST /v1/exports`: the merge runs in the infer image's container; then it downloads like any model."""
+    """`POST /v1/exports`: the merge runs in the infer image's container, with a GGUF checked there in llama.cpp
+    (the image's xllamacpp); then it downloads like any model."""
     from trainkit_core.exports import download
 
     with deployed.client() as client:
-        started = client.post("/v1/exports", json={"model_path": f"trained/{trained['id']}"})
+        started = client.post("/v1/exports", json={"model_path": f"trained/{trained['id']}", "gguf": "q8_0"})
         assert started.status_code == 202, f"{started.status_code} {started.text}\n{deployed.logs()}"
         name = started.json()["export_path"].split("/", 1)[1]
         deadline = time.monotonic() + 600
@@ -343,3 +344,6 @@ def test_an_export_runs_as_a_job_and_writes_to_the_models_volume(
     assert export.json()["architectures"] == ["Gemma3ForCausalLM"]
     written = download(deployed.provider.volume("models"), f"exports/{name}", tmp_path / "merged")
     assert written > 0 and (tmp_path / "merged" / "model.safetensors").is_file()
+    check = export.json()["gguf"]["check"]  # q8_0: its exact-match rate is reported, not required
+    assert check["prompts"] == 4 and check["prompt_tokens_equal"] and check["chat_template_equal"], check
+    assert (tmp_path / "merged" / "model-q8_0.gguf").is_file() and (tmp_path / "merged" / "Modelfile").is_file()
