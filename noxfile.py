@@ -467,6 +467,13 @@ def demo(session: nox.Session) -> None:
 
 
 @nox.session(python=ML_PYTHON, default=False)
+def demo_images(session: nox.Session) -> None:
+    """The image demo: draw the shapes dataset, train the Gemma 3 vision twin on it, score unseen pictures."""
+    _install(session, ["core", "cli"], extras={"core": "train"})
+    session.run("python", "scripts/measure_shapes.py", *session.posargs)
+
+
+@nox.session(python=ML_PYTHON, default=False)
 def unsloth(session: nox.Session) -> None:
     """The unsloth backend on CPU: the tiny model and the twins on text, the Gemma 3 twin on pictures,
     DPO and GRPO on tiny (installs ~2.9 GB; not a default session).
