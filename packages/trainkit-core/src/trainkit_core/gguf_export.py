@@ -22,9 +22,11 @@ model of the multimodal Gemma 3 (``Gemma3ForConditionalGeneration``: 4b/12b and 
 twin), with the linear RoPE scaling of its full-attention layers; its vision tower and
 projector are not in the file (llama.cpp would read them from a separate ``mmproj``
 file, which is not written here). Gemma 4 is refused with the reason: llama.cpp reads
-it, but this converter does not write its layout. Tokenizers: byte-level BPE only (the
-`tiny` model's and the twins'); the real Gemma checkpoints' SentencePiece-style
-vocabulary is refused rather than written wrongly. No heavy imports at module level.
+it, but this converter does not write its layout. Tokenizers: byte-level BPE (the
+`tiny` model's and the twins') as llama.cpp's ``gpt2`` tokenizer, and the real Gemma 3
+checkpoints' SentencePiece-style BPE as its ``llama`` (SPM) tokenizer with scores derived
+from the merges (see `_vocabulary`); others are refused rather than written wrongly. No
+heavy imports at module level.
 """
 
 from __future__ import annotations
