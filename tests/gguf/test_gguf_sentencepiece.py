@@ -82,16 +82,22 @@ def _gemma_style_tokenizer(texts: list[str], size: int) -> Any:
     )
 
 
+def _pieces(tokenizer: Any, text: str) -> list[str]:
+    return tokenizer.convert_ids_to_tokens(tokenizer(text, add_special_tokens=False)["input_ids"])  # type: ignore[no-any-return]
+
+
 def _order_sensitive_texts(tokenizer: Any, count: int = 3) -> list[str]:
-    """Three-character texts "abc" where "ab" and "bc" are pieces and "abc" is not: which of the two
-    joins comes first decides the tokens, so only the merges' order gives HF's pieces."""
+    """Three-character texts "abc" where "ab" and "bc" are pieces, "abc" is not, and HF joins "bc"
+    first: only the merges' order gives HF's pieces (joining the leftmost pair first, or the reverse
+    order, gives "ab" "c")."""
     vocab = tokenizer.get_vocab()
-    chars = [p for p in vocab if len(p) == 1 and p != SPACE]
+    chars = sorted((p for p in vocab if len(p) == 1 and p.isalpha()), key=vocab.__getitem__)  # a fixed order
     found = []
     for a in chars:
         for b in chars:
             for c in chars:
-                if a + b in vocab and b + c in vocab and a + b + c not in vocab and len(found) < count:
+                candidate = a + b in vocab and b + c in vocab and a + b + c not in vocab and len(found) < count
+                if candidate and _pieces(tokenizer, a + b + c) == [a, b + c]:
                     found.append(a + b + c)
     assert len(found) == count, found
     return found
@@ -183,10 +189,12 @@ def test_a_sentencepiece_style_gemma_exports_and_answers_as_infer(
     assert check["chat_template_equal"]
 
 
-def test_with_the_merge_order_reversed_llama_cpp_tokenizes_differently(
-    merged: tuple[Path, Any, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("scores", ["reversed", "equal"])
+def test_with_scores_not_in_the_merges_order_llama_cpp_tokenizes_differently(
+    merged: tuple[Path, Any, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scores: str
 ) -> None:
-    """The token check can fail: scores that do not follow the merges' ranks give llama.cpp other pieces."""
+    """The token check can fail: scores that do not follow the merges' ranks give llama.cpp other pieces;
+    "equal" is what llama.cpp's converter writes from a tokenizer.json alone (-1000 for every piece)."""
     from trainkit_core import gguf_export
     from trainkit_core.chat_format import GEMMA3, render_prompt
     from trainkit_core.gguf_check import generate_with_llama_cpp
@@ -196,6 +204,8 @@ def test_with_the_merge_order_reversed_llama_cpp_tokenizes_differently(
 
     def reversed_scores(folder: Path, n_vocab: int) -> dict[str, Any]:
         vocabulary = read(folder, n_vocab)
+        if scores == "equal":
+            return {**vocabulary, "scores": [-1000.0] * len(vocabulary["scores"])}
         return {**vocabulary, "scores": [-s if s < 0 else s for s in vocabulary["scores"]]}
 
     monkeypatch.setattr(gguf_export, "_vocabulary", reversed_scores)
@@ -207,4 +217,4 @@ def test_with_the_merge_order_reversed_llama_cpp_tokenizes_differently(
         rendered = render_prompt(messages, GEMMA3)
         prompts.append((messages, rendered, tokenizer(rendered, add_special_tokens=False)["input_ids"]))
     answers = generate_with_llama_cpp(dest, prompts, max_new_tokens=1)
-    assert not any(a["prompt_tokens_equal"] for a in answers)
+    assert not all(a["prompt_tokens_equal"] for a in answers)  # in a prompt, the neighbours may join first

@@ -172,7 +172,8 @@ def _vocabulary(folder: Path, n_vocab: int) -> dict[str, Any]:
     piece is a merge). The scores are derived from `tokenizer.json`, not read from a
     ``tokenizer.model``: the HF tokenizer is the one trainkit trains and answers with, a merged
     export need not carry the SentencePiece file, and reading it would need the `sentencepiece`
-    package. Pieces no merge makes (characters, bytes) get the lowest score, as they are never
+    package. (llama.cpp's converter, given a tokenizer.json alone, scores every piece alike, -1000:
+    its tokenizer then joins the leftmost pair first, which is not the HF order.) Pieces no merge makes (characters, bytes) get the lowest score, as they are never
     joined; added tokens 0, as llama.cpp's converter gives control pieces."""
     import gguf
 
@@ -205,7 +206,7 @@ def _vocabulary(folder: Path, n_vocab: int) -> dict[str, Any]:
         token = by_id.get(i, f"[PAD{i}]")
         tokens.append(token)
         if i not in by_id:
-            kind, score = gguf.TokenType.UNUSED, -1e9
+            kind, score = gguf.TokenType.UNUSED, -10000.0  # llama.cpp's converter's padding score
         elif spm and token == unk:  # an added special token in tokenizer.json, but llama.cpp's unknown piece
             kind, score = gguf.TokenType.UNKNOWN, 0.0
         elif i in added_types:
@@ -299,6 +300,7 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     writer.add_token_list(vocabulary["tokens"])
     writer.add_token_types(vocabulary["types"])
     if vocabulary["model"] == "llama":  # llama.cpp's SPM tokenizer, as Gemma's own GGUFs
+        writer.add_tokenizer_pre("default")
         writer.add_token_scores(vocabulary["scores"])
         writer.add_add_space_prefix(False)  # Gemma 3's tokenizer adds no space before the text
     else:
