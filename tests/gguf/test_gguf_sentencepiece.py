@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.ml, pytest.mark.gguf, pytest.mark.timeout(600)]
 
 SPACE = "\u2581"
 SPECIALS = ("<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>")
+#: An added token that is not special, as Gemma's tokenizer.json has many: llama.cpp's user-defined type.
+USER_DEFINED = "<unused0>"
 #: Texts whose ids llama.cpp must give as HF does: leading and repeated spaces, digits, byte fallback.
 HARD_TEXTS = (
     " Opposites: soft win",
@@ -37,6 +39,7 @@ HARD_TEXTS = (
     "Caf\u00e9 na\u00efve \u00fcber \u00c5ngstr\u00f6m",
     "emoji \U0001f600\U0001f680 and \u4e2d\u6587",
     "<start_of_turn>user\nhot cold<end_of_turn>\n<start_of_turn>model\n",
+    f"before{USER_DEFINED} after {USER_DEFINED}",
 )
 
 
@@ -47,7 +50,7 @@ def _texts() -> list[str]:
 
 def _gemma_style_tokenizer(texts: list[str], size: int) -> Any:
     """A SentencePiece-style BPE `PreTrainedTokenizerFast` laid out as Gemma 3's `tokenizer.json`."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     from trainkit_core.chat_format import GEMMA3
@@ -55,15 +58,15 @@ def _gemma_style_tokenizer(texts: list[str], size: int) -> Any:
     learner = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     learner.normalizer = normalizers.Replace(" ", SPACE)
     learner.pre_tokenizer = pre_tokenizers.Split(SPACE, "merged_with_next")  # pieces stay inside words to learn
-    n_pieces = size - len(SPECIALS) - 256
+    n_pieces = size - len(SPECIALS) - 1 - 256
     learner.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=n_pieces, show_progress=False))
     learned = sorted(learner.get_vocab().items(), key=lambda item: item[1])
-    pieces = [*SPECIALS, *(f"<0x{b:02X}>" for b in range(256)), *(p for p, _ in learned)]
+    pieces = [*SPECIALS, USER_DEFINED, *(f"<0x{b:02X}>" for b in range(256)), *(p for p, _ in learned)]
     vocab = {piece: i for i, piece in enumerate(pieces)}
     # Every split of a piece into two pieces is a merge, ranked by the piece (SentencePiece's score order).
     merges = [
         (piece[:k], piece[k:])
-        for piece in pieces[len(SPECIALS) + 256 :]
+        for piece in pieces[len(SPECIALS) + 1 + 256 :]
         for k in range(1, len(piece))
         if piece[:k] in vocab and piece[k:] in vocab
     ]
@@ -71,6 +74,7 @@ def _gemma_style_tokenizer(texts: list[str], size: int) -> Any:
     tok.normalizer = normalizers.Replace(" ", SPACE)
     tok.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")
     tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.add_tokens([AddedToken(USER_DEFINED, special=False, normalized=False)])
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token="<bos>",
@@ -137,6 +141,9 @@ def test_the_tokenizer_is_shaped_as_gemma_3s(merged: tuple[Path, Any, Any]) -> N
     pieces = tokenizer.convert_ids_to_tokens(ids)
     assert "<0xF0>" in pieces and any(p.startswith(SPACE) for p in pieces)  # byte fallback and ▁ pieces
     assert tokenizer.decode(ids) == "Caf\u00e9 \U0001f600"
+    assert _pieces(tokenizer, f"a{USER_DEFINED}b") == ["a", USER_DEFINED, "b"]
+    added = {t["content"]: t for t in data["added_tokens"]}
+    assert not added[USER_DEFINED]["special"] and added["<end_of_turn>"]["special"]
 
 
 def test_a_sentencepiece_style_gemma_exports_and_answers_as_infer(
@@ -159,6 +166,7 @@ def test_a_sentencepiece_style_gemma_exports_and_answers_as_infer(
     assert "tokenizer.ggml.merges" not in fields
     kinds = dict(zip(fields["tokenizer.ggml.tokens"], fields["tokenizer.ggml.token_type"], strict=True))
     assert kinds["<0x41>"] == gguf.TokenType.BYTE and kinds["<unk>"] == gguf.TokenType.UNKNOWN
+    assert kinds[USER_DEFINED] == gguf.TokenType.USER_DEFINED
     assert kinds["<end_of_turn>"] == gguf.TokenType.CONTROL and kinds[f"{SPACE}hot"] == gguf.TokenType.NORMAL
     assert tokenizer.convert_ids_to_tokens(fields["tokenizer.ggml.unknown_token_id"]) == "<unk>"
 
