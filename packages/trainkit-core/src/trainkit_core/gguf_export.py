@@ -173,8 +173,9 @@ def _vocabulary(folder: Path, n_vocab: int) -> dict[str, Any]:
     ``tokenizer.model``: the HF tokenizer is the one trainkit trains and answers with, a merged
     export need not carry the SentencePiece file, and reading it would need the `sentencepiece`
     package. (llama.cpp's converter, given a tokenizer.json alone, scores every piece alike, -1000:
-    its tokenizer then joins the leftmost pair first, which is not the HF order.) Pieces no merge makes (characters, bytes) get the lowest score, as they are never
-    joined; added tokens 0, as llama.cpp's converter gives control pieces."""
+    its tokenizer then joins the leftmost pair first, which is not the HF order.) Pieces no merge
+    makes (characters, bytes) get the lowest score, as they are never joined; added tokens 0, as
+    llama.cpp's converter gives control pieces."""
     import gguf
 
     data = json.loads((folder / "tokenizer.json").read_text())
