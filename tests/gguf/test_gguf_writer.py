@@ -82,10 +82,13 @@ def test_a_block_quantised_file_quantises_the_matrices_only(
     assert back.shape == original.shape and np.abs(back - original).max() < np.abs(original).max() * 2 ** (2 - bits)
 
 
-def test_a_sentencepiece_style_vocabulary_is_refused_not_written_wrongly(tiny_folder: Path, tmp_path: Path) -> None:
-    """The real Gemma checkpoints' tokenizer.json is BPE too, but with SentencePiece's pieces and byte
-    fallback, which llama.cpp reads as another tokenizer model: written as byte-level BPE it would
-    tokenize wrongly, so the export refuses it, naming the file."""
+def test_a_tokenizer_llama_cpp_would_read_differently_is_refused_not_written_wrongly(
+    tiny_folder: Path, tmp_path: Path
+) -> None:
+    """SentencePiece-style vocabularies are written for llama.cpp's SPM tokenizer as Gemma 3's
+    (tests/gguf/test_gguf_sentencepiece.py); one with a prefix space (Gemma 1/2's, Llama's ``Prepend``
+    normaliser) or a decoder that is neither would tokenize differently there, so it is refused, naming
+    the file, before anything is written."""
     import shutil
 
     from trainkit_core.chat_format import GEMMA3
@@ -95,8 +98,19 @@ def test_a_sentencepiece_style_vocabulary_is_refused_not_written_wrongly(tiny_fo
     folder = tmp_path / "spm"
     shutil.copytree(tiny_folder, folder)
     data = json.loads((folder / "tokenizer.json").read_text())
+    data["model"]["byte_fallback"] = True
     data["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, {"type": "Fuse"}]}
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    data["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, replace]}
+    data["pre_tokenizer"] = None
     (folder / "tokenizer.json").write_text(json.dumps(data))
-    with pytest.raises(UsageError, match=r"byte-level BPE tokenizers only .*decoded by Sequence .*SentencePiece"):
+    with pytest.raises(UsageError, match=r"as Gemma 3's only .*spm/tokenizer.json has normalizer Sequence"):
+        write_gguf(folder, tmp_path / "x.gguf", quant="f16", fmt=GEMMA3, name="spm")
+    assert not (tmp_path / "x.gguf").exists()
+
+    data["model"]["byte_fallback"] = False
+    data["decoder"] = {"type": "Metaspace"}
+    (folder / "tokenizer.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"byte-level BPE tokenizers .* decoded by Metaspace"):
         write_gguf(folder, tmp_path / "x.gguf", quant="f16", fmt=GEMMA3, name="spm")
     assert not (tmp_path / "x.gguf").exists()

@@ -22,9 +22,11 @@ model of the multimodal Gemma 3 (``Gemma3ForConditionalGeneration``: 4b/12b and 
 twin), with the linear RoPE scaling of its full-attention layers; its vision tower and
 projector are not in the file (llama.cpp would read them from a separate ``mmproj``
 file, which is not written here). Gemma 4 is refused with the reason: llama.cpp reads
-it, but this converter does not write its layout. Tokenizers: byte-level BPE only (the
-`tiny` model's and the twins'); the real Gemma checkpoints' SentencePiece-style
-vocabulary is refused rather than written wrongly. No heavy imports at module level.
+it, but this converter does not write its layout. Tokenizers: byte-level BPE (the
+`tiny` model's and the twins') as llama.cpp's ``gpt2`` tokenizer, and the real Gemma 3
+checkpoints' SentencePiece-style BPE as its ``llama`` (SPM) tokenizer with scores derived
+from the merges (see `_vocabulary`); others are refused rather than written wrongly. No
+heavy imports at module level.
 """
 
 from __future__ import annotations
@@ -126,36 +128,98 @@ def _tensor_rows(folder: Path) -> dict[str, Any]:
     return tensors
 
 
-def _vocabulary(folder: Path, n_vocab: int) -> tuple[list[str], list[int], list[str], dict[str, int]]:
-    """Tokens, their types, BPE merges and special ids of a byte-level BPE `tokenizer.json`."""
+def _sentencepiece_style(data: dict[str, Any]) -> bool:
+    """Whether a `tokenizer.json` is a SentencePiece-style BPE as Gemma's (``▁`` for spaces, byte fallback)."""
+    decoders = (data.get("decoder") or {}).get("decoders") or [data.get("decoder") or {}]
+    return bool(data["model"].get("byte_fallback")) and any(d.get("type") == "ByteFallback" for d in decoders)
+
+
+def _check_sentencepiece_pipeline(data: dict[str, Any], folder: Path) -> None:
+    """Refuse what llama.cpp's SPM tokenizer does differently: it only turns spaces into ``▁`` (no prefix
+    space for Gemma 3) and merges across the whole text, so the HF side must do just that too."""
+    normalizer = data.get("normalizer") or {}
+    pre = data.get("pre_tokenizer")
+    replace = normalizer.get("type") == "Replace" and normalizer.get("content") == "\u2581"
+    replace = replace and (normalizer.get("pattern") or {}).get("String") == " "
+    whole_text = pre is None or (pre.get("type") == "Split" and (pre.get("pattern") or {}).get("String") == " ")
+    metaspace = normalizer == {} and (pre or {}).get("type") == "Metaspace"
+    metaspace = metaspace and (pre or {}).get("prepend_scheme") == "never" and not (pre or {}).get("split", True)
+    if not ((replace and whole_text) or metaspace):
+        raise UsageError(
+            f"GGUF export reads SentencePiece-style tokenizers as Gemma 3's only (spaces replaced by \u2581, no "
+            f"prefix space, no split into words); {folder / 'tokenizer.json'} has normalizer "
+            f"{normalizer.get('type')} and pre-tokenizer {(pre or {}).get('type')}, which llama.cpp would "
+            "tokenize differently"
+        )
+
+
+def _merges(model: dict[str, Any]) -> list[tuple[str, str]]:
+    pairs = []
+    for merge in model.get("merges", []):
+        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        pairs.append((left, right))
+    return pairs
+
+
+def _vocabulary(folder: Path, n_vocab: int) -> dict[str, Any]:
+    """The GGUF vocabulary of a `tokenizer.json`: `model` (llama.cpp's tokenizer), `tokens`, `types`,
+    `merges` (byte-level BPE) or `scores` (SentencePiece-style), and the special ids.
+
+    A SentencePiece-style BPE (Gemma's) is written as llama.cpp reads Gemma's: its SPM tokenizer
+    repeatedly joins the adjacent pair whose joined piece has the highest score. The scores are
+    minus the rank of the first merge that makes a piece, so its order of joins is the HF BPE's
+    (whose merges, converted from SentencePiece, are ranked by the piece's score; every split of a
+    piece is a merge). The scores are derived from `tokenizer.json`, not read from a
+    ``tokenizer.model``: the HF tokenizer is the one trainkit trains and answers with, a merged
+    export need not carry the SentencePiece file, and reading it would need the `sentencepiece`
+    package. (llama.cpp's converter, given a tokenizer.json alone, scores every piece alike, -1000:
+    its tokenizer then joins the leftmost pair first, which is not the HF order.) Pieces no merge
+    makes (characters, bytes) get the lowest score, as they are never joined; added tokens 0, as
+    llama.cpp's converter gives control pieces."""
     import gguf
 
     data = json.loads((folder / "tokenizer.json").read_text())
     model = data["model"]
     decoder = (data.get("decoder") or {}).get("type")
-    if model.get("type") != "BPE" or decoder != "ByteLevel":
+    spm = model.get("type") == "BPE" and _sentencepiece_style(data)
+    if model.get("type") != "BPE" or not (spm or decoder == "ByteLevel"):
         raise UsageError(
-            f"GGUF export reads byte-level BPE tokenizers only (tiny's, the twins'); {folder} has a "
-            f"{model.get('type')} one decoded by {decoder} (a SentencePiece-style vocabulary, as the real Gemma "
-            "checkpoints have, is not converted here)"
+            f"GGUF export reads byte-level BPE tokenizers (tiny's, the twins') and SentencePiece-style BPE ones "
+            f"(Gemma 3's: byte fallback, \u2581 for spaces); {folder} has a {model.get('type')} one decoded by "
+            f"{decoder}"
         )
+    if spm:
+        _check_sentencepiece_pipeline(data, folder)
     by_id = {int(i): tok for tok, i in model["vocab"].items()}
-    control = set()
+    added_types = {}
     for added in data.get("added_tokens", []):
         by_id[int(added["id"])] = added["content"]
-        if added.get("special"):
-            control.add(int(added["id"]))
+        added_types[int(added["id"])] = gguf.TokenType.CONTROL if added.get("special") else gguf.TokenType.USER_DEFINED
     if max(by_id) >= n_vocab:
         raise UsageError(f"the tokenizer of {folder} has ids up to {max(by_id)}, beyond the model's {n_vocab} rows")
-    tokens, types = [], []
+    merges = _merges(model)
+    first_rank: dict[str, int] = {}
+    for rank, (left, right) in enumerate(merges):
+        first_rank.setdefault(left + right, rank)
+    unk = model.get("unk_token")
+    tokens, types, scores = [], [], []
     for i in range(n_vocab):
-        if i in by_id:
-            tokens.append(by_id[i])
-            types.append(int(gguf.TokenType.CONTROL if i in control else gguf.TokenType.NORMAL))
+        token = by_id.get(i, f"[PAD{i}]")
+        tokens.append(token)
+        if i not in by_id:
+            kind, score = gguf.TokenType.UNUSED, -10000.0  # llama.cpp's converter's padding score
+        elif spm and token == unk:  # an added special token in tokenizer.json, but llama.cpp's unknown piece
+            kind, score = gguf.TokenType.UNKNOWN, 0.0
+        elif i in added_types:
+            kind, score = added_types[i], 0.0
+        elif spm and re.fullmatch(r"<0x[0-9A-F]{2}>", token):
+            kind, score = gguf.TokenType.BYTE, 0.0
         else:
-            tokens.append(f"[PAD{i}]")
-            types.append(int(gguf.TokenType.UNUSED))
-    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+            kind, score = gguf.TokenType.NORMAL, -float(first_rank.get(token, len(merges)))
+        if not spm and kind not in (gguf.TokenType.UNUSED, gguf.TokenType.CONTROL):
+            kind = gguf.TokenType.NORMAL  # as before: byte-level BPE pieces are all normal but the special ones
+        types.append(int(kind))
+        scores.append(score)
     config = json.loads((folder / "tokenizer_config.json").read_text())
     ids = {tok: i for i, tok in enumerate(tokens)}
     special = {
@@ -163,7 +227,10 @@ def _vocabulary(folder: Path, n_vocab: int) -> tuple[list[str], list[int], list[
         for kind in ("bos", "eos", "pad", "unk")
         if config.get(f"{kind}_token") in ids
     }
-    return tokens, types, merges, special
+    vocabulary: dict[str, Any] = {"tokens": tokens, "types": types, "special": special}
+    if spm:
+        return {**vocabulary, "model": "llama", "scores": scores}
+    return {**vocabulary, "model": "gpt2", "merges": [f"{left} {right}" for left, right in merges]}
 
 
 def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: str) -> dict[str, Any]:
@@ -182,8 +249,8 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     query_scale = (head_dim / float(config.get("query_pre_attn_scalar") or head_dim)) ** 0.5
     tensors, towers = language_model_tensors(_tensor_rows(folder))
     n_vocab = int(tensors["model.embed_tokens.weight"].shape[0])
-    tokens, types, merges, special = _vocabulary(folder, n_vocab)
-    eot_id = tokens.index(fmt.end_of_turn)
+    vocabulary = _vocabulary(folder, n_vocab)
+    eot_id = vocabulary["tokens"].index(fmt.end_of_turn)
     file_type = {
         "f32": gguf.LlamaFileType.ALL_F32,
         "f16": gguf.LlamaFileType.MOSTLY_F16,
@@ -230,12 +297,17 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     if config.get("final_logit_softcapping"):
         writer.add_final_logit_softcapping(float(config["final_logit_softcapping"]))
 
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt-2")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    for kind, token_id in special.items():
+    writer.add_tokenizer_model(vocabulary["model"])
+    writer.add_token_list(vocabulary["tokens"])
+    writer.add_token_types(vocabulary["types"])
+    if vocabulary["model"] == "llama":  # llama.cpp's SPM tokenizer, as Gemma's own GGUFs
+        writer.add_tokenizer_pre("default")
+        writer.add_token_scores(vocabulary["scores"])
+        writer.add_add_space_prefix(False)  # Gemma 3's tokenizer adds no space before the text
+    else:
+        writer.add_tokenizer_pre("gpt-2")
+        writer.add_token_merges(vocabulary["merges"])
+    for kind, token_id in vocabulary["special"].items():
         getattr(writer, f"add_{kind}_token_id")(token_id)
     writer.add_eot_token_id(eot_id)
     writer.add_add_bos_token(False)  # trainkit's prompts (and the chat template) carry <bos> themselves
