@@ -107,23 +107,33 @@ def test_the_web_api_deployed_on_the_cluster_answers_over_http(env: RayEnv, trai
     assert refused(url), "the web API still listens after `app stop`"
 
 
-def test_trainkit_serve_runs_the_web_api_on_the_cluster_until_interrupted(env: RayEnv) -> None:
+def test_trainkit_serve_runs_the_web_api_on_the_cluster_until_interrupted(env: RayEnv, tmp_path: Path) -> None:
     cluster = RayEnv(env.home, REPO / "datasets", env.env["TRAINKIT_RAY_ADDRESS"], TRAINKIT_API_TOKEN=TOKEN)
     cluster.env["TRAINKIT_RAY_WEB_PORT"] = "0"
-    served = subprocess.Popen(
-        [*TRAINKIT, "serve"], env=cluster.env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    # stderr to a file: a pipe nobody reads could fill and block the command it watches.
+    errors = tmp_path / "serve.stderr"
+    with errors.open("w") as stderr:
+        served = subprocess.Popen(
+            [*TRAINKIT, "serve"], env=cluster.env, cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
     try:
         assert served.stdout is not None
         line = served.stdout.readline()  # "" if it exits
         if "web API on the Ray cluster" not in line:
             served.kill()
-            pytest.fail(f"`trainkit serve` said {line!r}; stderr: {served.communicate()[1]}")
+            served.wait()
+            pytest.fail(f"`trainkit serve` said {line!r}; stderr: {errors.read_text()[-3000:]}")
         url = line.split(": ", 1)[1].strip()
         assert http(f"{url}/health", token=None)[0] == 200
         assert http(f"{url}/v1/jobs")[0] == 200
         served.send_signal(signal.SIGINT)
-        assert served.wait(timeout=120) == 0, served.stderr.read()
+        try:
+            code = served.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            served.kill()
+            served.wait()
+            pytest.fail(f"`trainkit serve` still ran 120 s after SIGINT; stderr: {errors.read_text()[-3000:]}")
+        assert code == 0, errors.read_text()[-3000:]
     finally:
         if served.poll() is None:
             served.kill()
