@@ -23,14 +23,13 @@ from typing import Any
 
 import pytest
 import test_vision_train
-from test_vision_train import Env  # the CLI in a subprocess on a home of its own
+from cli_env import REPO, Env
 
 # The fixture of the vision twins' test, here under another name: one home per module here too.
 vision_env = test_vision_train.env
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(900)]
 
-REPO = Path(__file__).resolve().parents[2]
 #: Each twin's chat format and class (the class of the presets it stands for).
 TWINS = {"tiny-gemma3mm": "gemma3", "tiny-gemma4": "gemma4"}
 CLASSES = {"tiny-gemma3mm": "Gemma3ForConditionalGeneration", "tiny-gemma4": "Gemma4ForConditionalGeneration"}

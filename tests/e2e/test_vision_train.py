@@ -14,17 +14,16 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_env import REPO, Env
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
-REPO = Path(__file__).resolve().parents[2]
 TWINS = {"tiny-gemma3mm": "gemma3", "tiny-gemma4": "gemma4"}
 
 
@@ -34,34 +33,6 @@ def _load_script() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-class Env:
-    def __init__(self, home: Path, datasets: Path) -> None:
-        self.env = {
-            **os.environ,
-            "TRAINKIT_HOME": str(home),
-            "TRAINKIT_DATASETS_DIR": str(datasets),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1",
-            "COLUMNS": "200",
-        }
-        self.home = home
-
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "trainkit_cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=REPO,
-            check=False,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"trainkit {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-        return done
 
 
 @pytest.fixture(scope="module")

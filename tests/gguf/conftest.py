@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gguf_cli import REPO, Env
+from cli_env import REPO, Env
 
 
 @pytest.fixture(scope="module")

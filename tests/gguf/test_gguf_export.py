@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gguf_cli import REPO, Env
+from cli_env import REPO, Env
 
 gguf = pytest.importorskip("gguf")
 xllamacpp = pytest.importorskip("xllamacpp")

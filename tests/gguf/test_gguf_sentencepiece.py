@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gguf_cli import REPO
+from cli_env import REPO
 
 gguf = pytest.importorskip("gguf")
 xllamacpp = pytest.importorskip("xllamacpp")

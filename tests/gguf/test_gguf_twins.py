@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from gguf_cli import Env
+from cli_env import Env
 
 gguf = pytest.importorskip("gguf")
 xllamacpp = pytest.importorskip("xllamacpp")

@@ -56,7 +56,7 @@ def _image(modal: Any, spec: ImageSpec) -> Any:
     if spec.torch_packages:  # torch and its CUDA, from PyTorch's index, before the rest
         image = image.uv_pip_install(*spec.torch_packages, index_url=spec.torch_index, extra_options=options)
     if spec.packages:
-        image = image.uv_pip_install(*spec.packages, extra_options=options, env=dict(spec.build_env) or None)
+        image = image.uv_pip_install(*spec.packages, extra_options=options)
     if spec.env:
         image = image.env(dict(spec.env))
     return image.add_local_python_source(*spec.local_sources, ignore=source_ignore)

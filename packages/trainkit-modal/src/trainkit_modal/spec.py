@@ -126,10 +126,8 @@ class ImageSpec:
     #: Packages resolved with the image (in its lock) but installed in none, on purpose (`locking.LEFT_OUT`).
     resolved_only: tuple[str, ...] = ()
     #: Debian packages installed before the pip layers: shared libraries a locked wheel links and does not
-    #: bundle (libgomp1 for xllamacpp), or what compiling a locked sdist would need.
+    #: bundle (libgomp1 for xllamacpp).
     apt_packages: tuple[str, ...] = ()
-    #: Variables of the pip layers' build only (not of the running container), e.g. an sdist's CMake options.
-    build_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def all_packages(self) -> tuple[str, ...]:
@@ -333,8 +331,6 @@ class Stack:
     cuda_driver: str = ""
     #: Per image, the Debian packages installed before its pip layers (`<image>_apt`): libraries a wheel links.
     apt: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: Per image, the variables of its pip layers' build (`<image>_build_env`), for an sdist that compiles.
-    build_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def describe(self) -> list[str]:
         """What each image pins, and the CUDA driver the GPU images need, for `trainkit app deploy`."""
@@ -367,7 +363,7 @@ def load_stack(path: Path = IMAGES_FILE) -> Stack:
     data = tomllib.loads(path.read_text())
     images = ("train", "infer", "web")
     known = {"python", "torch_index", "torch", "train", "infer", "cuda_driver"}
-    known |= {f"{image}_{what}" for image in images for what in ("apt", "build_env")}
+    known |= {f"{image}_apt" for image in images}
     if unknown := sorted(set(data) - known):
         # A key nothing reads would look like a pin the images have (an export_gguf did once).
         raise UsageError(
@@ -382,11 +378,6 @@ def load_stack(path: Path = IMAGES_FILE) -> Stack:
         infer=tuple(data["infer"]),
         cuda_driver=str(data.get("cuda_driver", "")),
         apt={image: tuple(data[f"{image}_apt"]) for image in images if f"{image}_apt" in data},
-        build_env={
-            image: {str(k): str(v) for k, v in data[f"{image}_build_env"].items()}
-            for image in images
-            if f"{image}_build_env" in data
-        },
     )
 
 
@@ -509,7 +500,6 @@ def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, Im
             install_options="--no-deps",
             resolved_only=lock.left_out,
             apt_packages=stack.apt.get(name, ()),
-            build_env=dict(stack.build_env.get(name, {})),
         )
     return images
 

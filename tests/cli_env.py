@@ -1,4 +1,7 @@
-"""The trainkit command line in a fresh home, for the GGUF tests (each module trains its own model)."""
+"""The trainkit command line in a subprocess, on a home and datasets folder of its own.
+
+Shared by the end-to-end suites that drive the CLI as a user would (tests/e2e, tests/gguf).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 class Env:
@@ -19,6 +22,7 @@ class Env:
             "TRAINKIT_DATASETS_DIR": str(datasets),
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
             "COLUMNS": "200",
         }
 
