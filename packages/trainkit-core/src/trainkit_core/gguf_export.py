@@ -14,8 +14,9 @@ RoPE, which is linear, and the attention scores are linear in the queries).
 Types: ``f32``, ``f16`` (matrices in half precision, norms in f32, as llama.cpp's own
 converter does), and ``q8_0``, ``q5_1``, ``q5_0``, ``q4_1``, ``q4_0`` (every matrix in
 blocks of 32, quantised by the `gguf` package's numpy code, which follows llama.cpp's
-reference quantisers; norms stay f32). K-quants (``q4_k_m`` …) need llama.cpp's
-``llama-quantize``, which neither `gguf` nor xllamacpp exposes: refused with that reason.
+reference quantisers; norms stay f32), and the k-quants ``q2_k`` … ``q6_k`` (``q4_k_m`` …),
+whose blocks llama.cpp's own quantiser makes and whose mix of types per tensor follows
+llama-quantize's rules (`trainkit_core.gguf_quantize`).
 
 Which models: Gemma 3 text models (``Gemma3ForCausalLM``: ``tiny``) and the language
 model of the multimodal Gemma 3 (``Gemma3ForConditionalGeneration``: 4b/12b and their
@@ -36,15 +37,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+from trainkit_core import gguf_quantize
 from trainkit_core.chat_format import ChatFormat
 from trainkit_core.errors import UsageError
+from trainkit_core.gguf_quantize import K_QUANT_TYPES, REFUSED_QUANT_TYPES
 
 #: The GGUF types an export may be written in, here (no llama.cpp binary needed).
-GGUF_TYPES = ("f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0")
+GGUF_TYPES = ("f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", *K_QUANT_TYPES)
 #: The block-quantised ones among them (blocks of 32 values along a row).
 BLOCK_TYPES = ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0")
-#: Types llama.cpp's `llama-quantize` makes and no PyPI package does; named in the refusal.
-LLAMA_QUANTIZE_TYPES = ("q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m", "q5_k_s", "q5_k_m", "q6_k")
 SUPPORTED_ARCHITECTURES = ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
 #: Why an architecture that llama.cpp (xllamacpp 2026.10, build 11549) reads is still refused here.
 REFUSED_ARCHITECTURES = {
@@ -74,10 +75,10 @@ def check_gguf_type(quant: object) -> str:
     """The checked GGUF type of an export request (text only)."""
     if quant in GGUF_TYPES:
         return str(quant)
-    if isinstance(quant, str) and quant.lower() in LLAMA_QUANTIZE_TYPES:
+    if isinstance(quant, str) and quant.lower() in REFUSED_QUANT_TYPES:
         raise UsageError(
-            f"GGUF type {quant!r} needs llama.cpp's llama-quantize tool, which trainkit does not ship; "
-            f"export {', '.join(GGUF_TYPES)} and run llama-quantize on the f16 file"
+            f"GGUF type {quant!r} is not made by trainkit: {REFUSED_QUANT_TYPES[quant.lower()]}; "
+            f"export one of {', '.join(GGUF_TYPES)}, or f16 and run llama.cpp's llama-quantize on it"
         )
     raise UsageError(f"unknown GGUF type {quant!r}; expected one of {', '.join(GGUF_TYPES)}")
 
@@ -259,7 +260,7 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
         "q5_0": gguf.LlamaFileType.MOSTLY_Q5_0,
         "q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
         "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
-    }[quant]
+    }.get(quant) or gguf_quantize.file_type(quant)
     if quant in BLOCK_TYPES:  # before the file is opened: a row that does not split into blocks cannot be stored
         uneven = [name for name, t in tensors.items() if t.ndim == 2 and t.shape[-1] % 32]
         if uneven:
@@ -315,6 +316,12 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     writer.add_chat_template(plain_chat_template(fmt))
 
     names = gguf.get_tensor_name_map(arch, n_layers)
+    plan = None
+    if quant in K_QUANT_TYPES:  # llama-quantize's type for each tensor, decided on the whole model's shapes
+        shapes = {names.get_name(n, try_suffixes=(".weight", ".bias")) or n: tuple(t.shape) for n, t in tensors.items()}
+        heads = (int(config["num_attention_heads"]), int(config["num_key_value_heads"]))
+        plan = gguf_quantize.plan_tensor_types(quant, shapes, n_layers=n_layers, n_head=heads[0], n_head_kv=heads[1])
+        writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     for hf_name, tensor in tensors.items():
         data = tensor.to(torch.float32)
         if hf_name.endswith("norm.weight"):
@@ -329,6 +336,8 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
             writer.add_tensor(new_name, array.astype(np.float32))
         elif quant == "f16":
             writer.add_tensor(new_name, array.astype(np.float16))
+        elif plan is not None:
+            gguf_quantize.add_tensor(writer, new_name, array, plan[new_name])
         else:
             block_type = gguf.GGMLQuantizationType[quant.upper()]
             packed = gguf.quants.quantize(array, block_type)
@@ -344,6 +353,8 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
         "n_vocab": n_vocab,
         "query_scale": query_scale,
     }
+    if plan is not None:
+        info["quantization"] = gguf_quantize.summarise(quant, plan)
     if towers:
         info["left_out"] = (
             f"the language model only: the vision tower and projector ({len(towers)} tensors) are not in the file, "
