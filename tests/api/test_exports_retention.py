@@ -44,7 +44,7 @@ def test_an_export_with_a_quant_but_no_gguf_is_refused(server) -> None:
     run_id = "run-20261202-010203-fedcba"
     with server.client() as client:
         refused = client.post("/v1/exports", json={"model_path": f"trained/{run_id}", "quant": "q8_0"})
-        bad_type = client.post("/v1/exports", json={"model_path": f"trained/{run_id}", "gguf": "q4_k_m"})
+        bad_type = client.post("/v1/exports", json={"model_path": f"trained/{run_id}", "gguf": "q2_k_s"})
     assert refused.status_code == 422 and "quant" in refused.text, refused.text
     assert bad_type.status_code == 422 and "gguf" in bad_type.text
     assert not server.provider.volume("models").exists(f"exports/{run_id}/trainkit_export.json")

@@ -51,10 +51,12 @@ def test_parse_modelfile_refuses_what_it_cannot_read() -> None:
 
 
 def test_gguf_types_and_architectures_are_checked() -> None:
-    for quant in ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0"):  # the `gguf` package's block quantisers
+    for quant in ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "q4_k_m", "q6_k"):  # block quantisers and k-quants
         assert check_gguf_type(quant) == quant
-    with pytest.raises(UsageError, match="llama-quantize"):
-        check_gguf_type("q4_k_m")
+    with pytest.raises(UsageError, match=r"q2_k_s.*importance matrix"):
+        check_gguf_type("q2_k_s")
+    with pytest.raises(UsageError, match=r"i-quant.*llama-quantize"):
+        check_gguf_type("IQ4_XS")
     with pytest.raises(UsageError, match="unknown GGUF type"):
         check_gguf_type("q9")
     for name in ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"):

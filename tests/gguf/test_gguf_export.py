@@ -1,8 +1,8 @@
 """GGUF export of a trained tiny model, run in llama.cpp (the `ml` session; xllamacpp is a prebuilt wheel).
 
 One short real run of the tiny preset on the demo dataset is exported with
-`trainkit export --gguf` (f16, then q8_0). The export job itself checks the file in
-llama.cpp; here the file is checked again from outside: its metadata (chat template,
+`trainkit export --gguf` (f16, then q8_0, q4_0 and the k-quant q4_k_m). The export job
+itself checks the file in llama.cpp; here the file is checked again from outside: its metadata (chat template,
 end-of-turn id) read back with the `gguf` package's reader, the Modelfile parsed, and
 the GGUF served by llama.cpp in this process and asked the demo's eval prompts as chat
 messages (rendered by the template in the file, stopped by the file's end-of-generation
@@ -126,7 +126,7 @@ def test_without_the_query_scale_folded_in_llama_cpp_answers_differently(
     assert [text for text, _ in _llama_cpp_answers(tmp_path / "unscaled.gguf")] != infer_answers
 
 
-@pytest.mark.parametrize("quant", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("quant", ["q8_0", "q4_0", "q4_k_m"])
 def test_a_quantised_gguf_runs_in_llama_cpp_and_reports_its_exact_match_rate(
     env: Env, model_path: str, tmp_path: Path, quant: str
 ) -> None:
@@ -135,18 +135,24 @@ def test_a_quantised_gguf_runs_in_llama_cpp_and_reports_its_exact_match_rate(
     assert check["type"] == quant and 0.0 <= check["exact_match_rate"] <= 1.0 and check["prompts"] >= 1
     assert check["prompt_tokens_equal"] and check["chat_template_equal"]  # the quantised weights loaded and ran
     reader = gguf.GGUFReader(str(tmp_path / "out" / f"model-{quant}.gguf"))
-    assert {t.tensor_type.name for t in reader.tensors if len(t.shape) == 2} == {quant.upper()}
+    types = [t.tensor_type.name for t in reader.tensors if len(t.shape) == 2]
+    if quant == "q4_k_m":  # llama-quantize's mix (tests/gguf/test_gguf_kquants.py), recorded with the export
+        mix = info["gguf"]["quantization"]
+        assert {"Q4_K", "Q6_K", "Q5_0", "Q8_0"} == set(types) and mix["tensor_types"]["Q5_0"] == types.count("Q5_0")
+        assert any("not a multiple of 256" in fallback["reason"] for fallback in mix["fallbacks"])
+    else:
+        assert set(types) == {quant.upper()}
     exported = json.loads((tmp_path / "out" / "trainkit_export.json").read_text())
     assert exported["gguf"]["check"] == check
 
 
-def test_k_quants_and_bad_types_are_refused_before_a_job_starts(env: Env, model_path: str, tmp_path: Path) -> None:
-    done = env.cli("export", model_path, "--gguf", "--quant", "q4_k_m", "--merged", str(tmp_path / "x"), check=False)
-    assert done.returncode == 2 and "q4_k_m" in done.stderr and not (tmp_path / "x").exists()
+def test_i_quants_and_bad_types_are_refused_before_a_job_starts(env: Env, model_path: str, tmp_path: Path) -> None:
+    done = env.cli("export", model_path, "--gguf", "--quant", "iq4_xs", "--merged", str(tmp_path / "x"), check=False)
+    assert done.returncode == 2 and "iq4_xs" in done.stderr and not (tmp_path / "x").exists()
     from trainkit_core.errors import UsageError
     from trainkit_core.gguf_export import check_gguf_architecture, check_gguf_type
 
-    with pytest.raises(UsageError, match="llama-quantize"):
-        check_gguf_type("q4_k_m")
+    with pytest.raises(UsageError, match="importance matrix"):
+        check_gguf_type("q2_k_s")
     with pytest.raises(UsageError, match="Gemma4ForConditionalGeneration is not supported"):
         check_gguf_architecture({"architectures": ["Gemma4ForConditionalGeneration"]})

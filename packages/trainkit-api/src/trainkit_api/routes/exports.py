@@ -36,9 +36,27 @@ class ExportIn(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Weights' dtype; auto keeps the base's (16-bit for a 4-bit base)."
     )
-    gguf: Literal["f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0"] | None = Field(
-        None, description="Also write a GGUF of this type and an Ollama Modelfile, checked in llama.cpp."
-    )
+    gguf: (
+        Literal[
+            "f32",
+            "f16",
+            "q8_0",
+            "q5_1",
+            "q5_0",
+            "q4_1",
+            "q4_0",
+            "q2_k",
+            "q3_k_s",
+            "q3_k_m",
+            "q3_k_l",
+            "q4_k_s",
+            "q4_k_m",
+            "q5_k_s",
+            "q5_k_m",
+            "q6_k",
+        ]
+        | None
+    ) = Field(None, description="Also write a GGUF of this type and an Ollama Modelfile, checked in llama.cpp.")
     dataset: str | None = Field(
         None, max_length=200, description="The GGUF is checked on this dataset's eval prompts (default: the run's)."
     )

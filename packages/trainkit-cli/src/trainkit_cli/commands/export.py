@@ -45,8 +45,8 @@ from trainkit_core.gguf_export import GGUF_TYPES
 @click.option(
     "--quant",
     default=None,
-    help=f"The GGUF's type (with --gguf; default f16): {', '.join(GGUF_TYPES)}; k-quants (q4_k_m …): run "
-    "llama.cpp's llama-quantize on the f16 file.",
+    help=f"The GGUF's type (with --gguf; default f16): {', '.join(GGUF_TYPES)}. The k-quants (q4_k_m …) mix "
+    "types per tensor as llama.cpp's llama-quantize does; the export lists which tensors fell back and why.",
 )
 @click.option("--dataset", default=None, help="Check the GGUF on this dataset's eval prompts (default: the run's).")
 @click.option("--no-download", is_flag=True, help="Leave the export on the models volume only (exports/<run id>).")
@@ -99,6 +99,12 @@ def export_command(
             f"eval prompts, exact match with trainkit infer {check['exact_match_rate']:.0%}, "
             f"{check['stopped_at_end_of_turn']} stopped at end of turn"
         )
+        mix = info["gguf"].get("quantization")
+        if mix:
+            types = ", ".join(f"{count} {name}" for name, count in mix["tensor_types"].items())
+            term.print(f"GGUF tensors: {types}")
+            for fallback in mix["fallbacks"]:
+                term.print(f"note: {len(fallback['tensors'])} tensors: {fallback['reason']}")
         if info["gguf"].get("left_out"):
             term.print(f"note: the GGUF holds {info['gguf']['left_out']}")
     if written is not None:
