@@ -104,7 +104,8 @@ def export_command(
             types = ", ".join(f"{count} {name}" for name, count in mix["tensor_types"].items())
             term.print(f"GGUF tensors: {types}")
             for fallback in mix["fallbacks"]:
-                term.print(f"note: {len(fallback['tensors'])} tensors: {fallback['reason']}")
+                count = len(fallback["tensors"])
+                term.print(f"note: {count} tensor{'s' if count > 1 else ''}: {fallback['reason']}")
         if info["gguf"].get("left_out"):
             term.print(f"note: the GGUF holds {info['gguf']['left_out']}")
     if written is not None:
