@@ -106,7 +106,8 @@ def _category(name: str) -> str:
 def _mixed_type(quant: str, category: str, columns: int, counters: dict[str, int], n_gqa: int, n_layers: int) -> str:
     """`llama_tensor_get_type_impl` for the k-quant file types, on a dense model that is not Falcon or 70B.
 
-    `counters` holds llama.cpp's running indices of attn_v and ffn_down tensors (and their totals)."""
+    `counters` holds llama.cpp's running indices of attn_v and ffn_down tensors, the number of
+    attn_v tensors, and whether the head is tied to the embedding (no output.weight)."""
     default = K_QUANT_TYPES[quant]
     if category == "output" or (category == "token_embd" and counters["tied"]):
         return "Q8_0" if columns % QK_K else "Q6_K"
@@ -173,7 +174,7 @@ def plan_tensor_types(
         "tied": "output.weight" not in shapes,
     }
     n_gqa = n_head // n_head_kv if n_head_kv else 0
-    plan = {}
+    plan: dict[str, TensorType] = {}
     for name in sorted(shapes, key=lambda name: (_layer(name), name)):
         shape = shapes[name]
         # llama-quantize quantises 2-D (and 3-D) tensors named *weight but no norms; the rest keep their type
@@ -183,7 +184,8 @@ def plan_tensor_types(
         chosen = _mixed_type(quant, _category(name), shape[-1], counters, n_gqa, n_layers)
         planned = _fallback(chosen, shape[-1])
         if planned.reason is None and chosen != K_QUANT_TYPES[quant]:
-            planned = TensorType(chosen, f"{_category(name)}: {chosen} in {quant}, as llama-quantize picks it")
+            role = "token_embd, the tied output head" if name == "token_embd.weight" else _category(name)
+            planned = TensorType(chosen, f"{role}: {chosen} in {quant}, as llama-quantize picks it")
         plan[name] = planned
     return plan
 
