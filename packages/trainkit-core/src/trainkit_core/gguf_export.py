@@ -260,7 +260,8 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
         "q5_0": gguf.LlamaFileType.MOSTLY_Q5_0,
         "q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
         "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
-    }.get(quant) or gguf_quantize.file_type(quant)
+        **{k_quant: gguf_quantize.file_type(k_quant) for k_quant in K_QUANT_TYPES},
+    }[quant]
     if quant in BLOCK_TYPES:  # before the file is opened: a row that does not split into blocks cannot be stored
         uneven = [name for name, t in tensors.items() if t.ndim == 2 and t.shape[-1] % 32]
         if uneven:
