@@ -173,3 +173,48 @@ def test_layers_of_one_kind_with_different_heads_are_refused(exported: Path, tmp
     with pytest.raises(UsageError, match="layers of one kind with different heads"):
         write_gguf(folder, tmp_path / "odd.gguf", quant="f16", fmt=GEMMA4, name="odd")
     assert not (tmp_path / "odd.gguf").exists()
+
+
+def test_a_sentencepiece_style_vocabulary_on_gemma4_tokenizes_as_transformers_in_llama_cpp(tmp_path: Path) -> None:
+    """The real Gemma 4 checkpoints' kind of vocabulary (the twin's is byte-level), on the `gemma4` architecture.
+
+    Written as for Gemma 3 (llama.cpp's SPM tokenizer, scores from the merges' order; see
+    tests/gguf/test_gguf_sentencepiece.py), not as llama.cpp's own converter writes Gemma 4's
+    (its `gemma4` tokenizer model): at build 11549 llama.cpp forces ``add_bos_token`` on for
+    that one, so trainkit's prompts, which carry ``<bos>`` themselves, would start with two.
+    Only the tokens are compared here: the layout's answers are the twin's test's."""
+    import torch
+    from test_gguf_sentencepiece import HARD_TEXTS, _gemma_style_tokenizer, _order_sensitive_texts, _texts
+    from transformers import Gemma4ForConditionalGeneration
+
+    from trainkit_core import twins
+    from trainkit_core.chat_format import GEMMA4, render_prompt
+    from trainkit_core.gguf_check import _tokenize
+    from trainkit_core.gguf_export import write_gguf
+
+    tokenizer = _gemma_style_tokenizer(_texts(), size=640)
+    tokenizer.add_special_tokens({"additional_special_tokens": [GEMMA4.turn_start, GEMMA4.end_of_turn]})
+    config = twins.gemma4_config(twins.build_tokenizer(twins.GEMMA4_TWIN))
+    config.text_config.vocab_size = config.text_config.vocab_size_per_layer_input = len(tokenizer)
+    torch.manual_seed(0)
+    folder = tmp_path / "merged"
+    Gemma4ForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    write_gguf(folder, tmp_path / "spm.gguf", quant="f16", fmt=GEMMA4, name="spm-gemma4")
+    fields = {name: field.contents() for name, field in gguf.GGUFReader(str(tmp_path / "spm.gguf")).fields.items()}
+    assert fields["general.architecture"] == "gemma4" and fields["tokenizer.ggml.model"] == "llama"
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(tmp_path / "spm.gguf")
+    params.n_ctx = 256
+    params.n_parallel = 1
+    params.warmup = False
+    params.verbosity = -1
+    server = xllamacpp.Server(params)
+    prompt = render_prompt([{"role": "user", "content": "Opposites: hot big"}], GEMMA4)
+    texts = [prompt, *HARD_TEXTS, *_order_sensitive_texts(tokenizer)]
+    got = {text: _tokenize(server.listening_address, text) for text in texts}
+    del server
+    want = {text: tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts}
+    assert got == want
+    assert want[prompt][:2] == tokenizer.convert_tokens_to_ids(["<bos>", GEMMA4.turn_start])
