@@ -111,12 +111,32 @@ def _llama_cpp_logprobs(gguf_file: Path, prompts: list[list[int]]) -> list[list[
     return tops
 
 
+def _gaps(folder: Path, model: Any) -> Any:
+    """A measure of a GGUF file against `model` (transformers, the weights in `folder`): the largest gap
+    between llama.cpp's and transformers' log-probabilities of the tokens llama.cpp ranks top next."""
+    import torch
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    ids = [tokenizer.bos_token_id, *tokenizer(TEXT, add_special_tokens=False)["input_ids"]]
+    assert len(ids) >= max(PROMPT_LENGTHS)
+    prompts = [ids[:n] for n in PROMPT_LENGTHS]
+    with torch.no_grad():
+        references = [torch.log_softmax(model(torch.tensor([p])).logits[0, -1], -1) for p in prompts]
+
+    def gap(gguf_file: Path) -> float:
+        pairs = zip(_llama_cpp_logprobs(gguf_file, prompts), references, strict=True)
+        return max(abs(t["logprob"] - float(ref[t["id"]])) for top, ref in pairs for t in top)
+
+    return gap
+
+
 def test_layer_scalars_and_the_partial_rotation_are_what_llama_cpp_computes(exported: Path, tmp_path: Path) -> None:
     import shutil
 
     import torch
     from safetensors.torch import load_file, save_file
-    from transformers import AutoTokenizer, Gemma4ForConditionalGeneration
+    from transformers import Gemma4ForConditionalGeneration
 
     import trainkit_core.gguf_export as gguf_export
     from trainkit_core.chat_format import GEMMA4
@@ -129,20 +149,7 @@ def test_layer_scalars_and_the_partial_rotation_are_what_llama_cpp_computes(expo
         weights[name] = 0.3 + 1.4 * torch.rand(1, generator=generator)
     save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
 
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    ids = [tokenizer.bos_token_id, *tokenizer(TEXT, add_special_tokens=False)["input_ids"]]
-    prompts = [ids[:n] for n in PROMPT_LENGTHS]
-    assert len(ids) >= max(PROMPT_LENGTHS)
-    model = Gemma4ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
-    with torch.no_grad():
-        references = [torch.log_softmax(model(torch.tensor([p])).logits[0, -1], -1) for p in prompts]
-
-    def distance(gguf_file: Path) -> float:
-        """The largest gap between llama.cpp's and transformers' log-probability of a token llama.cpp ranks top."""
-        tops = _llama_cpp_logprobs(gguf_file, prompts)
-        pairs = zip(tops, references, strict=True)
-        return max(abs(t["logprob"] - float(ref[t["id"]])) for top, ref in pairs for t in top)
-
+    distance = _gaps(folder, Gemma4ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval())
     gguf_export.write_gguf(folder, tmp_path / "scaled.gguf", quant="f32", fmt=GEMMA4, name="scaled")
 
     # Controls: what a converter that dropped either would write is told apart.
@@ -155,6 +162,28 @@ def test_layer_scalars_and_the_partial_rotation_are_what_llama_cpp_computes(expo
     distances = {name: distance(tmp_path / f"{name}.gguf") for name in ("scaled", "unscaled", "rotated")}
     assert distances["scaled"] < TOLERANCE, distances
     assert distances["unscaled"] > 5 * TOLERANCE and distances["rotated"] > 2 * TOLERANCE, distances
+
+
+def test_a_text_only_gemma4_is_written_the_same_way(exported: Path, tmp_path: Path) -> None:
+    """`Gemma4ForCausalLM` (no towers, the language model's tensors at the top level): the twin's language model."""
+    import torch
+    from transformers import AutoTokenizer, Gemma4ForCausalLM, Gemma4ForConditionalGeneration
+
+    from trainkit_core.chat_format import GEMMA4
+    from trainkit_core.gguf_export import write_gguf
+
+    multimodal = Gemma4ForConditionalGeneration.from_pretrained(exported, dtype=torch.float32)
+    model = Gemma4ForCausalLM(multimodal.config.text_config)
+    prefix = "model.language_model."
+    weights = {k.replace(prefix, "model."): v for k, v in multimodal.state_dict().items() if k.startswith(prefix)}
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}  # tied to the embeddings
+    folder = tmp_path / "causal"
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(exported).save_pretrained(folder)
+    info = write_gguf(folder, tmp_path / "causal.gguf", quant="f32", fmt=GEMMA4, name="causal")
+    assert "left_out" not in info
+    assert _gaps(folder, model.eval())(tmp_path / "causal.gguf") < TOLERANCE
 
 
 def test_layers_of_one_kind_with_different_heads_are_refused(exported: Path, tmp_path: Path) -> None:
