@@ -79,6 +79,7 @@ def test_the_gguf_chat_template_has_no_transformers_only_markers() -> None:
         ({"use_double_wide_mlp": True}, "double-wide MLPs"),
         ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 4.0}}}, "yarn RoPE"),
         ({"layer_types": ["sliding_attention", "chunked_attention"]}, "chunked_attention"),
+        ({"use_bidirectional_attention": "all"}, "bidirectional attention over all tokens"),
     ],
 )
 def test_gemma_4_features_the_converter_does_not_write_are_refused_before_the_merge(
@@ -91,3 +92,12 @@ def test_gemma_4_features_the_converter_does_not_write_are_refused_before_the_me
     causal = {"architectures": ["Gemma4ForCausalLM"], "num_hidden_layers": 2, **setting}  # a text-only config
     with pytest.raises(UsageError, match=named):
         check_gguf_architecture(causal)
+
+
+def test_gemma_4_with_bidirectional_attention_among_image_tokens_is_written() -> None:
+    """Only image tokens attend both ways then; the GGUF holds the language model and gets text only."""
+    config = {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "text_config": {"use_bidirectional_attention": "vision"},
+    }
+    assert check_gguf_architecture(config) == "Gemma4ForConditionalGeneration"

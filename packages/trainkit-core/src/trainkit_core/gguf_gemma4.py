@@ -61,8 +61,9 @@ def check_gemma4_config(config: dict[str, Any]) -> None:
         raise _refuse("attention biases (attention_bias)")
     if config.get("attn_logit_softcapping"):
         raise _refuse("attention logit soft-capping (attn_logit_softcapping)")
-    if config.get("use_bidirectional_attention") not in (None, False):
-        raise _refuse(f"bidirectional attention (use_bidirectional_attention={config['use_bidirectional_attention']})")
+    # "vision" (the 31B's, probably) makes only image tokens attend both ways; the file gets text only
+    if config.get("use_bidirectional_attention") == "all":
+        raise _refuse("bidirectional attention over all tokens (use_bidirectional_attention='all')")
     unknown = set(config.get("layer_types") or []) - {"sliding_attention", "full_attention"}
     if unknown:
         raise _refuse(f"layer types {sorted(unknown)}")
