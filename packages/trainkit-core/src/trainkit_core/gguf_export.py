@@ -24,11 +24,10 @@ projector are not in the file (llama.cpp would read them from a separate ``mmpro
 file, which is not written here). Gemma 4 (``Gemma4ForConditionalGeneration``: 31b and its
 twin, and ``Gemma4ForCausalLM``) in llama.cpp's ``gemma4`` layout, its language model
 likewise (`trainkit_core.gguf_gemma4`, which refuses the Gemma 4 features no preset has).
-Tokenizers: byte-level BPE (the
-`tiny` model's and the twins') as llama.cpp's ``gpt2`` tokenizer, and the real Gemma 3 and 4
-checkpoints' SentencePiece-style BPE as its ``llama`` (SPM) tokenizer with scores derived
-from the merges (see `_vocabulary`); others are refused rather than written wrongly. No
-heavy imports at module level.
+Tokenizers: byte-level BPE (the `tiny` model's and the twins') as llama.cpp's ``gpt2``
+tokenizer, and the real Gemma 3 and 4 checkpoints' SentencePiece-style BPE as its
+``llama`` (SPM) tokenizer with scores derived from the merges (see `_vocabulary`); others
+are refused rather than written wrongly. No heavy imports at module level.
 """
 
 from __future__ import annotations

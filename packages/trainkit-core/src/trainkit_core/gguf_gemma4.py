@@ -19,8 +19,9 @@ of llama.cpp's converter and loader at the pinned build (xllamacpp 2026.10.11549
 
 What no trainkit preset has and no twin exercises is refused with its reason rather than
 written unverified: per-layer input embeddings (E2B/E4B), keys and values shared across
-layers (E2B/E4B), the mixture-of-experts block (26B A4B), double-wide MLPs, RoPE scaling.
-No heavy imports at module level.
+layers (E2B/E4B), the mixture-of-experts block (26B A4B), double-wide MLPs, attention
+biases, RoPE scaling, bidirectional attention over all tokens. The multimodal towers are
+left out, as for Gemma 3. No heavy imports at module level.
 """
 
 from __future__ import annotations
