@@ -59,11 +59,8 @@ def test_gguf_types_and_architectures_are_checked() -> None:
         check_gguf_type("IQ4_XS")
     with pytest.raises(UsageError, match="unknown GGUF type"):
         check_gguf_type("q9")
-    for name in ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"):
+    for name in ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", "Gemma4ForConditionalGeneration"):
         assert check_gguf_architecture({"architectures": [name]}) == name
-    # Gemma 4: llama.cpp reads it, trainkit's converter does not write it; the refusal says so.
-    with pytest.raises(UsageError, match=r"Gemma4ForConditionalGeneration is not supported: llama\.cpp reads Gemma 4"):
-        check_gguf_architecture({"architectures": ["Gemma4ForConditionalGeneration"]})
     with pytest.raises(UsageError, match="LlamaForCausalLM is not supported: only Gemma3ForCausalLM"):
         check_gguf_architecture({"architectures": ["LlamaForCausalLM"]})
 
@@ -73,3 +70,36 @@ def test_the_gguf_chat_template_has_no_transformers_only_markers() -> None:
     assert "{% generation %}" in GEMMA3.chat_template
     assert not re.search(r"(end)?generation\s*-?%\}", plain)
     assert "add_generation_prompt" in plain and GEMMA3.end_of_turn in plain
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ({"hidden_size_per_layer_input": 256}, "per-layer input embeddings"),
+        ({"num_kv_shared_layers": 20}, "keys and values shared across layers"),
+        ({"enable_moe_block": True, "num_experts": 128}, "mixture-of-experts"),
+        ({"use_double_wide_mlp": True}, "double-wide MLPs"),
+        ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 4.0}}}, "yarn RoPE"),
+        ({"layer_types": ["sliding_attention", "chunked_attention"]}, "chunked_attention"),
+        ({"use_bidirectional_attention": "all"}, "bidirectional attention over all tokens"),
+    ],
+)
+def test_gemma_4_features_the_converter_does_not_write_are_refused_before_the_merge(
+    setting: dict[str, object], named: str
+) -> None:
+    """The 31B's layout is written (tests/gguf/test_gguf_gemma4.py); E2B/E4B's and 26B A4B's extras are refused."""
+    config = {"architectures": ["Gemma4ForConditionalGeneration"], "text_config": {"num_hidden_layers": 2, **setting}}
+    with pytest.raises(UsageError, match=f"GGUF export of this Gemma 4 is not supported: it has .*{named}"):
+        check_gguf_architecture(config)
+    causal = {"architectures": ["Gemma4ForCausalLM"], "num_hidden_layers": 2, **setting}  # a text-only config
+    with pytest.raises(UsageError, match=named):
+        check_gguf_architecture(causal)
+
+
+def test_gemma_4_with_bidirectional_attention_among_image_tokens_is_written() -> None:
+    """Only image tokens attend both ways then; the GGUF holds the language model and gets text only."""
+    config = {
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "text_config": {"use_bidirectional_attention": "vision"},
+    }
+    assert check_gguf_architecture(config) == "Gemma4ForConditionalGeneration"

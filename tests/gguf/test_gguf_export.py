@@ -154,5 +154,5 @@ def test_i_quants_and_bad_types_are_refused_before_a_job_starts(env: Env, model_
 
     with pytest.raises(UsageError, match="importance matrix"):
         check_gguf_type("q2_k_s")
-    with pytest.raises(UsageError, match="Gemma4ForConditionalGeneration is not supported"):
-        check_gguf_architecture({"architectures": ["Gemma4ForConditionalGeneration"]})
+    with pytest.raises(UsageError, match="LlamaForCausalLM is not supported"):
+        check_gguf_architecture({"architectures": ["LlamaForCausalLM"]})

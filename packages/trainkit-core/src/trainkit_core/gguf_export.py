@@ -22,12 +22,13 @@ Which models: Gemma 3 text models (``Gemma3ForCausalLM``: ``tiny``) and the lang
 model of the multimodal Gemma 3 (``Gemma3ForConditionalGeneration``: 4b/12b and their
 twin), with the linear RoPE scaling of its full-attention layers; its vision tower and
 projector are not in the file (llama.cpp would read them from a separate ``mmproj``
-file, which is not written here). Gemma 4 is refused with the reason: llama.cpp reads
-it, but this converter does not write its layout. Tokenizers: byte-level BPE (the
-`tiny` model's and the twins') as llama.cpp's ``gpt2`` tokenizer, and the real Gemma 3
-checkpoints' SentencePiece-style BPE as its ``llama`` (SPM) tokenizer with scores derived
-from the merges (see `_vocabulary`); others are refused rather than written wrongly. No
-heavy imports at module level.
+file, which is not written here). Gemma 4 (``Gemma4ForConditionalGeneration``: 31b and its
+twin, and ``Gemma4ForCausalLM``) in llama.cpp's ``gemma4`` layout, its language model
+likewise (`trainkit_core.gguf_gemma4`, which refuses the Gemma 4 features no preset has).
+Tokenizers: byte-level BPE (the `tiny` model's and the twins') as llama.cpp's ``gpt2``
+tokenizer, and the real Gemma 3 and 4 checkpoints' SentencePiece-style BPE as its
+``llama`` (SPM) tokenizer with scores derived from the merges (see `_vocabulary`); others
+are refused rather than written wrongly. No heavy imports at module level.
 """
 
 from __future__ import annotations
@@ -40,22 +41,21 @@ from typing import Any
 from trainkit_core import gguf_quantize
 from trainkit_core.chat_format import ChatFormat
 from trainkit_core.errors import UsageError
+from trainkit_core.gguf_gemma4 import (
+    GEMMA4_ARCHITECTURES,
+    check_gemma4_config,
+    gemma4_layers,
+    gemma4_tensor_name,
+    rope_frequency_factors,
+    write_gemma4_parameters,
+)
 from trainkit_core.gguf_quantize import K_QUANT_TYPES, REFUSED_QUANT_TYPES
 
 #: The GGUF types an export may be written in, here (no llama.cpp binary needed).
 GGUF_TYPES = ("f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", *K_QUANT_TYPES)
 #: The block-quantised ones among them (blocks of 32 values along a row).
 BLOCK_TYPES = ("q8_0", "q5_1", "q5_0", "q4_1", "q4_0")
-SUPPORTED_ARCHITECTURES = ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration")
-#: Why an architecture that llama.cpp (xllamacpp 2026.10, build 11549) reads is still refused here.
-REFUSED_ARCHITECTURES = {
-    "Gemma4ForConditionalGeneration": (
-        "llama.cpp reads Gemma 4 (its `gemma4` architecture), but trainkit's converter does not write its layout "
-        "(per-layer head sizes and key/value heads, keys shared as values, proportional RoPE on part of the "
-        "head, per-layer scalars), so no Gemma 4 file is written or verified here"
-    ),
-}
-REFUSED_ARCHITECTURES["Gemma4ForCausalLM"] = REFUSED_ARCHITECTURES["Gemma4ForConditionalGeneration"]
+SUPPORTED_ARCHITECTURES = ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", *GEMMA4_ARCHITECTURES)
 #: Where the language model's tensors sit in a multimodal checkpoint, and the text model's names for them.
 TEXT_PREFIXES = {
     "language_model.model.": "model.",
@@ -63,7 +63,15 @@ TEXT_PREFIXES = {
     "language_model.lm_head.": "lm_head.",
 }
 #: The multimodal towers, which the GGUF file leaves out (llama.cpp reads them from an `mmproj` file).
-TOWER_PREFIXES = ("vision_tower.", "multi_modal_projector.", "model.vision_tower.", "model.multi_modal_projector.")
+TOWER_PREFIXES = (
+    "vision_tower.",
+    "multi_modal_projector.",
+    "model.vision_tower.",
+    "model.multi_modal_projector.",
+    "model.embed_vision.",  # Gemma 4's projector
+    "model.audio_tower.",
+    "model.embed_audio.",
+)
 MODELFILE = "Modelfile"
 
 
@@ -87,13 +95,14 @@ def check_gguf_architecture(config: dict[str, Any]) -> str:
     """The architecture of a merged model's config.json, refused when no GGUF conversion is built for it."""
     names = config.get("architectures") or []
     name = names[0] if names else "<none>"
-    if name in REFUSED_ARCHITECTURES:
-        raise UsageError(f"GGUF export of {name} is not supported: {REFUSED_ARCHITECTURES[name]}; export safetensors")
     if name not in SUPPORTED_ARCHITECTURES:
         raise UsageError(
             f"GGUF export of {name} is not supported: only {', '.join(SUPPORTED_ARCHITECTURES)} "
-            "(Gemma 3, the language model of the multimodal one) are converted and verified; export safetensors"
+            "(Gemma 3 and Gemma 4, the language model of the multimodal ones) are converted and verified; "
+            "export safetensors"
         )
+    if name in GEMMA4_ARCHITECTURES:
+        check_gemma4_config(text_config(config))
     return str(name)
 
 
@@ -234,45 +243,14 @@ def _vocabulary(folder: Path, n_vocab: int) -> dict[str, Any]:
     return {**vocabulary, "model": "gpt2", "merges": [f"{left} {right}" for left, right in merges]}
 
 
-def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: str) -> dict[str, Any]:
-    """Write the merged model in `folder` (config, safetensors, tokenizer) as one GGUF file `dest`."""
+def _write_gemma3_parameters(writer: Any, config: dict[str, Any]) -> None:
+    """The `gemma3` architecture's keys of a Gemma 3 text config."""
     import gguf
-    import numpy as np
-    import torch
 
-    quant = check_gguf_type(quant)
-    full_config = json.loads((folder / "config.json").read_text())
-    check_gguf_architecture(full_config)
-    config = text_config(full_config)
-    arch = gguf.MODEL_ARCH.GEMMA3
-    n_layers = int(config["num_hidden_layers"])
     head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
-    query_scale = (head_dim / float(config.get("query_pre_attn_scalar") or head_dim)) ** 0.5
-    tensors, towers = language_model_tensors(_tensor_rows(folder))
-    n_vocab = int(tensors["model.embed_tokens.weight"].shape[0])
-    vocabulary = _vocabulary(folder, n_vocab)
-    eot_id = vocabulary["tokens"].index(fmt.end_of_turn)
-    file_type = {
-        "f32": gguf.LlamaFileType.ALL_F32,
-        "f16": gguf.LlamaFileType.MOSTLY_F16,
-        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-        "q5_1": gguf.LlamaFileType.MOSTLY_Q5_1,
-        "q5_0": gguf.LlamaFileType.MOSTLY_Q5_0,
-        "q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
-        "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
-        **{k_quant: gguf_quantize.file_type(k_quant) for k_quant in K_QUANT_TYPES},
-    }[quant]
-    if quant in BLOCK_TYPES:  # before the file is opened: a row that does not split into blocks cannot be stored
-        uneven = [name for name, t in tensors.items() if t.ndim == 2 and t.shape[-1] % 32]
-        if uneven:
-            raise UsageError(f"GGUF type {quant} stores rows in blocks of 32; these rows are not: {', '.join(uneven)}")
-
-    writer = gguf.GGUFWriter(str(dest), gguf.MODEL_ARCH_NAMES[arch])
-    writer.add_name(name)
-    writer.add_file_type(int(file_type))
     writer.add_context_length(int(config.get("max_position_embeddings", 131072)))
     writer.add_embedding_length(int(config["hidden_size"]))
-    writer.add_block_count(n_layers)
+    writer.add_block_count(int(config["num_hidden_layers"]))
     writer.add_feed_forward_length(int(config["intermediate_size"]))
     writer.add_head_count(int(config["num_attention_heads"]))
     writer.add_head_count_kv(int(config["num_key_value_heads"]))
@@ -299,6 +277,49 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     if config.get("final_logit_softcapping"):
         writer.add_final_logit_softcapping(float(config["final_logit_softcapping"]))
 
+
+def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: str) -> dict[str, Any]:
+    """Write the merged model in `folder` (config, safetensors, tokenizer) as one GGUF file `dest`."""
+    import gguf
+    import numpy as np
+    import torch
+
+    quant = check_gguf_type(quant)
+    full_config = json.loads((folder / "config.json").read_text())
+    gemma4 = check_gguf_architecture(full_config) in GEMMA4_ARCHITECTURES
+    config = text_config(full_config)
+    arch = gguf.MODEL_ARCH.GEMMA4 if gemma4 else gguf.MODEL_ARCH.GEMMA3
+    layers = gemma4_layers(folder) if gemma4 else None
+    n_layers = int(config["num_hidden_layers"])
+    head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
+    # Gemma 4 has no query scalar (its scores are not scaled), Gemma 3's is folded into the query norm
+    query_scale = 1.0 if gemma4 else (head_dim / float(config.get("query_pre_attn_scalar") or head_dim)) ** 0.5
+    tensors, towers = language_model_tensors(_tensor_rows(folder))
+    n_vocab = int(tensors["model.embed_tokens.weight"].shape[0])
+    vocabulary = _vocabulary(folder, n_vocab)
+    eot_id = vocabulary["tokens"].index(fmt.end_of_turn)
+    file_type = {
+        "f32": gguf.LlamaFileType.ALL_F32,
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+        "q5_1": gguf.LlamaFileType.MOSTLY_Q5_1,
+        "q5_0": gguf.LlamaFileType.MOSTLY_Q5_0,
+        "q4_1": gguf.LlamaFileType.MOSTLY_Q4_1,
+        "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+        **{k_quant: gguf_quantize.file_type(k_quant) for k_quant in K_QUANT_TYPES},
+    }[quant]
+    if quant in BLOCK_TYPES:  # before the file is opened: a row that does not split into blocks cannot be stored
+        uneven = [name for name, t in tensors.items() if t.ndim == 2 and t.shape[-1] % 32]
+        if uneven:
+            raise UsageError(f"GGUF type {quant} stores rows in blocks of 32; these rows are not: {', '.join(uneven)}")
+
+    writer = gguf.GGUFWriter(str(dest), gguf.MODEL_ARCH_NAMES[arch])
+    writer.add_name(name)
+    writer.add_file_type(int(file_type))
+    if layers is not None:
+        write_gemma4_parameters(writer, config, layers)
+    else:
+        _write_gemma3_parameters(writer, config)
     writer.add_tokenizer_model(vocabulary["model"])
     writer.add_token_list(vocabulary["tokens"])
     writer.add_token_types(vocabulary["types"])
@@ -317,19 +338,26 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     writer.add_chat_template(plain_chat_template(fmt))
 
     names = gguf.get_tensor_name_map(arch, n_layers)
+
+    def gguf_name(hf_name: str) -> str | None:
+        return names.get_name(gemma4_tensor_name(hf_name) if gemma4 else hf_name, try_suffixes=(".weight", ".bias"))
+
     plan = None
     if quant in K_QUANT_TYPES:  # llama-quantize's type for each tensor, decided on the whole model's shapes
-        shapes = {names.get_name(n, try_suffixes=(".weight", ".bias")) or n: tuple(t.shape) for n, t in tensors.items()}
+        shapes = {gguf_name(n) or n: tuple(t.shape) for n, t in tensors.items()}
         heads = (int(config["num_attention_heads"]), int(config["num_key_value_heads"]))
         plan = gguf_quantize.plan_tensor_types(quant, shapes, n_layers=n_layers, n_head=heads[0], n_head_kv=heads[1])
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    if layers is not None:  # the full layers' partial rotation, a tensor of its own in llama.cpp
+        rope_freqs = torch.tensor(rope_frequency_factors(config, layers), dtype=torch.float32)
+        writer.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight", rope_freqs.numpy())
     for hf_name, tensor in tensors.items():
         data = tensor.to(torch.float32)
-        if hf_name.endswith("norm.weight"):
-            data = data + 1.0  # Gemma's RMSNorm multiplies by (1 + w)
+        if hf_name.endswith("norm.weight") and not gemma4:
+            data = data + 1.0  # Gemma 3's RMSNorm multiplies by (1 + w), Gemma 4's by w
             if hf_name.endswith("self_attn.q_norm.weight"):
                 data = data * query_scale
-        new_name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        new_name = gguf_name(hf_name)
         if new_name is None:
             raise UsageError(f"no GGUF name for tensor {hf_name!r} of {folder}")
         array = data.numpy()

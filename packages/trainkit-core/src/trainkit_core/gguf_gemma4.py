@@ -1,0 +1,151 @@
+"""Gemma 4's layout in a GGUF file (llama.cpp's `gemma4` architecture), beside `gguf_export`'s Gemma 3 one.
+
+Why a layout of its own: Gemma 4 is not a Gemma 3 with other sizes. Its layers differ by
+kind (sliding or full attention) in head size, key/value heads and RoPE; its full layers
+reuse the keys as values (no ``v_proj``: llama.cpp takes the keys when a layer has no
+value matrix); only part of a full layer's head is rotated ("proportional" RoPE); each
+layer ends with a learned scalar; its norms multiply by the weight as is (Gemma 3's add
+one); and its attention does not scale the scores (the query and key norms do). The
+keys and tensor names are the `gguf` package's (``MODEL_ARCH.GEMMA4``), the rules those
+of llama.cpp's converter and loader at the pinned build (xllamacpp 2026.10.11549):
+
+- ``attention.key_length`` / ``value_length`` are the full layers' head size, the
+  ``_swa`` keys the sliding layers'; ``head_count_kv`` is one value per layer;
+- ``rope.dimension_count`` is the whole full-layer head: llama.cpp rotates the first half
+  pair by pair (NEOX) and a shared ``rope_freqs`` tensor divides the frequencies of the
+  pairs that Gemma leaves unrotated by 1e30 (zero frequency: the identity), which is
+  exactly transformers' proportional RoPE (its frequencies are zero past the rotated part);
+- ``layer_scalar`` becomes ``blk.N.layer_output_scale.weight``.
+
+What no trainkit preset has and no twin exercises is refused with its reason rather than
+written unverified: per-layer input embeddings (E2B/E4B), keys and values shared across
+layers (E2B/E4B), the mixture-of-experts block (26B A4B), double-wide MLPs, attention
+biases, RoPE scaling, bidirectional attention over all tokens. The multimodal towers are
+left out, as for Gemma 3. No heavy imports at module level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.errors import UsageError
+
+GEMMA4_ARCHITECTURES = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM")
+#: The frequency divisor of a pair Gemma 4 leaves unrotated (llama.cpp's converter uses the same).
+UNROTATED = 1e30
+
+
+def _refuse(what: str) -> UsageError:
+    return UsageError(
+        f"GGUF export of this Gemma 4 is not supported: it has {what}, which trainkit's converter does not write "
+        "(only the layout of google/gemma-4-31B-it and its twin is converted and verified in llama.cpp); "
+        "export safetensors"
+    )
+
+
+def check_gemma4_config(config: dict[str, Any]) -> None:
+    """Refuse a Gemma 4 text config (a config.json's dict) with a feature this layout does not write.
+
+    Torch-free, so that the export job refuses before it merges; the heads of each layer, which
+    only transformers resolves, are checked by `gemma4_layers` when the file is written."""
+    if config.get("hidden_size_per_layer_input"):
+        raise _refuse("per-layer input embeddings (hidden_size_per_layer_input, as E2B/E4B)")
+    if config.get("num_kv_shared_layers"):
+        raise _refuse("keys and values shared across layers (num_kv_shared_layers, as E2B/E4B)")
+    if config.get("enable_moe_block") or config.get("num_experts"):
+        raise _refuse("a mixture-of-experts block (enable_moe_block, as 26B A4B)")
+    if config.get("use_double_wide_mlp"):
+        raise _refuse("double-wide MLPs (use_double_wide_mlp)")
+    if config.get("attention_bias"):
+        raise _refuse("attention biases (attention_bias)")
+    if config.get("attn_logit_softcapping"):
+        raise _refuse("attention logit soft-capping (attn_logit_softcapping)")
+    # "vision" (the 31B's, probably) makes only image tokens attend both ways; the file gets text only
+    if config.get("use_bidirectional_attention") == "all":
+        raise _refuse("bidirectional attention over all tokens (use_bidirectional_attention='all')")
+    unknown = set(config.get("layer_types") or []) - {"sliding_attention", "full_attention"}
+    if unknown:
+        raise _refuse(f"layer types {sorted(unknown)}")
+    rope = config.get("rope_parameters") or {}
+    local, full = rope.get("sliding_attention") or {}, rope.get("full_attention") or {}
+    if local.get("rope_type", "default") != "default" or local.get("factor", 1.0) != 1.0:
+        raise _refuse(f"{local.get('rope_type')} RoPE on its sliding layers")
+    if full.get("rope_type", "default") not in ("default", "proportional") or full.get("factor", 1.0) != 1.0:
+        raise _refuse(f"{full.get('rope_type')} RoPE (factor {full.get('factor', 1.0)}) on its full layers")
+
+
+@dataclass(frozen=True)
+class Gemma4Layers:
+    """What the `gemma4` keys say of the layers: which slide, and each kind's head size and key/value heads."""
+
+    sliding: tuple[bool, ...]
+    heads: int
+    local_head: int
+    local_kv: int
+    full_head: int
+    full_kv: int
+
+
+def gemma4_layers(folder: Path) -> Gemma4Layers:
+    """The layers of the Gemma 4 in `folder`, as transformers resolves its config.
+
+    Resolved by transformers, not read from config.json: a checkpoint states the full layers'
+    head size as ``global_head_dim`` (512 when absent) and key/value heads as
+    ``num_global_key_value_heads``, a config saved by transformers 5.24 as per-layer overrides
+    (``per_layer_config``); both mean what the model class builds. llama.cpp knows one head
+    size and head count per kind of layer, so a model whose layers differ otherwise is refused."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(folder)).get_text_config()
+    kinds: dict[bool, set[tuple[int, int, int]]] = {True: set(), False: set()}
+    sliding = tuple(t == "sliding_attention" for t in config.layer_types)
+    for i, is_sliding in enumerate(sliding):
+        layer = config.per_layer_config[i]
+        kinds[is_sliding].add((int(layer.num_attention_heads), int(layer.head_dim), int(layer.num_key_value_heads)))
+    if len(kinds[True]) > 1 or len(kinds[False]) != 1 or len({h for h, _, _ in kinds[True] | kinds[False]}) != 1:
+        raise _refuse(f"layers of one kind with different heads ({sorted(kinds[True] | kinds[False])})")
+    (_, full_head, full_kv) = next(iter(kinds[False]))
+    (heads, local_head, local_kv) = next(iter(kinds[True] or kinds[False]))
+    return Gemma4Layers(sliding, heads, local_head, local_kv, full_head, full_kv)
+
+
+def rope_frequency_factors(config: dict[str, Any], layers: Gemma4Layers) -> list[float]:
+    """The full layers' `rope_freqs`: 1 for each rotated pair of the head, `UNROTATED` for the rest."""
+    full = (config.get("rope_parameters") or {}).get("full_attention") or {}
+    fraction = float(full.get("partial_rotary_factor", 1.0)) if full.get("rope_type") == "proportional" else 1.0
+    rotated = int(fraction * layers.full_head // 2)  # as transformers' proportional RoPE counts its rotated pairs
+    return [1.0] * rotated + [UNROTATED] * (layers.full_head // 2 - rotated)
+
+
+def write_gemma4_parameters(writer: Any, config: dict[str, Any], layers: Gemma4Layers) -> None:
+    """The `gemma4` architecture's keys of a (checked) Gemma 4 text config."""
+    check_gemma4_config(config)
+    rope = config.get("rope_parameters") or {}
+    writer.add_context_length(int(config.get("max_position_embeddings", 131072)))
+    writer.add_embedding_length(int(config["hidden_size"]))
+    writer.add_block_count(len(layers.sliding))
+    writer.add_feed_forward_length(int(config["intermediate_size"]))
+    writer.add_head_count(layers.heads)
+    writer.add_head_count_kv([layers.local_kv if s else layers.full_kv for s in layers.sliding])
+    writer.add_key_length(layers.full_head)
+    writer.add_value_length(layers.full_head)
+    writer.add_key_length_swa(layers.local_head)
+    writer.add_value_length_swa(layers.local_head)
+    writer.add_rope_dimension_count(layers.full_head)
+    writer.add_rope_dimension_count_swa(layers.local_head)
+    writer.add_rope_freq_base(float((rope.get("full_attention") or {}).get("rope_theta", 1_000_000.0)))
+    writer.add_rope_freq_base_swa(float((rope.get("sliding_attention") or {}).get("rope_theta", 10_000.0)))
+    writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-6)))
+    writer.add_sliding_window(int(config["sliding_window"]))
+    writer.add_sliding_window_pattern(list(layers.sliding))
+    writer.add_shared_kv_layers(0)
+    writer.add_embedding_length_per_layer_input(0)
+    if config.get("final_logit_softcapping"):
+        writer.add_final_logit_softcapping(float(config["final_logit_softcapping"]))
+
+
+def gemma4_tensor_name(hf_name: str) -> str:
+    """The name `gguf`'s tensor map knows a Gemma 4 tensor by (its layer scalar has no ``.weight``)."""
+    return hf_name + ".weight" if hf_name.endswith("layer_scalar") else hf_name
