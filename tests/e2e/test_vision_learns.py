@@ -4,9 +4,10 @@ The dataset is the script's default (40 drawn pictures per shape and colour, 3 u
 per class to score), trained through the CLI on the `local` provider with no option
 but the dataset and the twin. A model that reads only the colour (what the twin's
 first recipe reached) tops out at 1/3 exact match: the threshold needs shapes read
-from the picture too. Measured on the shared 2-core machine: 0.74 to 0.85 on 27 unseen
-pictures in 400 steps of 16, three seeds (runs differ with the seed and the CPU's float
-order); the goal, 0.9 on every run, is not reached (docs/tutorials/images.md; `scripts/measure_shapes.py`).
+from the picture too. Measured on the 2-core machine: 0.89 to 0.93 on 27 unseen pictures
+in 400 steps of 32, four seeds (0.89 with the default seed, 42; runs differ with the seed
+and the CPU's float order); the goal, 0.9 on every run, is not reached
+(docs/tutorials/images.md; `scripts/measure_shapes.py`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import pytest
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
-#: What the default recipe reached (0.74 to 0.85), less two pictures for run-to-run
-#: spread: 18 of the 27, the previous recipe's best.
-EXACT_MATCH_AT_LEAST = 0.66
+#: The lowest the default recipe reached (24 of the 27 pictures), less two pictures for the
+#: spread between CPUs, whose float order changes a run as a seed does (seeds ranged 24-25).
+EXACT_MATCH_AT_LEAST = 22 / 27
 COLOUR_ONLY_CEILING = 1 / 3
 
 
