@@ -114,3 +114,27 @@ def test_a_tokenizer_llama_cpp_would_read_differently_is_refused_not_written_wro
     with pytest.raises(UsageError, match=r"byte-level BPE tokenizers .* decoded by Metaspace"):
         write_gguf(folder, tmp_path / "x.gguf", quant="f16", fmt=GEMMA3, name="spm")
     assert not (tmp_path / "x.gguf").exists()
+
+
+def test_rows_that_blocks_of_32_do_not_divide_are_refused_before_a_file_is_written(tmp_path: Path) -> None:
+    """A legacy block type cannot store a row of 48 (ggml would abort the process); the k-quants fall back
+    to f16 there, as llama-quantize does."""
+    from trainkit_core.chat_format import GEMMA3
+    from trainkit_core.errors import UsageError
+    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.tiny_model import build_model, build_tokenizer
+
+    folder = tmp_path / "narrow"
+    tokenizer = build_tokenizer(["one two three"])
+    build_model(tokenizer, hidden_size=48).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    for quant in ("q8_0", "q4_0"):
+        dest = tmp_path / f"{quant}.gguf"
+        with pytest.raises(UsageError, match=f"GGUF type {quant} stores rows in blocks of 32") as refused:
+            write_gguf(folder, dest, quant=quant, fmt=GEMMA3, name="narrow")
+        assert "model.layers.0.self_attn.q_proj.weight" in refused.value.message
+        assert not dest.exists()
+
+    info = write_gguf(folder, tmp_path / "k.gguf", quant="q4_k_m", fmt=GEMMA3, name="narrow")
+    types = {name: t.tensor_type.name for name, t in _tensors(tmp_path / "k.gguf").items()}
+    assert types["blk.0.attn_q.weight"] == "F16" and "F16" in info["quantization"]["tensor_types"]
