@@ -172,7 +172,7 @@ TWIN_PRESETS: dict[str, Preset] = {
         # Its language model is random too, so embeddings and head train in full beside
         # LoRA (as tiny's); the tower learns shapes only at a rate well above the language
         # model's. The recipe is limited by how many pictures it sees, not by the model:
-        # batches of 32 for 400 steps (about 100 s on one CPU core) named 0.89-0.93 of the
+        # batches of 32 for 400 steps (105-115 s on one CPU core) named 0.89-0.93 of the
         # unseen pictures where batches of 16 named 0.74-0.85 (measured with
         # scripts/measure_shapes.py, docs/tutorials/images.md).
         modules_to_save=("embed_tokens", "lm_head"),
