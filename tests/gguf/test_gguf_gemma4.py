@@ -167,7 +167,7 @@ def test_layer_scalars_and_the_partial_rotation_are_what_llama_cpp_computes(expo
 
 def test_the_gemma4_twin_in_q4_k_m_follows_its_type_plan_and_runs_in_llama_cpp(exported: Path, tmp_path: Path) -> None:
     """The k-quant type mix on Gemma 4's layout: full layers have no attn_v (llama-quantize's running index of
-    attn_v counts 10 tensors on 12 layers), the head is tied, and the twin's rows (64 and 128) make Q4_K and Q6_K
+    attn_v counts 10 tensors on 12 layers), the head gets more bits than the rest, and the twin's rows (64 and 128) make Q4_K and Q6_K
     fall back; the file must hold what the plan says and run in llama.cpp."""
     import torch
     from transformers import Gemma4ForConditionalGeneration
@@ -181,6 +181,9 @@ def test_the_gemma4_twin_in_q4_k_m_follows_its_type_plan_and_runs_in_llama_cpp(e
     mix = info["quantization"]
     assert dict(sorted(Counter(tensors.values()).items())) == mix["tensor_types"]
     assert sum(name.endswith("attn_v.weight") for name in tensors) == 10
+    # The run trained embedding and head apart (modules_to_save), so the merged head is its own tensor:
+    # llama-quantize gives an output head Q6_K, which rows of 64 turn into Q8_0.
+    assert tensors["output.weight"] == "Q8_0"
     assert {tensors[f"blk.{i}.attn_q.weight"] for i in range(12)} == {"Q5_0"}  # Q4_K's fallback on rows of 64
     assert "Q4_K" not in mix["tensor_types"] and "Q6_K" not in mix["tensor_types"]
     assert mix["fallbacks"] and all("not a multiple of 256" in fallback["reason"] for fallback in mix["fallbacks"])
