@@ -66,6 +66,34 @@ def test_kv_is_sqlite_in_wal_mode(trainkit_home: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_first_writers_of_a_fresh_home_all_succeed(tmp_path: Path) -> None:
+    """Turning a new database file to WAL said "database is locked" to all but one opener at once.
+
+    The fault probe met it as one of six parallel eval uploads answered 500 (issue 29).
+    Each round is a fresh home whose first twelve writers start together.
+    """
+    for round_ in range(150):  # about one round in 25 failed before the fix
+        home = tmp_path / f"home-{round_}"
+        start = threading.Barrier(12)
+        errors: list[BaseException] = []
+
+        def write(i: int, home: Path = home, start: threading.Barrier = start, errors: list = errors) -> None:
+            kv = LocalKV(home, "runs")
+            start.wait()
+            try:
+                kv.put_if_absent(f"k{i}", i)
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted on below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [], f"round {round_}: {errors[0]}"
+        assert LocalKV(home, "runs").keys() == sorted(f"k{i}" for i in range(12))
+
+
 def test_kv_update_is_atomic_across_threads(trainkit_home: Path) -> None:
     kv = LocalKV(trainkit_home, "counters")
     kv.put("n", 0)

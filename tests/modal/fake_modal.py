@@ -103,6 +103,23 @@ _connections: dict[tuple[int, str], sqlite3.Connection] = {}
 _db_lock = threading.Lock()
 
 
+def _set_up(conn: sqlite3.Connection) -> None:
+    """WAL and the tables; retried, since turning a new file to WAL says "locked" at once to other openers.
+
+    A real Dict never refuses its first use, so the fake must not either.
+    """
+    for attempt in range(400):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("CREATE TABLE IF NOT EXISTS d (name TEXT, key BLOB, value BLOB, PRIMARY KEY (name, key))")
+            conn.execute("CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY)")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 399:
+                raise
+            time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def _db() -> Iterator[sqlite3.Connection]:
     """This process's connection to the shared store (one per process and root), used under a lock."""
@@ -112,9 +129,7 @@ def _db() -> Iterator[sqlite3.Connection]:
         if conn is None:
             root.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(root / "dicts.sqlite3", timeout=60, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS d (name TEXT, key BLOB, value BLOB, PRIMARY KEY (name, key))")
-            conn.execute("CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY)")
+            _set_up(conn)
             _connections[(os.getpid(), str(root))] = conn
         yield conn
 

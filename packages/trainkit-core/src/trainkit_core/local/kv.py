@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,8 +25,35 @@ CREATE TABLE IF NOT EXISTS kv (
 """
 
 
+#: How long a writer waits for the others before SQLite says the database is locked.
+BUSY_TIMEOUT_S = 60.0
+
+
 def db_path(home: Path) -> Path:
     return Path(home) / "kv.sqlite3"
+
+
+def _set_up(conn: sqlite3.Connection) -> None:
+    """Switch a new connection to WAL, retrying while another connection holds the file.
+
+    Turning a new database file to WAL needs it to itself, and SQLite answers "database
+    is locked" at once there, without waiting its busy timeout: the threads of a fresh
+    home's first requests (six eval uploads at once) failed so. Each retries instead.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute(_SCHEMA)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 class LocalKV:
@@ -50,11 +78,8 @@ class LocalKV:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=60000")
-            conn.execute(_SCHEMA)
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+            _set_up(conn)
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
