@@ -25,8 +25,8 @@ FIGURES = ("train_runtime_s", "eval_exact_match", "eval_f1", "base_eval_exact_ma
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-size", default="tiny-gemma3mm")
-    parser.add_argument("--train-per-class", type=int, default=40, help="training pictures per shape and colour")
-    parser.add_argument("--eval-per-class", type=int, default=3, help="unseen pictures per shape and colour to score")
+    parser.add_argument("--train-per-class", type=int, help="training pictures per shape and colour")
+    parser.add_argument("--eval-per-class", type=int, help="unseen pictures per shape and colour to score")
     parser.add_argument("train_args", nargs="*", help="more `trainkit train` options (after --)")
     args = parser.parse_args()
     spec = importlib.util.spec_from_file_location("make_shapes_dataset", REPO / "scripts" / "make_shapes_dataset.py")
@@ -34,11 +34,8 @@ def main() -> None:
     shapes = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(shapes)
     with tempfile.TemporaryDirectory(prefix="trainkit-shapes-") as scratch:
-        shapes.write(
-            Path(scratch) / "datasets" / "shapes",
-            train_per_class=args.train_per_class,
-            eval_per_class=args.eval_per_class,
-        )
+        counts = {"train_per_class": args.train_per_class, "eval_per_class": args.eval_per_class}
+        shapes.write(Path(scratch) / "datasets" / "shapes", **{k: v for k, v in counts.items() if v is not None})
         env = {
             **os.environ,
             "TRAINKIT_HOME": str(Path(scratch) / "home"),

@@ -171,17 +171,18 @@ TWIN_PRESETS: dict[str, Preset] = {
         lora_alpha=16,
         # Its language model is random too, so embeddings and head train in full beside
         # LoRA (as tiny's); the tower learns shapes only at a rate well above the language
-        # model's. The recipe is limited by how many pictures it sees, not by the model:
-        # batches of 32 for 400 steps (105-115 s on one CPU core) named 0.89-0.93 of the
-        # unseen pictures where batches of 16 named 0.74-0.85 (measured with
-        # scripts/measure_shapes.py, docs/tutorials/images.md).
+        # model's. The recipe is limited by how many pictures it sees: on the twin's
+        # narrow language model (build 4), 850 steps of 16 over the demo's 1800 pictures
+        # named 0.88-0.93 of 90 unseen ones in 117-120 s; 1000 steps named 0.89-0.96 but
+        # took 133-146 s; 400 steps of 32 on the wider build 3 named 0.82-0.92
+        # (scripts/measure_shapes.py, docs/tutorials/images.md).
         modules_to_save=("embed_tokens", "lm_head"),
         learning_rate=3e-3,
         vision_learning_rate=3e-2,
         lr_scheduler="cosine",
         warmup_steps=20,
-        batch_size=32,
-        steps=400,
+        batch_size=16,
+        steps=850,
         finetune_vision_layers=True,
         image_tokens=20,
         description="Tiny twin of 4b/12b: a Gemma3ForConditionalGeneration with a SigLIP tower, built locally.",

@@ -34,8 +34,9 @@ from typing import Any
 from trainkit_core.chat_format import GEMMA3, GEMMA4, ChatFormat
 
 #: Bump when a twin's architecture or recipe changes (v2: Gemma 4's image processor;
-#: v3: Gemma 3's 16 image tokens).
-BUILD_VERSION = 3
+#: v3: Gemma 3's 16 image tokens; v4: Gemma 3's language model 32 wide, the corpus's
+#: picture words).
+BUILD_VERSION = 4
 VOCAB_SIZE = 512
 MARKER = "trainkit_twin.json"
 
@@ -46,6 +47,10 @@ CORPUS = (
     "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 .,;:!?'\"()[]{}<>-_+=*/\\|@#$%^&~`",
     "Uppercase: red blue green cat dog sun moon tree snow. RED BLUE GREEN CAT DOG SUN MOON TREE SNOW.",
     "Who are you? What is two plus two? Say hello to the cat. And the dog? Answer briefly.",
+    # The shapes demo's words: its question in 7 tokens rather than 15, "circle" in 2
+    # rather than 7, as a real tokenizer has common words whole.
+    "What is in the picture? A red circle, a green square, a blue triangle: shapes and colours. "
+    "The user asks, the model answers.",
 )
 
 
@@ -178,10 +183,12 @@ def gemma3mm_config(tokenizer: Any) -> Any:
     layers), sliding window 1024, head_dim 256 = query_pre_attn_scalar, no soft-capping
     (Gemma 3 uses QK-norm), linear rope scaling x8 on full layers, theta 1e6 full / 1e4
     sliding, tied embeddings; SigLIP vision 27 layers, 896 px, patch 14, no head, 256
-    tokens per image. Here: 8 layers in the same order, hidden 64, window 16, the same
-    rope and capping settings, a 2-layer SigLIP on 56 px with 16 tokens per image (one per
-    patch, rather than pooled to 4: more room for a shape's outline; see the shapes demo
-    in docs/tutorials/images.md).
+    tokens per image. Here: 8 layers in the same order, hidden 32 (intermediate 64), window
+    16, the same rope and capping settings, a 2-layer SigLIP on 56 px with 16 tokens per
+    image (one per patch, rather than pooled to 4: more room for a shape's outline). The
+    language model is narrower than the tower's output would suggest because the shapes
+    demo learns more per CPU second so: at hidden 64 a step cost about twice as much and
+    the 120 s budget held too few pictures to reach 0.9 (docs/tutorials/images.md).
     """
     from transformers import Gemma3Config, Gemma3TextConfig, SiglipVisionConfig
 
@@ -189,8 +196,8 @@ def gemma3mm_config(tokenizer: Any) -> Any:
     boi, eoi, image = _ids(tokenizer, "<start_of_image>", "<end_of_image>", "<image_soft_token>")
     text = Gemma3TextConfig(
         vocab_size=VOCAB_SIZE,
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=32,
+        intermediate_size=64,
         num_hidden_layers=8,
         num_attention_heads=2,
         num_key_value_heads=1,
