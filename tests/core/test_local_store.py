@@ -82,7 +82,7 @@ def test_first_writers_of_a_fresh_home_all_succeed(tmp_path: Path) -> None:
             start.wait()
             try:
                 kv.put_if_absent(f"k{i}", i)
-            except BaseException as exc:  # noqa: BLE001 - collected and asserted on below
+            except BaseException as exc:  # collected, asserted on below
                 errors.append(exc)
 
         threads = [threading.Thread(target=write, args=(i,)) for i in range(12)]
