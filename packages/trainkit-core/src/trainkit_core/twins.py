@@ -187,7 +187,7 @@ def gemma3mm_config(tokenizer: Any) -> Any:
     16, the same rope and capping settings, a 2-layer SigLIP on 56 px with 16 tokens per
     image (one per patch, rather than pooled to 4: more room for a shape's outline). The
     language model is narrower than the tower's output would suggest because the shapes
-    demo learns more per CPU second so: at hidden 64 a step cost about twice as much and
+    demo learns more per CPU second so: at hidden 64 a step cost about 1.7 times as much and
     the 120 s budget held too few pictures to reach 0.9 (docs/tutorials/images.md).
     """
     from transformers import Gemma3Config, Gemma3TextConfig, SiglipVisionConfig
