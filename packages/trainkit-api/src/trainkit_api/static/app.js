@@ -145,15 +145,13 @@ function authHeaders(extra) {
 
 async function api(path, options) {
   const opts = options || {};
+  const sent = app.token;
   const headers = authHeaders(opts.body !== undefined ? { "Content-Type": "application/json" } : {});
   const resp = await fetch(path, {
     method: opts.method || "GET", headers, signal: opts.signal,
     body: opts.body !== undefined ? JSON.stringify(opts.body) : undefined,
   });
-  if (resp.status === 401) {
-    askToken(app.token ? "The server refused this token." : "");
-    throw new ApiError(401, "a valid API token is needed");
-  }
+  if (resp.status === 401) refused(sent);
   const text = await resp.text();
   let data = null;
   if (text) { try { data = JSON.parse(text); } catch (e) { data = text; } }
@@ -182,10 +180,11 @@ async function allEvents(runId, after, signal) {
 /* Read the server-sent-event stream of a run with fetch (so the token goes in a header).
  * Calls onEvent(event) for each event; resolves when the server ends the stream. */
 async function streamEvents(runId, lastSeq, onEvent, signal) {
+  const sent = app.token;
   const headers = authHeaders({ Accept: "text/event-stream" });
   if (lastSeq) headers["Last-Event-ID"] = String(lastSeq);
   const resp = await fetch(`/v1/jobs/${encodeURIComponent(runId)}/events/stream`, { headers, signal, cache: "no-store" });
-  if (resp.status === 401) { askToken("The server refused this token."); throw new ApiError(401, "token refused"); }
+  if (resp.status === 401) refused(sent);
   if (!resp.ok || !resp.body) throw new ApiError(resp.status, `event stream answered ${resp.status}`);
   const reader = resp.body.getReader();
   const decoder = new TextDecoder();
@@ -223,6 +222,15 @@ function parseSseBlock(block) {
 }
 
 /* ------------------------------------------------------------------ token */
+
+/* A 401 to a request sent with `sent` as the token. The page sends several requests at
+ * once (the header's info and the view), so after the dialog asked and was answered, the
+ * others' 401s, sent before there was a token, still arrive: they must not ask again,
+ * or the dialog reopens over a page that now works. Only a 401 to the token in use asks. */
+function refused(sent) {
+  if (sent === app.token) askToken(sent ? "The server refused this token." : "");
+  throw new ApiError(401, sent ? "the server refused this token" : "a valid API token is needed");
+}
 
 function askToken(message) {
   const dialog = document.getElementById("token-dialog");
@@ -770,10 +778,11 @@ function sweepTable(runs, varied, seen) {
 /* Stream one chat completion (OpenAI's chunks over SSE, read with fetch so the token
  * stays in a header); calls onText(piece) per delta. Resolves with the finish reason. */
 async function streamChat(model, prompt, onText, signal) {
+  const sent = app.token;
   const headers = authHeaders({ "Content-Type": "application/json", Accept: "text/event-stream" });
   const body = { model, messages: [{ role: "user", content: prompt }], stream: true, max_tokens: PLAYGROUND_MAX_TOKENS };
   const resp = await fetch("/v1/chat/completions", { method: "POST", headers, body: JSON.stringify(body), signal, cache: "no-store" });
-  if (resp.status === 401) { askToken(app.token ? "The server refused this token." : ""); throw new ApiError(401, "a valid API token is needed"); }
+  if (resp.status === 401) refused(sent);
   if (!resp.ok || !resp.body) {
     let message = `HTTP ${resp.status}`;
     try { const data = await resp.json(); message = (data.error && data.error.message) || (typeof data.detail === "string" ? data.detail : message); } catch (e) { /* keep the status */ }
