@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,31 @@ def test_staged_folders_stage_in_and_write_back_on_commit(tmp_path: Path) -> Non
     staged.reload("data")
     assert (folder / "from-elsewhere.txt").read_bytes() == b"other"
     assert not (folder / "uncommitted.txt").exists()
+
+
+def test_first_writers_of_a_fresh_database_all_succeed(tmp_path: Path) -> None:
+    """The first openers of a new database race to switch it to WAL; SQLite refuses all but
+    one at once, without its busy timeout. Each round is a fresh file whose first twelve
+    writers start together (the core store met the same race in CI)."""
+    from trainkit_sqlvol import SqlKV
+
+    for round_ in range(100):
+        db = tmp_path / f"round-{round_}.db"
+        start = threading.Barrier(12)
+        errors: list[BaseException] = []
+
+        def write(i: int, db: Path = db, start: threading.Barrier = start, errors: list = errors) -> None:
+            kv = SqlKV(db, "runs")
+            start.wait()
+            try:
+                kv.put_if_absent(f"k{i}", i)
+            except BaseException as exc:  # collected, asserted on below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [], f"round {round_}: {errors[0]}"
+        assert SqlKV(db, "runs").keys() == sorted(f"k{i}" for i in range(12))
