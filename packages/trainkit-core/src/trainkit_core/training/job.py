@@ -250,6 +250,11 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     images = has_images(dataset.train)
     config = with_vision_modules(config, source, backend, images)
     with run.substep("loading_model", "load_model"):
+        # The adapters' initial weights are drawn here, before the trainer seeds anything:
+        # unseeded, one `--seed` gave a different model on every run.
+        from transformers import set_seed
+
+        set_seed(config.seed)
         model = load_model(backend, source, config, adapter_dir)
 
     run.enter_phase("loading_dataset")
