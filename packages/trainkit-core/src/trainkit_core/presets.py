@@ -173,9 +173,9 @@ TWIN_PRESETS: dict[str, Preset] = {
         # LoRA (as tiny's); the tower learns shapes only at a rate well above the language
         # model's. The recipe is limited by how many pictures it sees: on the twin's
         # narrow language model (build 4), 850 steps of 16 over the demo's 1800 pictures
-        # named 0.88-0.93 of 90 unseen ones in 117-120 s; 1000 steps named 0.89-0.96 but
-        # took 133-146 s; 400 steps of 32 on the wider build 3 named 0.82-0.92
-        # (scripts/measure_shapes.py, docs/tutorials/images.md).
+        # named 0.865-0.905 of 200 unseen ones over four seeds in 86-120 s; 1000 steps
+        # named 0.895-0.915 but took 121-137 s; 400 steps of 32 on the wider build 3
+        # named 0.82-0.92 of 90 (scripts/measure_shapes.py, docs/tutorials/images.md).
         modules_to_save=("embed_tokens", "lm_head"),
         learning_rate=3e-3,
         vision_learning_rate=3e-2,
