@@ -11,10 +11,10 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from store_races import first_writers_all_succeed
 
 from trainkit_core.plugins import build_plugin_manager
 from trainkit_core.provider import get_provider
@@ -94,23 +94,4 @@ def test_first_writers_of_a_fresh_database_all_succeed(tmp_path: Path) -> None:
     writers start together (the core store met the same race in CI)."""
     from trainkit_sqlvol import SqlKV
 
-    for round_ in range(100):
-        db = tmp_path / f"round-{round_}.db"
-        start = threading.Barrier(12)
-        errors: list[BaseException] = []
-
-        def write(i: int, db: Path = db, start: threading.Barrier = start, errors: list = errors) -> None:
-            kv = SqlKV(db, "runs")
-            start.wait()
-            try:
-                kv.put_if_absent(f"k{i}", i)
-            except BaseException as exc:  # collected, asserted on below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=write, args=(i,)) for i in range(12)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == [], f"round {round_}: {errors[0]}"
-        assert SqlKV(db, "runs").keys() == sorted(f"k{i}" for i in range(12))
+    first_writers_all_succeed(lambda round_: SqlKV(tmp_path / f"round-{round_}.db", "runs"), rounds=100)

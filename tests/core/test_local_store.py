@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from store_races import first_writers_all_succeed
 
 from trainkit_core import get_provider
 from trainkit_core.errors import MissingExtraError, NotFoundError, UsageError
@@ -72,26 +73,8 @@ def test_first_writers_of_a_fresh_home_all_succeed(tmp_path: Path) -> None:
     CI met it in the fault tests (issue 29) as one of six parallel eval uploads answered 500.
     Each round is a fresh home whose first twelve writers start together.
     """
-    for round_ in range(150):  # about one round in 25 failed before the fix
-        home = tmp_path / f"home-{round_}"
-        start = threading.Barrier(12)
-        errors: list[BaseException] = []
-
-        def write(i: int, home: Path = home, start: threading.Barrier = start, errors: list = errors) -> None:
-            kv = LocalKV(home, "runs")
-            start.wait()
-            try:
-                kv.put_if_absent(f"k{i}", i)
-            except BaseException as exc:  # collected, asserted on below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=write, args=(i,)) for i in range(12)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == [], f"round {round_}: {errors[0]}"
-        assert LocalKV(home, "runs").keys() == sorted(f"k{i}" for i in range(12))
+    # About one round in 25 failed before the fix.
+    first_writers_all_succeed(lambda round_: LocalKV(tmp_path / f"home-{round_}", "runs"), rounds=150)
 
 
 def test_kv_update_is_atomic_across_threads(trainkit_home: Path) -> None:
