@@ -232,7 +232,7 @@ def build_trainer(
     A collator (`trainkit_core.vision_collator.VisionCollator`) gets its rows as they
     are: trl's own preparation and column removal are off.
     """
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     from datasets import Dataset  # type: ignore[attr-defined]  # (mypy sees the repo's datasets/ folder)
 
@@ -245,7 +245,7 @@ def build_trainer(
         dataset_kwargs={"skip_prepare_dataset": True} if data_collator is not None else None,
     )
     dataset = Dataset.from_list(train_rows)
-    trainer = SFTTrainer(
+    trainer = _sft_trainer_class(backend)(
         model=model,
         args=args,
         train_dataset=dataset,
@@ -258,6 +258,53 @@ def build_trainer(
 
     trainer.remove_callback(PrinterCallback)  # a line per step in the job log; the events carry it all
     return trainer
+
+
+#: The most logits (batch x length x vocabulary) the CPU loss holds at once: 256 MiB in fp32.
+SMALL_LOGITS = 64 * 2**20
+
+
+def _sft_trainer_class(backend: str) -> Any:
+    """trl's `SFTTrainer`; on the hf backend on the CPU, with the loss from the model's logits where they are small.
+
+    trl's fused head projects only the labelled positions where Triton runs; elsewhere it
+    projects every position through its tiles, forward and again backward
+    (`add_fused_lm_head`, trl 1.16). On the CPU twins that was 14 % of a step, where one
+    cross-entropy over the logits costs about 1 %: 300 steps of the shapes demo took 28-39 s
+    against 34-48 s. Large logits (a real vocabulary) still go through trl's tiles, which
+    never hold them whole. The loss is trl's own: the sum over the labelled tokens divided
+    by `num_items_in_batch` (or their count), so gradient accumulation scales it alike.
+    trl's entropy and token-accuracy metrics, which trainkit does not report, are not
+    computed there. Unsloth keeps its own loss.
+    """
+    from trl import SFTTrainer
+
+    if backend != "hf":
+        return SFTTrainer
+
+    class SFTTrainerOnCpu(SFTTrainer):  # type: ignore[misc]
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
+            vocab = model.config.get_text_config().vocab_size
+            if self.args.device.type != "cpu" or inputs["labels"].numel() * vocab > SMALL_LOGITS:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            return _sum_over_labels(model, inputs, return_outputs, num_items_in_batch)
+
+    return SFTTrainerOnCpu
+
+
+def _sum_over_labels(model: Any, inputs: dict[str, Any], return_outputs: bool, num_items_in_batch: Any) -> Any:
+    import torch
+
+    labels = inputs["labels"]
+    outputs = model(**{k: v for k, v in inputs.items() if k != "labels"}, use_cache=False)
+    shifted = labels[:, 1:]
+    total = torch.nn.functional.cross_entropy(
+        outputs.logits[:, :-1].flatten(0, 1).float(), shifted.flatten(), ignore_index=-100, reduction="sum"
+    )
+    count = (shifted != -100).sum() if num_items_in_batch is None else num_items_in_batch
+    # A batch without a labelled token gives a finite zero, not 0 / 0 (as trl's loss does).
+    loss = total / torch.as_tensor(count).clamp(min=1)
+    return (loss, outputs) if return_outputs else loss
 
 
 def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> dict[str, Any]:
