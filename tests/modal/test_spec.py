@@ -290,3 +290,68 @@ def test_a_key_of_images_toml_that_nothing_reads_is_refused(tmp_path: Path) -> N
     path.write_text(specmod.IMAGES_FILE.read_text() + '\nexport_gguf = ["gguf==0.19.0"]\n')
     with pytest.raises(UsageError, match=r"images\.toml has keys trainkit_modal\.spec does not read: export_gguf"):
         specmod.load_stack(path)
+
+
+# --------------------------------------------------------------------------- issue 46: derived names, the modal pin
+
+
+def test_an_app_name_whose_dicts_modal_refuses_is_refused_when_the_spec_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    name = "a" * 60  # the settings take it (up to 64), but '<app>-kv-api_exports' would be 75 characters
+    with pytest.raises(UsageError) as caught:
+        build_spec(settings(monkeypatch, TRAINKIT_APP_NAME=name))
+    message = str(caught.value)
+    assert name in message and "TRAINKIT_APP_NAME" in message and "48" in message
+    with pytest.raises(UsageError, match="at most 48"):
+        specmod.routing_spec(settings(monkeypatch, TRAINKIT_APP_NAME="b" * 49))
+
+
+def test_the_longest_app_name_taken_fits_every_dict_trainkit_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainkit_api.routes import evals, exports
+    from trainkit_core import events, kv_lock, retention, runs, runs_index
+    from trainkit_core.datasets import sync
+    from trainkit_modal import records
+    from trainkit_modal.kv import dict_name
+
+    name = "c" * specmod.MAX_APP_NAME
+    assert build_spec(settings(monkeypatch, TRAINKIT_APP_NAME=name), images=False).app_name == name
+    namespaces = [
+        exports.CALLS_NAMESPACE,
+        evals.CALLS_NAMESPACE,
+        runs.RUNS_NAMESPACE,
+        runs_index.INDEX_NAMESPACE,
+        sync.LOCK_NAMESPACE,
+        kv_lock.LOCKS_NAMESPACE,
+        retention.DELETING_NAMESPACE,
+        events.EVENTS_NAMESPACE,
+        events.CONTROL_NAMESPACE,
+        records.CALLS_NAMESPACE,
+        records.APP_NAMESPACE,
+    ]
+    assert max(namespaces, key=len) == specmod.LONGEST_KV_NAMESPACE
+    for namespace in namespaces:
+        assert dict_name(name, namespace).startswith(name)  # raises when Modal would refuse the name
+
+
+def test_the_modal_pin_admits_only_versions_with_app_stop_and_lookup_by_id() -> None:
+    import importlib.metadata
+    import re
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    root = Path(__file__).resolve().parents[2] / "packages" / "trainkit-modal"
+    (line,) = re.findall(r'^\s*"(modal[<>=!~].*)",', (root / "pyproject.toml").read_text(), flags=re.M)
+    modal = Requirement(line)
+    for old in ("1.6.0", "1.6.1", "1.6.2", "1.6.3"):
+        assert not modal.specifier.contains(old), old
+    assert modal.specifier.contains("1.6.4") and not modal.specifier.contains("1.7.0")
+    # The images' locks pin protobuf; the admitted modal (the one installed here) must accept it.
+    wanted = [Requirement(r) for r in importlib.metadata.requires("modal") or [] if r.startswith("protobuf")]
+    for lock in sorted((root / "src" / "trainkit_modal" / "locks").glob("*.txt")):
+        pins = [
+            line.split("==", 1)[1].split()[0] for line in lock.read_text().splitlines() if line.startswith("protobuf==")
+        ]
+        for pin in pins:
+            assert all(SpecifierSet(str(r.specifier)).contains(pin) for r in wanted), (lock.name, pin)

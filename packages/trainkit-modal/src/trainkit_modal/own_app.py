@@ -68,7 +68,7 @@ def _own_app(sdk: Any, handle: Any = None, kind: str = "function", tag: str = ""
     """This container's app id, None outside a container; hydrates `handle` (`kind` `tag`) from that app's layout.
 
     The one place that uses modal's private API, read from modal 1.6.4 (the project
-    pins modal>=1.6,<1.7): `App._get_container_app` (modal/app.py; None outside a
+    pins modal>=1.6.4,<1.7): `App._get_container_app` (modal/app.py; None outside a
     container), the `_App`'s `_running_app` (`RunningApp`: `app_id`, `function_ids`,
     `class_ids`, `object_handle_metadata`, modal/running_app.py) and `_client`, both set
     by `_App._init_container` when the container starts; `_Object._hydrate`. A class is

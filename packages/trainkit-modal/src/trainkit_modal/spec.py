@@ -204,6 +204,33 @@ def check_gpu(gpu: str, *, setting: str = "TRAINKIT_GPU") -> str:
     return f"{name}:{int(count)}" if count else name
 
 
+#: The longest key-value namespace trainkit writes (the web API's exports, ``api_exports``).
+#: Each namespace is a Modal Dict named ``<app>-kv-<namespace>`` (`trainkit_modal.kv.dict_name`).
+LONGEST_KV_NAMESPACE = "api_exports"
+#: Longest Modal object name `trainkit_modal.kv.dict_name` accepts (under Modal's 64 characters).
+MAX_OBJECT_NAME = 63
+#: Longest app name whose every Dict name fits: 48.
+MAX_APP_NAME = MAX_OBJECT_NAME - len("-kv-") - len(LONGEST_KV_NAMESPACE)
+
+
+def check_app_name(name: str, *, setting: str = "TRAINKIT_APP_NAME") -> str:
+    """An app name whose derived Dict names Modal accepts.
+
+    The settings take names of up to 64 characters, but each key-value namespace is a
+    Dict named after the app: with a longer name the app would deploy and then every job
+    would fail on its first Dict. Checked when the spec is built, before anything is deployed.
+    """
+    if len(name) > MAX_APP_NAME:
+        raise UsageError(
+            f"{setting}={name!r} has {len(name)} characters; the Modal provider takes app names of at most "
+            f"{MAX_APP_NAME}, since its Dicts are named '<app>-kv-<namespace>' (e.g. "
+            f"'{name}-kv-{LONGEST_KV_NAMESPACE}', {len(name) + 4 + len(LONGEST_KV_NAMESPACE)} characters) and Modal "
+            f"names must be under 64",
+            hint=f"set {setting} to a name of at most {MAX_APP_NAME} characters",
+        )
+    return name
+
+
 def check_timeout(seconds: int, *, setting: str = "TRAINKIT_TRAIN_TIMEOUT_S") -> int:
     """Modal runs one attempt of a function for at most 24 h."""
     if not 1 <= int(seconds) <= MAX_TIMEOUT_S:
@@ -553,6 +580,7 @@ def build_spec(settings: Settings, *, images: bool = True) -> AppSpec:
     """
     from trainkit_core.jobs import JOBS
 
+    check_app_name(settings.provider.app_name)
     override = check_gpu(settings.compute.gpu) if settings.compute.gpu else ""
     train_timeout = check_timeout(settings.compute.train_timeout_s)
     idle = check_idle_window(settings.compute.infer_idle_timeout_s)
