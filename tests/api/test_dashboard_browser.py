@@ -325,7 +325,7 @@ def test_failed_run_shows_its_error_and_the_table_filters(page: Any, server: Ser
     assert page.locator("#resume-btn").is_enabled()
 
 
-def test_run_page_names_its_app_and_the_app_page_says_local_has_none(page: Any, server: Server) -> None:
+def test_run_page_names_its_app_and_the_app_page_shows_local_has_none(page: Any, server: Server) -> None:
     run = seed_run(
         server,
         status="succeeded",
@@ -341,10 +341,11 @@ def test_run_page_names_its_app_and_the_app_page_says_local_has_none(page: Any, 
     assert deployment.inner_text() == "ap-abc123/v2"
     assert page.locator('#run-summary dd[data-field="App"] a').get_attribute("href") == "https://modal.com/id/ap-abc123"
 
-    page.click('a[data-nav="app"]')
-    page.locator("#app-status .alert").wait_for()
-    assert "provider 'local' has no app" in page.inner_text("#app-status")
-    assert page.locator("#app-deploy").is_disabled() and page.locator("#app-stop").is_disabled()
+    page.click('a[data-nav="app"]')  # local has no app: the page shows the provider, without asking /v1/app
+    page.locator("#app-status #provider-facts").wait_for()
+    assert page.inner_text('#provider-facts dd[data-field="App"]') == "none: nothing to deploy"
+    assert page.locator("#app-status .alert").count() == 0
+    assert not page.locator("#app-deploy").is_visible() and not page.locator("#app-stop").is_visible()
 
 
 def test_sweep_page_overlays_the_group_and_compares(page: Any, server: Server) -> None:

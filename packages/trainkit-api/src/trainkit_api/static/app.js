@@ -90,6 +90,11 @@ function fmtBytes(n) {
   return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
 }
 
+/* A message whose `quoted` parts are commands: those become <code>, the rest stays text (never HTML). */
+function withCode(text) {
+  return String(text).split("`").map((part, i) => (i % 2 ? h("code", {}, part) : part)).filter((part) => part !== "");
+}
+
 function statusBadge(status) {
   return h("span", { class: `badge status-${status || "unknown"}`, dataset: { status: status || "" } }, status || "unknown");
 }
@@ -104,6 +109,11 @@ function listOf(data, ...keys) {
 function runPreset(run) {
   const c = run.config || {};
   return c.preset || c.model_size || (run.metadata || {}).preset || run.source_model || "–";
+}
+
+/* How the run trains: sft, dpo or grpo (records from before methods are sft). */
+function runMethod(run) {
+  return String(run.method || (run.config || {}).method || "sft");
 }
 
 function runGroup(run) {
@@ -338,11 +348,12 @@ async function viewRuns() {
 
 function runsTable(runs, total) {
   if (runs.length === 0) {
-    return h("p", { class: "muted empty-state" }, total ? "No run matches these filters." : "No runs yet. Start one with `trainkit train --dataset NAME`.");
+    return h("p", { class: "muted empty-state" }, total ? "No run matches these filters." : withCode("No runs yet. Start one with `trainkit train --dataset NAME`."));
   }
   const rows = runs.map((r) => h("tr", { dataset: { runId: r.id, status: r.status } },
     h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.id)}`, class: "mono" }, r.id)),
     h("td", {}, statusBadge(r.status)),
+    h("td", { class: "col-method" }, h("span", { class: `badge method method-${runMethod(r)}` }, runMethod(r).toUpperCase())),
     h("td", {}, r.phase || "–"),
     h("td", {}, runPreset(r)),
     h("td", {}, r.dataset_id || "–"),
@@ -352,29 +363,64 @@ function runsTable(runs, total) {
     h("td", { class: "num col-cost" }, fmtCost(r.cost_usd)),
     h("td", {}, runGroup(r) ? h("a", { href: `#/sweeps/${encodeURIComponent(runGroup(r))}` }, runGroup(r)) : "–")));
   return h("table", { class: "table", id: "runs-table" },
-    h("thead", {}, h("tr", {}, ["Run", "Status", "Phase", "Preset", "Dataset", "Progress", "Duration", "Final loss", "Cost", "Sweep group"]
-      .map((t, i) => h("th", { class: i >= 6 && i <= 8 ? "num" : "" }, t)))),
+    h("thead", {}, h("tr", {}, ["Run", "Status", "Method", "Phase", "Preset", "Dataset", "Progress", "Duration", "Final loss", "Cost", "Sweep group"]
+      .map((t, i) => h("th", { class: i >= 7 && i <= 9 ? "num" : "" }, t)))),
     h("tbody", {}, rows));
 }
 
 /* ---- one run */
 
+/* Fields of an event as short labelled values: "loss 0.41", "lr 2e-4", "ETA 1m 05s". */
+const EVENT_FIELD_LABELS = {
+  learning_rate: "lr", tokens_per_s: "tok/s", eta_s: "ETA", grad_norm: "grad norm", rewards_chosen: "reward of chosen",
+  rewards_rejected: "reward of rejected", reward_margin: "margin", reward_accuracy: "accuracy", reward_mean: "mean reward",
+};
+
+function fieldValue(key, v) {
+  if (typeof v === "number") return /(_s|_seconds)$/.test(key) && key !== "tokens_per_s" ? fmtDuration(v) : fmtNum(v);
+  if (Array.isArray(v)) return v.map((x) => (x && typeof x === "object" ? JSON.stringify(x) : String(x))).join(", ");
+  if (v && typeof v === "object") return Object.entries(v).map(([k, x]) => `${k.replace(/_/g, " ")} ${fieldValue(k, x)}`).join(", ");
+  return String(v);
+}
+
+function eventFields(e, skip) {
+  return Object.entries(e)
+    .filter(([k, v]) => !skip.has(k) && v !== undefined && v !== null && v !== "")
+    .map(([k, v]) => `${EVENT_FIELD_LABELS[k] || k.replace(/_/g, " ")} ${fieldValue(k, v)}`);
+}
+
+/* One readable line per event: what happened first, then its other fields labelled ("step 3 · loss 0.41 · lr 2e-4"),
+ * never a raw key=value dump. */
 function describeEvent(e) {
   const skip = new Set(["seq", "time", "type"]);
+  const head = [];
   if (e.type === "progress") {
-    const parts = [];
-    if (e.step !== undefined) parts.push(`step ${e.step}`);
-    if (e.loss !== undefined && e.loss !== null) parts.push(`loss ${fmtNum(e.loss)}`);
-    if (e.learning_rate !== undefined && e.learning_rate !== null) parts.push(`lr ${fmtNum(e.learning_rate)}`);
-    if (e.tokens_per_s) parts.push(`${fmtNum(e.tokens_per_s, 0)} tok/s`);
-    if (e.eta_s !== undefined && e.eta_s !== null) parts.push(`ETA ${fmtDuration(e.eta_s)}`);
-    return parts.join(" · ");
+    if (e.step !== undefined) head.push(e.total_steps ? `step ${e.step} / ${e.total_steps}` : `step ${e.step}`);
+    for (const k of ["step", "total_steps"]) skip.add(k);
+    for (const k of ["loss", "learning_rate", "grad_norm"]) {
+      if (typeof e[k] === "number") head.push(`${EVENT_FIELD_LABELS[k] || k} ${fmtNum(e[k])}`);
+      skip.add(k);
+    }
+  } else if (e.type === "checkpoint") {
+    head.push(`saved at step ${e.step ?? "?"}${e.path ? `: ${e.path}` : ""}`);
+    skip.add("step").add("path");
+  } else if (e.type === "status" && e.status) {
+    head.push([e.status, e.reason || e.error].filter(Boolean).join(": "));
+    skip.add("status").add("reason").add("error");
+  } else if (e.type === "phase" && e.phase) {
+    head.push(String(e.phase).replace(/_/g, " "));
+    skip.add("phase");
+  } else if (e.type === "eval") {
+    for (const side of ["tuned", "base"]) {
+      if (e[side] && typeof e[side] === "object") head.push(`${side}: ${eventFields(e[side], new Set()).join(", ")}`);
+      skip.add(side);
+    }
+  } else if (e.type === "rollout") {
+    head.push(`${(e.samples || []).length} sample answers at step ${e.step ?? "?"}`);
+    skip.add("samples").add("step");
   }
-  if (e.message !== undefined) return String(e.message);
-  if (e.type === "phase" && e.phase) return String(e.phase);
-  if (e.type === "status" && e.status) return [e.status, e.reason || e.error].filter(Boolean).join(": ");
-  return Object.entries(e).filter(([k]) => !skip.has(k))
-    .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
+  if (e.message !== undefined) { head.unshift(String(e.message)); skip.add("message"); }
+  return [...head, ...eventFields(e, skip)].join(" · ");
 }
 
 /* A DPO or GRPO run's own figures in its progress events (trainkit_core.training.dpo / grpo), by label. */
@@ -425,6 +471,7 @@ async function viewRun(runId) {
   const methodBox = h("div", { class: "chart-box", id: "method-chart" });
   const methodCard = h("section", { class: "card", id: "method-card", hidden: true }, h("h2", {}, "Rewards"), methodBox);
   const rolloutBox = h("div", { id: "rollout" });
+  const metricsBox = h("div", { id: "run-metrics-box" });
   const checkpointsBox = h("div", { id: "checkpoints" }, h("p", { class: "muted" }, "loading…"));
   const componentsBox = h("div", { id: "components" });
   const evalBox = h("div", { id: "run-eval" });
@@ -441,7 +488,7 @@ async function viewRun(runId) {
     h("div", { class: "charts" },
       h("section", { class: "card" }, h("h2", {}, "Training loss"), lossBox),
       h("section", { class: "card" }, h("h2", {}, "Learning rate"), lrBox), methodCard),
-    evalBox, rolloutBox, playgroundBox,
+    metricsBox, evalBox, rolloutBox, playgroundBox,
     h("section", { class: "card" }, h("h2", {}, "Checkpoints"), checkpointsBox),
     componentsBox,
     h("section", { class: "card" },
@@ -468,6 +515,26 @@ async function viewRun(runId) {
   };
   let streaming = false;
   const events = [];
+  const latestMethod = {}; // a DPO or GRPO run's latest figures from its progress events, by key
+
+  /* The run's metrics: the record's (final loss, speed, ...) and a DPO or GRPO run's latest rewards. */
+  const renderMetrics = () => {
+    const rows = [];
+    for (const [key, value] of Object.entries(latestMethod)) rows.push([key, value, "at the latest step"]);
+    for (const [key, value] of Object.entries((run && run.metrics) || {})) {
+      if (key in latestMethod || (value !== null && typeof value === "object")) continue;
+      rows.push([key, value, ""]);
+    }
+    if (rows.length === 0) { metricsBox.replaceChildren(); return; }
+    const label = (key) => EVENT_FIELD_LABELS[key] || key.replace(/^reward_(.+)_mean$/, "reward $1 (mean)").replace(/_/g, " ");
+    metricsBox.replaceChildren(h("section", { class: "card" }, h("h2", {}, "Metrics"),
+      h("table", { class: "table narrow", id: "run-metrics" },
+        h("thead", {}, h("tr", {}, h("th", {}, "Metric"), h("th", { class: "num" }, "Value"), h("th", {}, ""))),
+        h("tbody", {}, rows.map(([key, value, note]) => h("tr", { dataset: { metric: key } },
+          h("td", {}, label(key), " ", h("span", { class: "tag" }, key)),
+          h("td", { class: "num" }, typeof value === "number" ? fmtNum(value) : String(value)),
+          h("td", { class: "muted small" }, note)))))));
+  };
 
   const logRow = (e) => h("tr", { class: `ev-${e.type}`, dataset: { seq: e.seq, type: e.type } },
     h("td", { class: "num mono" }, e.seq), h("td", { class: "nowrap" }, fmtTime(e.time)),
@@ -495,6 +562,11 @@ async function viewRun(runId) {
         methodChart.addPoint(label, Number(e.step), Number(value));
         methodCard.hidden = false;
       }
+      let rewards = false;
+      for (const [key, value] of Object.entries(e)) {
+        if ((key in METHOD_CURVES || /^reward_.+_mean$/.test(key)) && typeof value === "number") { latestMethod[key] = value; rewards = true; }
+      }
+      if (rewards) renderMetrics();
       if (run && !TERMINAL.has(run.status)) { // the record is saved less often than events arrive
         run.step = Math.max(run.step || 0, Number(e.step));
         if (e.total_steps) run.total_steps = e.total_steps;
@@ -530,7 +602,7 @@ async function viewRun(runId) {
     } else errorBox.replaceChildren();
     const cfg = run.config || {};
     const items = [
-      ["Status", run.status], ["Phase", run.phase || "–"], ["Method", run.method || cfg.method || "sft"],
+      ["Status", run.status], ["Phase", run.phase || "–"], ["Method", runMethod(run)],
       ["Preset", runPreset(run)],
       ["Dataset", run.dataset_id || "–"], ["Progress", progressBar(run.step, run.total_steps)],
       ["Duration", fmtDuration(runDuration(run))],
@@ -552,6 +624,7 @@ async function viewRun(runId) {
     if (cfg.from_model) items.push(["From", h("span", { class: "mono" }, cfg.from_model)]);
     rolloutBox.replaceChildren(...[rolloutTable(run.latest_rollout)].filter(Boolean));
     summary.replaceChildren(...items.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", { dataset: { field: k } }, v))));
+    renderMetrics();
     renderComponents(componentsBox, run);
     // A run that succeeded, or was stopped, saved its adapter: trained/<id> answers.
     if ((run.status === "succeeded" || run.status === "stopped") && !playgroundBox.firstChild) {
@@ -691,7 +764,7 @@ async function viewSweeps() {
       groups.get(g).push(r);
     }
     if (groups.size === 0) {
-      body.replaceChildren(h("p", { class: "muted empty-state" }, "No sweep yet. Start one with `trainkit sweep --dataset NAME --grid lr=1e-3,1e-2`."));
+      body.replaceChildren(h("p", { class: "muted empty-state", id: "sweeps-empty" }, withCode("No sweep yet. Start one with `trainkit sweep --dataset NAME --grid lr=1e-3,1e-2`.")));
       return;
     }
     body.replaceChildren(h("table", { class: "table", id: "sweeps-table" },
@@ -775,12 +848,12 @@ function sweepTable(runs, varied, seen) {
 
 /* ---- playground: a prompt, the tuned and the base answer side by side */
 
-/* Stream one chat completion (OpenAI's chunks over SSE, read with fetch so the token
+/* Stream one chat completion (`content`: the prompt's text, or OpenAI's parts: text and image_url) (OpenAI's chunks over SSE, read with fetch so the token
  * stays in a header); calls onText(piece) per delta. Resolves with the finish reason. */
-async function streamChat(model, prompt, onText, signal) {
+async function streamChat(model, content, onText, signal) {
   const sent = app.token;
   const headers = authHeaders({ "Content-Type": "application/json", Accept: "text/event-stream" });
-  const body = { model, messages: [{ role: "user", content: prompt }], stream: true, max_tokens: PLAYGROUND_MAX_TOKENS };
+  const body = { model, messages: [{ role: "user", content }], stream: true, max_tokens: PLAYGROUND_MAX_TOKENS };
   const resp = await fetch("/v1/chat/completions", { method: "POST", headers, body: JSON.stringify(body), signal, cache: "no-store" });
   if (resp.status === 401) refused(sent);
   if (!resp.ok || !resp.body) {
@@ -814,9 +887,40 @@ async function streamChat(model, prompt, onText, signal) {
 const PLAYGROUND_MAX_TOKENS = 64;
 
 /* A card to talk to `modelPath` (trained/<run id>): both answers stream at once. */
+/* The largest picture the playground sends (the server's default `image_max_bytes`). */
+const PLAYGROUND_IMAGE_MAX_BYTES = 20 * 1024 * 1024;
+
 function playground(modelPath, ctl) {
   const prompt = h("textarea", { id: "pg-prompt", rows: "3", placeholder: "Type a prompt, e.g. one like the training data", "aria-label": "prompt" });
   const send = h("button", { type: "submit", class: "primary", id: "pg-send" }, "Send");
+  // A picture for a vision model: picked or dropped, read in the browser, sent as a data: URL part (nothing uploaded elsewhere).
+  let picture = null; // data: URL
+  const fileInput = h("input", { type: "file", id: "pg-file", accept: "image/*", "aria-label": "picture" });
+  const thumb = h("img", { class: "pg-thumb", id: "pg-thumb", alt: "the attached picture", hidden: true });
+  const pictureNote = h("span", { id: "pg-picture-note" }, "Vision model? Attach a picture, or drop one here.");
+  const removeBtn = h("button", { type: "button", class: "small-btn", id: "pg-remove", hidden: true }, "Remove");
+  const setPicture = (url, name) => {
+    picture = url;
+    thumb.hidden = !url;
+    removeBtn.hidden = !url;
+    if (url) thumb.src = url; else thumb.removeAttribute("src");
+    pictureNote.classList.remove("error-text");
+    pictureNote.textContent = url ? `${name}: sent with the prompt` : "Vision model? Attach a picture, or drop one here.";
+  };
+  const refuse = (message) => { setPicture(null); pictureNote.textContent = message; pictureNote.classList.add("error-text"); };
+  const attach = (file) => {
+    if (!file) return;
+    if (!/^image\//.test(file.type)) { refuse(`${file.name} is not a picture (${file.type || "unknown type"})`); return; }
+    if (file.size > PLAYGROUND_IMAGE_MAX_BYTES) { refuse(`${file.name} is ${fmtBytes(file.size)}: the most is ${fmtBytes(PLAYGROUND_IMAGE_MAX_BYTES)}`); return; }
+    const reader = new FileReader();
+    reader.onload = () => setPicture(String(reader.result), file.name);
+    reader.onerror = () => refuse(`could not read ${file.name}`);
+    reader.readAsDataURL(file);
+  };
+  fileInput.addEventListener("change", () => { attach(fileInput.files[0]); fileInput.value = ""; });
+  removeBtn.addEventListener("click", () => setPicture(null));
+  const drop = h("div", { class: "pg-drop", id: "pg-drop" },
+    h("label", { class: "file-btn", for: "pg-file" }, "Attach a picture"), fileInput, pictureNote, thumb, removeBtn);
   const side = (id, label, model) => {
     const out = h("pre", { class: "pg-answer", id: `pg-${id}`, dataset: { model } });
     const note = h("span", { class: "muted small", id: `pg-${id}-status` });
@@ -824,12 +928,12 @@ function playground(modelPath, ctl) {
   };
   const tuned = side("tuned", "Tuned", modelPath);
   const base = side("base", "Base", `${modelPath}:base`);
-  const ask = async (s, text) => {
+  const ask = async (s, content) => {
     s.out.textContent = "";
     s.out.classList.remove("error-text");
     s.note.textContent = "generating…";
     try {
-      const finish = await streamChat(s.model, text, (piece) => { s.out.textContent += piece; }, ctl.signal);
+      const finish = await streamChat(s.model, content, (piece) => { s.out.textContent += piece; }, ctl.signal);
       s.note.textContent = finish === "length" ? `stopped at ${PLAYGROUND_MAX_TOKENS} tokens`
         : s.out.textContent ? "done" : "done (an empty answer: the model ended its turn at once)";
     } catch (err) {
@@ -843,12 +947,23 @@ function playground(modelPath, ctl) {
     ev.preventDefault();
     const text = prompt.value.trim();
     if (!text || send.disabled) return;
+    const content = picture ? [{ type: "text", text }, { type: "image_url", image_url: { url: picture } }] : text;
     send.disabled = true;
-    try { await Promise.all([ask(tuned, text), ask(base, text)]); } finally { send.disabled = false; }
-  } }, prompt, send);
+    try { await Promise.all([ask(tuned, content), ask(base, content)]); } finally { send.disabled = false; }
+  } }, h("div", { class: "pg-input" }, prompt, drop), send);
+  // Drop anywhere on the form: the browser would otherwise open the file in place of the dashboard.
+  const dragging = (on) => (ev) => { ev.preventDefault(); drop.classList.toggle("dragover", on); };
+  form.addEventListener("dragover", dragging(true));
+  form.addEventListener("dragleave", dragging(false));
+  form.addEventListener("drop", (ev) => {
+    dragging(false)(ev);
+    const files = ev.dataTransfer ? ev.dataTransfer.files : [];
+    if (files.length) attach(files[0]);
+  });
   return h("section", { class: "card", id: "playground" },
     h("h2", {}, "Playground"),
-    h("p", { class: "muted small" }, "The tuned model and its base answer the same prompt, streamed through ", h("code", {}, "/v1/chat/completions"), " (greedy)."),
+    h("p", { class: "muted small" }, "The tuned model and its base answer the same prompt (with the picture, if one is attached), streamed through ",
+      h("code", {}, "/v1/chat/completions"), " (greedy)."),
     form, h("div", { class: "pg-answers" }, tuned.box, base.box));
 }
 
@@ -1041,8 +1156,30 @@ async function viewApp() {
     if (!confirm("Stop the app? Its running containers end, new jobs are refused until the next deploy. A dashboard served by this app stops too.")) return;
     act(stopBtn, "/v1/app/stop", "stopping…");
   });
-  try { render(await api("/v1/app", { signal: ctl.signal })); }
-  catch (err) { deployBtn.disabled = stopBtn.disabled = true; showError(body, err); }
+  try {
+    // Only a provider with an app lifecycle (Modal) has an app to show; /v1/app refuses the others (local) with a 400.
+    const info = await api("/v1/info", { signal: ctl.signal });
+    if (!(info.capabilities || {}).app_lifecycle) { deployBtn.hidden = stopBtn.hidden = true; body.replaceChildren(...providerFacts(info)); return; }
+    render(await api("/v1/app", { signal: ctl.signal }));
+  } catch (err) { deployBtn.disabled = stopBtn.disabled = true; showError(body, err); }
+}
+
+/* What a provider without an app (local) has: what it is, what it can do, the installed packages. */
+function providerFacts(info) {
+  const caps = Object.entries(info.capabilities || {});
+  const facts = [["Provider", info.provider], ["App", "none: nothing to deploy"], ["Python", info.python || "–"],
+    ["Token", info.auth ? "required" : "not required"]];
+  return [
+    h("dl", { class: "summary", id: "provider-facts" }, facts.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", { dataset: { field: k } }, v)))),
+    h("section", { class: "card", id: "provider-card" }, h("h2", {}, `The ${info.provider} provider`),
+      h("p", {}, info.provider_description || ""),
+      h("p", { class: "muted" }, withCode("It has no app to deploy or stop: jobs start as they are submitted. `trainkit app deploy` and this page's Deploy are for providers with an app, such as Modal."))),
+    h("section", { class: "card" }, h("h2", {}, "Capabilities"),
+      h("ul", { class: "cap-list", id: "provider-capabilities" }, caps.map(([k, on]) => h("li", { class: `cap ${on ? "yes" : "no"}`, dataset: { capability: k }, title: on ? "yes" : "no" }, k)))),
+    h("section", { class: "card" }, h("h2", {}, "Installed packages"),
+      h("table", { class: "table narrow", id: "provider-versions" }, h("tbody", {},
+        Object.entries(info.versions || {}).map(([name, v]) => h("tr", {}, h("td", { class: "mono" }, name), h("td", { class: "mono" }, v)))))),
+  ];
 }
 
 /* ------------------------------------------------------------------ router */
