@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from trainkit_core.errors import (
     ConflictError,
+    InputTooLargeError,
     JobError,
     JobTimeout,
     MissingExtraError,
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 ERROR_TYPES: tuple[tuple[type[TrainkitError], str], ...] = (
     (MissingExtraError, "missing_extra"),
     (ProviderError, "provider_error"),
+    (InputTooLargeError, "request_too_large"),
     (UsageError, "invalid_request_error"),
     (NotFoundError, "not_found_error"),
     (ConflictError, "conflict_error"),
@@ -79,6 +81,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _describe(401, "Missing or wrong bearer token"),
     404: _describe(404, "No such run, model, eval set or report"),
     409: _describe(409, "The run's state forbids this"),
+    413: _describe(413, "An input is over its bound (body, prompt past the model's context, image size)"),
     422: _describe(422, "The request does not match the schema; `param` names the field"),
     500: _describe(500, "Internal error (details are in the server's log)"),
     501: _describe(501, "A job needs a pip extra that is not installed"),

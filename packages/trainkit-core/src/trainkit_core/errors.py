@@ -34,6 +34,13 @@ class UsageError(TrainkitError):
     exit_code = 2
 
 
+class InputTooLargeError(UsageError):
+    """An input is over one of trainkit's bounds (a prompt past the model's context, an image
+    over its byte limit); the message names the input and the bound. HTTP 413."""
+
+    http_status = 413
+
+
 class NotFoundError(TrainkitError):
     """Something named by the user does not exist (a run, a dataset, a model)."""
 
