@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Literal
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES, type_of
@@ -83,6 +83,13 @@ class ChatMessageIn(BaseModel):
             "http(s) image URLs only where the server allows fetching (TRAINKIT_API_FETCH_IMAGE_URLS)."
         )
     )
+
+    @field_validator("content")
+    @classmethod
+    def _parts_given(cls, value: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+        if isinstance(value, list) and not value:  # OpenAI refuses it too; an empty prompt is no question
+            raise ValueError("an empty list of parts; give text, or text and image_url parts")
+        return value
 
 
 class StreamOptions(BaseModel):

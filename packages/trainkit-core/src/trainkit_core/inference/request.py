@@ -11,12 +11,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainkit_core.errors import UsageError
+from trainkit_core.errors import InputTooLargeError, UsageError
 
 #: The longest image data URL a request may carry (characters): 20 MiB of image in base64.
 MAX_DATA_URL_CHARS = 28 * 1024 * 1024
+#: The most characters of text a request may carry, all turns together. A first, cheap bound,
+#: checked before any model is near: no model trainkit trains reads more than 262,144
+#: tokens, and text takes more than one character a token on average (English about 4),
+#: so no prompt over it fits a context. The real bound is the model's context, checked in
+#: tokens where the model is loaded (`trainkit_core.inference.generation.check_context`).
+MAX_PROMPT_CHARS = 2_000_000
 
 
 class TextPart(BaseModel):
@@ -29,7 +35,7 @@ class TextPart(BaseModel):
 class ImageURL(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(max_length=MAX_DATA_URL_CHARS)
+    url: str  # its length is bounded by `GenerateRequest._sizes` (a 413 naming the part)
     detail: str | None = None  # OpenAI's; accepted and ignored (the processor decides the size)
 
 
@@ -46,6 +52,13 @@ class Message(BaseModel):
     role: Literal["system", "user", "assistant"]
     content: str | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]]
 
+    @field_validator("content", mode="before")
+    @classmethod
+    def _parts_given(cls, value: Any) -> Any:
+        if isinstance(value, list) and not value:
+            raise ValueError("an empty list of parts; give text, or text and image_url parts")
+        return value
+
 
 class GenerateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
@@ -61,9 +74,17 @@ class GenerateRequest(BaseModel):
     top_k: int = Field(0, ge=0, le=10_000)
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
     #: Images for the (last) user turn, as ``data:image/...;base64,`` URLs (`trainkit infer --image`).
-    images: list[Annotated[str, Field(max_length=MAX_DATA_URL_CHARS)]] | None = None
+    images: list[str] | None = None
     #: True where the caller fetches or refuses http(s) image URLs itself, then validates again (the API).
     remote_images_resolved_later: ClassVar[bool] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sizes(cls, data: Any) -> Any:
+        """`InputTooLargeError` (HTTP 413) for text or an image over its bound, before anything else is parsed."""
+        if isinstance(data, dict):
+            check_sizes(data)
+        return data
 
     @model_validator(mode="after")
     def _one_input(self) -> GenerateRequest:
@@ -115,3 +136,38 @@ class GenerateRequest(BaseModel):
                 for e in exc.errors()
             )
             raise UsageError(f"invalid generation request: {problems}") from None
+
+
+def check_sizes(data: dict[str, Any]) -> None:
+    """`InputTooLargeError` naming the first image data URL over `MAX_DATA_URL_CHARS`, or the text over
+    `MAX_PROMPT_CHARS`, of a raw request dict (anything malformed is left to the schema)."""
+    chars = len(data["prompt"]) if isinstance(data.get("prompt"), str) else 0
+    messages = data.get("messages")
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            chars += len(content)
+        for position, part in enumerate(content if isinstance(content, list) else []):
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("text"), str):
+                chars += len(part["text"])
+            image_url = part.get("image_url")
+            url = image_url.get("url") if isinstance(image_url, dict) else image_url
+            _check_url(url, f"messages[{index}].content[{position}]")
+    images = data.get("images")
+    for index, url in enumerate(images if isinstance(images, list) else []):
+        _check_url(url, f"images[{index}]")
+    if chars > MAX_PROMPT_CHARS:
+        raise InputTooLargeError(
+            f"prompt/messages: {chars} characters of text, over the limit of {MAX_PROMPT_CHARS} "
+            "(longer than any model's context)"
+        )
+
+
+def _check_url(url: Any, where: str) -> None:
+    if isinstance(url, str) and len(url) > MAX_DATA_URL_CHARS:
+        raise InputTooLargeError(
+            f"{where}: an image URL of {len(url)} characters, over the limit of {MAX_DATA_URL_CHARS} "
+            "(a data URL of 20 MiB of image)"
+        )

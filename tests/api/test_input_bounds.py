@@ -1,0 +1,104 @@
+"""Every generation input has a bound, and an answer naming it (issue 46, items 15 and 17).
+
+Text and image data URLs are bounded before any model is near (a 413 naming the part);
+the model's context is the bound in tokens, checked where the model is loaded
+(`tests/core/test_infer_bounds.py`). An empty list of parts is no question: a 422.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from api_helpers import Server
+
+from trainkit_core.inference.request import MAX_DATA_URL_CHARS, MAX_PROMPT_CHARS
+
+MODEL = "trained/run-20260101-000000-abcdef"  # does not exist: a request that passes the bounds gets a 404
+
+
+def error_of(response: httpx.Response) -> dict:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    return body["error"]
+
+
+def huge_url() -> str:
+    return "data:image/png;base64," + "A" * (MAX_DATA_URL_CHARS + 4)
+
+
+def parts(url: str) -> list[dict[str, object]]:
+    return [{"type": "text", "text": "What is it?"}, {"type": "image_url", "image_url": {"url": url}}]
+
+
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/generate"])
+def test_an_empty_list_of_parts_is_a_422_naming_the_content(server: Server, route: str) -> None:
+    messages = [{"role": "user", "content": []}]
+    body = {"model": MODEL, "messages": messages} if "chat" in route else {"model_path": MODEL, "messages": messages}
+    with server.client() as client:
+        response = client.post(route, json=body)
+    assert response.status_code == 422, response.text
+    error = error_of(response)
+    assert "messages[0].content" in error["message"] and "empty list" in error["message"], error
+
+
+def test_an_empty_list_in_an_earlier_turn_is_refused_too(server: Server) -> None:
+    messages = [{"role": "system", "content": []}, {"role": "user", "content": "hi"}]
+    with server.client() as client:
+        response = client.post("/v1/chat/completions", json={"model": MODEL, "messages": messages})
+    assert response.status_code == 422 and "messages[0].content" in error_of(response)["message"], response.text
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "part"),
+    [
+        (
+            "/v1/chat/completions",
+            {"model": MODEL, "messages": [{"role": "user", "content": parts("URL")}]},
+            "messages[0].content[1]",
+        ),
+        (
+            "/v1/generate",
+            {"model_path": MODEL, "messages": [{"role": "user", "content": parts("URL")}]},
+            "messages[0].content[1]",
+        ),
+        ("/v1/generate", {"model_path": MODEL, "prompt": "hi", "images": ["URL"]}, "images[0]"),
+    ],
+    ids=["chat-completions", "generate-messages", "generate-images"],
+)
+def test_a_data_url_over_the_limit_is_a_413_naming_the_part(server: Server, route: str, body: dict, part: str) -> None:
+    import json
+
+    content = json.dumps(body).replace('"URL"', json.dumps(huge_url()))
+    with server.client(timeout=120) as client:
+        response = client.post(route, content=content, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413, response.text[:500]
+    error = error_of(response)
+    assert error["type"] == "request_too_large"
+    assert part in error["message"] and str(MAX_DATA_URL_CHARS) in error["message"], error
+    assert "union" not in error["message"] and "list[" not in error["message"], error  # no pydantic dump
+
+
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/generate"])
+def test_text_over_any_context_is_a_413_before_the_model_lookup(server: Server, route: str) -> None:
+    text = "word " * (MAX_PROMPT_CHARS // 5 + 1)
+    messages = [{"role": "user", "content": [{"type": "text", "text": text}]}]
+    body = {"model": MODEL, "messages": messages} if "chat" in route else {"model_path": MODEL, "prompt": text}
+    with server.client(timeout=120) as client:
+        response = client.post(route, json=body)
+    assert response.status_code == 413, response.text[:500]
+    assert str(MAX_PROMPT_CHARS) in error_of(response)["message"]
+
+
+def test_a_data_url_and_text_within_the_limits_reach_the_model_lookup(server: Server) -> None:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 8), "red").save(buffer, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    messages = [{"role": "user", "content": [{"type": "text", "text": "x" * 100_000}, *parts(url)[1:]]}]
+    with server.client() as client:
+        response = client.post("/v1/chat/completions", json={"model": MODEL, "messages": messages})
+    assert response.status_code == 404, response.text[:500]  # past every bound; the model does not exist
