@@ -169,7 +169,13 @@ def test_the_runs_table_names_each_runs_method(page: Any, server: Server, tmp_pa
 def test_a_dpo_runs_rewards_are_in_its_metrics_table_and_events_read_as_lines(
     page: Any, server: Server, tmp_path: Path
 ) -> None:
-    run = seed_run(server, status="succeeded", losses=[], config={"method": "dpo"}, metrics={"final_loss": 0.41})
+    run = seed_run(
+        server,
+        status="succeeded",
+        losses=[],
+        config={"method": "dpo"},
+        metrics={"final_loss": 0.41, "train_runtime_s": 12.5},
+    )
     for step in (1, 2, 3):
         run.events.append(
             "progress",
@@ -187,18 +193,18 @@ def test_a_dpo_runs_rewards_are_in_its_metrics_table_and_events_read_as_lines(
     page.evaluate("(id) => { location.hash = '#/runs/' + id; }", run.id)
     page.locator("#run-metrics").wait_for()
     page.wait_for_function("document.querySelector('#run-metrics tr[data-metric=reward_accuracy]') !== null")
-    values = {
-        row.get_attribute("data-metric"): row.locator("td").nth(1).inner_text()
-        for row in page.locator("#run-metrics tbody tr").all()
+
+    def values(group: str) -> dict[str | None, list[str]]:
+        rows = page.locator(f'#run-metrics table[data-group="{group}"] tbody tr').all()
+        return {row.get_attribute("data-metric"): row.locator("td").all_inner_texts() for row in rows}
+
+    assert values("rewards") == {
+        "rewards_chosen": ["reward of chosen", "0.3"],
+        "rewards_rejected": ["reward of rejected", "-0.6"],
+        "reward_margin": ["margin", "0.9"],
+        "reward_accuracy": ["accuracy", "0.8"],
     }
-    assert values == {
-        "rewards_chosen": "0.3",
-        "rewards_rejected": "-0.6",
-        "reward_margin": "0.9",
-        "reward_accuracy": "0.8",
-        "final_loss": "0.41",
-    }
-    assert "reward of chosen" in page.inner_text('#run-metrics tr[data-metric="rewards_chosen"]')
+    assert values("training") == {"final_loss": ["final loss", "0.41"], "train_runtime_s": ["train runtime", "12.5 s"]}
 
     page.check("#show-progress")
     page.locator("#event-log tr[data-type=progress]").first.wait_for()

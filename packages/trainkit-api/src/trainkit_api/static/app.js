@@ -372,12 +372,18 @@ function runsTable(runs, total) {
 
 /* Fields of an event as short labelled values: "loss 0.41", "lr 2e-4", "ETA 1m 05s". */
 const EVENT_FIELD_LABELS = {
-  learning_rate: "lr", tokens_per_s: "tok/s", eta_s: "ETA", grad_norm: "grad norm", rewards_chosen: "reward of chosen",
+  learning_rate: "lr", tokens_per_s: "tok/s", eta_s: "ETA", eval_s: "eval time", grad_norm: "grad norm", rewards_chosen: "reward of chosen",
   rewards_rejected: "reward of rejected", reward_margin: "margin", reward_accuracy: "accuracy", reward_mean: "mean reward",
 };
 
+/* "reward_accuracy" -> "accuracy", "train_runtime_s" -> "train runtime", "reward_polite_mean" -> "reward polite (mean)". */
+function fieldLabel(key) {
+  return EVENT_FIELD_LABELS[key] || key.replace(/^reward_(.+)_mean$/, "reward $1 (mean)").replace(/_(s|seconds)$/, "").replace(/_/g, " ");
+}
+
 function fieldValue(key, v) {
-  if (typeof v === "number") return /(_s|_seconds)$/.test(key) && key !== "tokens_per_s" ? fmtDuration(v) : fmtNum(v);
+  if (typeof v === "number" && /_(s|seconds)$/.test(key) && key !== "tokens_per_s") return v < 60 ? `${fmtNum(v, 1)} s` : fmtDuration(v);
+  if (typeof v === "number") return fmtNum(v);
   if (Array.isArray(v)) return v.map((x) => (x && typeof x === "object" ? JSON.stringify(x) : String(x))).join(", ");
   if (v && typeof v === "object") return Object.entries(v).map(([k, x]) => `${k.replace(/_/g, " ")} ${fieldValue(k, x)}`).join(", ");
   return String(v);
@@ -386,7 +392,7 @@ function fieldValue(key, v) {
 function eventFields(e, skip) {
   return Object.entries(e)
     .filter(([k, v]) => !skip.has(k) && v !== undefined && v !== null && v !== "")
-    .map(([k, v]) => `${EVENT_FIELD_LABELS[k] || k.replace(/_/g, " ")} ${fieldValue(k, v)}`);
+    .map(([k, v]) => `${fieldLabel(k)} ${fieldValue(k, v)}`);
 }
 
 /* One readable line per event: what happened first, then its other fields labelled ("step 3 · loss 0.41 · lr 2e-4"),
@@ -440,6 +446,27 @@ function methodCurves(e) {
     }
   }
   return found;
+}
+
+/* A run's metrics, one small table per kind: a DPO or GRPO run's rewards at the latest step (from its progress
+ * events, as they arrive), training, the eval after training, the adapter check. Null when there is none yet. */
+function metricsCard(latest, metrics) {
+  const groups = [["Rewards (latest step)", "rewards", []], ["Training", "training", []], ["Eval after training", "eval", []],
+    ["Adapter check", "gate", []]];
+  for (const [key, value] of Object.entries(latest)) groups[0][2].push([key, value]);
+  for (const [key, value] of Object.entries(metrics)) {
+    if (key in latest || value === null || value === undefined || typeof value === "object") continue;
+    const group = /^(base_)?eval_/.test(key) ? 2 : key.startsWith("gate_") ? 3 : 1;
+    groups[group][2].push([key, value]);
+  }
+  const shown = groups.filter(([, , rows]) => rows.length);
+  if (!shown.length) return null;
+  return h("section", { class: "card", id: "metrics-card" }, h("h2", {}, "Metrics"),
+    h("div", { class: "metrics-groups", id: "run-metrics" }, shown.map(([title, kind, rows]) =>
+      h("table", { class: "table metrics", dataset: { group: kind } },
+        h("thead", {}, h("tr", {}, h("th", {}, title), h("th", { class: "num" }, ""))),
+        h("tbody", {}, rows.map(([key, value]) => h("tr", { dataset: { metric: key }, title: key },
+          h("td", {}, fieldLabel(key)), h("td", { class: "num" }, fieldValue(key, value)))))))));
 }
 
 /* The latest rollout: GRPO's scored group, or the sample answers at a checkpoint. Text only (no HTML). */
@@ -518,23 +545,7 @@ async function viewRun(runId) {
   const latestMethod = {}; // a DPO or GRPO run's latest figures from its progress events, by key
 
   /* The run's metrics: the record's (final loss, speed, ...) and a DPO or GRPO run's latest rewards. */
-  const renderMetrics = () => {
-    const rows = [];
-    for (const [key, value] of Object.entries(latestMethod)) rows.push([key, value, "at the latest step"]);
-    for (const [key, value] of Object.entries((run && run.metrics) || {})) {
-      if (key in latestMethod || (value !== null && typeof value === "object")) continue;
-      rows.push([key, value, ""]);
-    }
-    if (rows.length === 0) { metricsBox.replaceChildren(); return; }
-    const label = (key) => EVENT_FIELD_LABELS[key] || key.replace(/^reward_(.+)_mean$/, "reward $1 (mean)").replace(/_/g, " ");
-    metricsBox.replaceChildren(h("section", { class: "card" }, h("h2", {}, "Metrics"),
-      h("table", { class: "table narrow", id: "run-metrics" },
-        h("thead", {}, h("tr", {}, h("th", {}, "Metric"), h("th", { class: "num" }, "Value"), h("th", {}, ""))),
-        h("tbody", {}, rows.map(([key, value, note]) => h("tr", { dataset: { metric: key } },
-          h("td", {}, label(key), " ", h("span", { class: "tag" }, key)),
-          h("td", { class: "num" }, typeof value === "number" ? fmtNum(value) : String(value)),
-          h("td", { class: "muted small" }, note)))))));
-  };
+  const renderMetrics = () => metricsBox.replaceChildren(...[metricsCard(latestMethod, (run && run.metrics) || {})].filter(Boolean));
 
   const logRow = (e) => h("tr", { class: `ev-${e.type}`, dataset: { seq: e.seq, type: e.type } },
     h("td", { class: "num mono" }, e.seq), h("td", { class: "nowrap" }, fmtTime(e.time)),
