@@ -22,6 +22,8 @@ import pytest
 import test_dashboard_browser as dashboard
 from test_dashboard_browser import TINY_PNG, Server, seed_run
 
+from trainkit_core.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
+
 # The fixtures of the dashboard's browser tests: one server and browser per module here too.
 server, browser, page = dashboard.server, dashboard.browser, dashboard.page
 
@@ -218,3 +220,89 @@ def test_a_dpo_runs_rewards_are_in_its_metrics_table_and_events_read_as_lines(
     assert "saved at step 3: checkpoints/step-3" in lines
     assert "loss mask checked on the tokenizer · examples 12 · masked tokens 340" in lines
     shot(page, tmp_path, "run-dpo-metrics-events")
+
+
+class _AppProvider:
+    """A provider with an app lifecycle (as Modal's), its app kept in memory: the App page's other branch."""
+
+    @hookimpl
+    def provider_manifest(self) -> ProviderManifest:
+        return ProviderManifest(name="appfake", capabilities=Capabilities(app_lifecycle=True))
+
+    @hookimpl
+    def provision(self, provider: str, settings: Any) -> object | None:
+        if provider != "appfake":
+            return None
+        state = {"version": 0, "state": "not-deployed"}
+
+        class Deployment:
+            def check(self, functions: list[str]) -> None:
+                pass
+
+            def deploy(self) -> DeploymentStatus:
+                state["version"] += 1
+                state["state"] = "deployed"
+                return self.status()
+
+            def status(self) -> DeploymentStatus:
+                detail = {
+                    "app_name": "trainkit",
+                    "app_id": "ap-fake1",
+                    "version": state["version"],
+                    "functions": ["train"],
+                }
+                url = "https://fake.example/api" if state["state"] == "deployed" else None
+                return DeploymentStatus(state=str(state["state"]), detail=detail, url=url)
+
+            def stop(self) -> None:
+                state["state"] = "stopped"
+
+        return Deployment()
+
+
+def test_the_app_page_of_a_provider_with_an_app_shows_it_and_deploys_and_stops(browser: Any, tmp_path: Path) -> None:
+    import threading
+    import time
+
+    import uvicorn
+
+    from trainkit_api.app import create_app
+    from trainkit_core.plugins import build_plugin_manager, register
+    from trainkit_core.provider import get_provider
+    from trainkit_core.settings import ApiSettings, ProviderSettings, Settings
+
+    settings = Settings(provider=ProviderSettings(home=tmp_path / "home"), api=ApiSettings(api_token=dashboard.TOKEN))
+    pm = build_plugin_manager(load_entry_points=False)
+    register(pm, _AppProvider(), name="appfake", module=__name__)
+    app = create_app(settings, provider=get_provider("appfake", settings, pm=pm))
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not uv.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the API server did not start"
+        time.sleep(0.05)
+    port = uv.servers[0].sockets[0].getsockname()[1]
+    context = browser.new_context(viewport={"width": 1280, "height": 700})
+    try:
+        tab = context.new_page()
+        tab.on("dialog", lambda dialog: dialog.accept())  # Stop asks to confirm
+        tab.goto(f"http://127.0.0.1:{port}/#/app")
+        tab.fill("#token-input", dashboard.TOKEN)
+        tab.click("#token-form button[type=submit]")
+        state = tab.locator('#app-status dd[data-field="State"]')
+        state.wait_for()
+        assert state.inner_text() == "not-deployed" and tab.locator("#provider-facts").count() == 0
+        assert tab.locator("#app-deploy").is_enabled() and tab.locator("#app-stop").is_disabled()
+        tab.click("#app-deploy")
+        tab.wait_for_function("document.querySelector('#app-status dd[data-field=State]').textContent === 'deployed'")
+        assert tab.inner_text('#app-status dd[data-field="Web API"]') == "https://fake.example/api"
+        assert "null" not in tab.inner_text("#app-status")  # nothing missing: no stray text where its alert goes
+        shot(tab, tmp_path, "app-deployed")
+        tab.click("#app-stop")
+        tab.wait_for_function("document.querySelector('#app-status dd[data-field=State]').textContent === 'stopped'")
+        assert tab.locator("#view .alert").count() == 0
+    finally:
+        context.close()
+        uv.should_exit = True
+        thread.join(timeout=15)

@@ -1145,12 +1145,12 @@ async function viewApp() {
     const facts = [["State", st.state], ["Provider", st.provider], ["App", d.app_name || "–"],
       ["App id", d.app_id || "–"], ["Version", d.version ?? "–"], ["Deployed", d.deployed_at || "–"],
       ["Web API", st.url ? h("a", { href: st.url, target: "_blank", rel: "noopener" }, st.url) : "–"]];
-    body.replaceChildren(
+    body.replaceChildren(...[ // (replaceChildren writes a null as the text "null": none is passed)
       h("dl", { class: "summary" }, facts.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", { dataset: { field: k } }, v)))),
       (d.missing || []).length ? h("div", { class: "alert" }, `Declared but not deployed: ${d.missing.join(", ")}`) : null,
       ...(d.notes || []).map((n) => h("p", { class: "muted" }, n)),
       h("section", { class: "card" }, h("h2", {}, "Functions"),
-        h("p", { class: "mono" }, (d.functions || d.declared || []).join(", ") || "–")));
+        h("p", { class: "mono" }, (d.functions || d.declared || []).join(", ") || "–"))].filter(Boolean));
     stopBtn.disabled = st.state !== "deployed";
   };
   const act = async (button, path, working) => {
