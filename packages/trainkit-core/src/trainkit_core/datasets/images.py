@@ -22,7 +22,9 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -37,8 +39,10 @@ Content = "str | tuple[Part, ...]"
 
 ROLES_WITH_IMAGES = ("system", "user")
 _DATA_URL = re.compile(r"^data:(?P<mime>[a-zA-Z0-9.+/-]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$", re.DOTALL)
-#: The formats Pillow must find in an image's bytes (what the processors of Gemma read).
-FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
+#: The formats Pillow must find in an image's bytes (what the processors of Gemma read). MPO is
+#: the JPEG many phones write (a JPEG whose APP2 segment indexes more frames, e.g. a depth
+#: map): Pillow opens it as "MPO" and decodes its first frame, the picture itself.
+FORMATS = ("PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP")
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,8 @@ def url_problem(url: str) -> tuple[str, str] | None:
         )
     if lowered.startswith("data:"):
         return None if _DATA_URL.match(url) else ("image-data-url", "a data URL must be data:image/...;base64,...")
+    if any(ord(char) < 32 or ord(char) == 127 for char in url):  # NUL no file system takes; the rest is a slip
+        return "image-path", f"{_short(url)} holds a control character (a NUL byte or a line break); no file has it"
     if ":" in url.split("/", 1)[0] or url.startswith(("/", "\\", "~")) or "\\" in url:
         return "image-path", f"{_short(url)} must be a path relative to the dataset folder, with '/'"
     if ".." in PurePosixPath(url).parts:
@@ -192,16 +198,19 @@ def open_image(data: bytes, limits: ImageLimits) -> Any:
     """A decoded RGB PIL image from `data`, within `limits`; `ValueError` naming what is wrong.
 
     The size is read from the header before any pixel is decoded, so a decompression
-    bomb is refused without the memory it would take.
+    bomb is refused without the memory it would take. Pillow's own warnings (its
+    decompression-bomb warning, a palette's transparency, odd EXIF) are not printed: the
+    limits here are trainkit's, and a problem worth telling is a `ValueError`.
     """
     import warnings
 
     from PIL import Image
 
     if len(data) > limits.max_bytes:
-        raise ValueError(f"{len(data)} bytes is over the limit of {limits.max_bytes} (TRAINKIT_IMAGE_MAX_BYTES)")
+        raise ValueError(too_many_bytes(len(data), limits.max_bytes))
     try:
         with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data))
             width, height = image.size
@@ -212,6 +221,8 @@ def open_image(data: bytes, limits: ImageLimits) -> Any:
             if image.format not in FORMATS:
                 raise ValueError(f"format {image.format} is not one of {', '.join(FORMATS)}")
             image.load()
+            if image.mode == "P" and "transparency" in image.info:
+                image = image.convert("RGBA")  # what Pillow asks for, rather than a warning on the way to RGB
             return image.convert("RGB")
     except ValueError:
         raise
@@ -240,8 +251,31 @@ def load_image(ref: str, limits: ImageLimits | None = None) -> Any:
     limits = limits or ImageLimits()
     if ref.startswith("data:"):
         return open_image(decode_data_url(ref)[1], limits)
-    with open(ref, "rb") as handle:
-        return open_image(handle.read(), limits)
+    return open_image(read_image_file(ref, limits.max_bytes), limits)
+
+
+def too_many_bytes(size: int, max_bytes: int) -> str:
+    """The one wording of an image over the byte limit (`open_image` and the checks before a read)."""
+    return f"{size} bytes is over the limit of {max_bytes} (TRAINKIT_IMAGE_MAX_BYTES)"
+
+
+def read_image_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the picture at `path`; `ValueError` naming the limit when it is over `max_bytes`.
+
+    The size is taken from the open file before a byte is read, and the read stops one
+    byte past the limit: a huge file (a sparse one of gigabytes takes no disk) is refused
+    without the memory it would take. A folder, a FIFO or a device is refused unread.
+    """
+    info = os.stat(path)  # before the open: opening a FIFO would wait for a writer
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError("not a regular file")
+    if info.st_size > max_bytes:
+        raise ValueError(too_many_bytes(info.st_size, max_bytes))
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)  # the file may have grown since
+    if len(data) > max_bytes:
+        raise ValueError(f"over the limit of {max_bytes} bytes (TRAINKIT_IMAGE_MAX_BYTES)")
+    return data
 
 
 #: The longest side of a picture kept in an eval report (pixels).
@@ -301,10 +335,16 @@ def referenced_files(data: bytes) -> list[str]:
 
 
 def check_images(
-    examples: Iterable[Any], read: Callable[[str], bytes | None], limits: ImageLimits, outside: type[Exception]
+    examples: Iterable[Any],
+    read: Callable[[str], bytes | None],
+    limits: ImageLimits,
+    outside: type[Exception],
+    size: Callable[[str], int | None] | None = None,
 ) -> tuple[set[int], list[Problem]]:
     """Each image of `examples` read (through `read`, which raises `outside` for a file out of the folder) and decoded.
 
+    `size(path)`, where given, is a file's size in bytes (None when missing), asked
+    before `read`: a file over the byte limit is refused without being read.
     Returns the indices of the examples with a bad image, and the problems at their lines.
     """
     bad: set[int] = set()
@@ -324,7 +364,7 @@ def check_images(
             urls = []
         for url in urls:
             if url not in decoded:
-                decoded[url] = _check_one(url, read, limits, outside)
+                decoded[url] = _check_one(url, read, limits, outside, size)
             if decoded[url] is not None:
                 code, _, message = str(decoded[url]).partition(" ")
                 found.append((code, message))
@@ -335,7 +375,11 @@ def check_images(
 
 
 def _check_one(
-    url: str, read: Callable[[str], bytes | None], limits: ImageLimits, outside: type[Exception]
+    url: str,
+    read: Callable[[str], bytes | None],
+    limits: ImageLimits,
+    outside: type[Exception],
+    size: Callable[[str], int | None] | None = None,
 ) -> str | None:
     """None when the image is fine, else "code message"."""
     if url.lower().startswith("data:"):
@@ -347,6 +391,9 @@ def _check_one(
     else:
         what = f"image {url}"
         try:
+            known = size(url) if size is not None else None
+            if known is not None and known > limits.max_bytes:
+                return f"image-too-large {what}: {too_many_bytes(known, limits.max_bytes)}"
             found = read(url)
         except outside as exc:
             if kind := getattr(exc, "kind", None):  # a folder, a FIFO or a device where a picture belongs

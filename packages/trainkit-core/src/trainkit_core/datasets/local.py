@@ -114,6 +114,8 @@ def file_kind(path: Path) -> str | None:
         return None
     except OSError as exc:  # a link loop, a name too long, no permission
         return f"unreadable ({exc.strerror or exc})"
+    except ValueError:  # a NUL byte in the name: no file system holds one
+        return "unreadable (a NUL byte in its name)"
     if stat.S_ISREG(mode):
         return "file"
     if stat.S_ISDIR(mode):
@@ -155,7 +157,7 @@ def list_local(datasets_dir: Path) -> list[LocalDataset]:
             continue
         try:
             found.append(open_local(child))
-        except (UsageError, OSError) as exc:  # one broken dataset never hides the others
+        except (UsageError, OSError, ValueError) as exc:  # one broken dataset never hides the others
             file = exc.file if isinstance(exc, DatasetFileError) else SPEC_FILE
             message = exc.message if isinstance(exc, UsageError) else f"unreadable: {exc}"
             found.append(LocalDataset(child.name, child, None, [Problem(file, None, "error", "file-invalid", message)]))
@@ -188,15 +190,20 @@ def find_local(datasets_dir: Path, name: str) -> LocalDataset:
     )
 
 
-def hash_file(path: Path) -> FileInfo:
-    """sha256, size and non-blank line count of one file, read once, line by line."""
+def hash_file(path: Path, *, lines: bool = True) -> FileInfo:
+    """sha256, size and non-blank line count of one file, read once, line by line.
+
+    With `lines=False` (an image) it is read in blocks and no line is counted: a
+    picture holds few newlines, and line by line a file of gigabytes without one would
+    be read into memory whole.
+    """
     digest = hashlib.sha256()
     size = examples = 0
     with open(path, "rb") as handle:
-        for line in handle:
+        for line in handle if lines else iter(lambda: handle.read(1024 * 1024), b""):
             digest.update(line)
             size += len(line)
-            if line.strip():
+            if lines and line.strip():
                 examples += 1
     return FileInfo(digest.hexdigest(), size, examples)
 
@@ -222,7 +229,7 @@ def build_manifest(folder: Path, spec: DatasetSpec | None = None) -> Manifest:
     for rel in [image for data_file in spec.files for image in referenced_files((folder / data_file).read_bytes())]:
         path = dataset_file(folder, rel)
         if path is not None and rel not in files:
-            info = hash_file(path)
+            info = hash_file(path, lines=False)
             files[rel] = FileInfo(info.sha256, info.size, 0)
     digest = dataset_hash({path: info.sha256 for path, info in files.items()})
     return Manifest(name=spec.name, hash=digest, format=spec.format, files=files)

@@ -73,7 +73,11 @@ def read_synced(data_root: Path, name: str) -> SyncedDataset:
     def blob_of(rel: str) -> str:
         return str(data_root / blob_path(name, manifest.files[rel].sha256))
 
-    checked = check(name, read, source="volume", folder_name=name)
+    def size(rel: str) -> int | None:  # an image over the byte limit is refused unread
+        info = manifest.files.get(rel)
+        return info.size if info is not None else None
+
+    checked = check(name, read, source="volume", folder_name=name, size=size)
     checked.report.version, checked.report.hash = version, manifest.hash
     if not checked.report.ok() or checked.spec is None:
         raise DatasetInvalidError(checked.report)

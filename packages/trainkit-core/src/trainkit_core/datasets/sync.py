@@ -237,7 +237,7 @@ def _upload_blob(volume: Volume, name: str, local: Path, sha: str) -> None:
     """
     before = _identity(local)
     volume.put_file(local, blob_path(name, sha))
-    if before != _identity(local) or hash_file(local).sha256 != sha:
+    if before != _identity(local) or hash_file(local, lines=False).sha256 != sha:
         try:
             volume.remove(blob_path(name, sha))
         except NotFoundError:

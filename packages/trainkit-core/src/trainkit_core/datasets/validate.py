@@ -94,11 +94,13 @@ def check(
     folder_name: str | None = None,
     length: LengthCheck | None = None,
     image_limits: ImageLimits | None = None,
+    size: Callable[[str], int | None] | None = None,
 ) -> Checked:
     """Check a dataset whose files `read(relative path)` returns (None when missing).
 
     Images the examples name are read through `read` too, so a local check and a check
-    of the volume's version look at the same bytes.
+    of the volume's version look at the same bytes; `size(relative path)`, where given,
+    lets an image over the byte limit be refused before it is read.
     """
     report = Report(name=name, source=source)
     result = Checked(report)
@@ -126,7 +128,7 @@ def check(
             report.problems.append(Problem(file, None, "error", "file-missing", f"listed in {SPEC_FILE} but missing"))
             continue
         examples, file_problems = parse_jsonl(data, file, spec.format, allow_chat_markers=spec.allow_chat_markers)
-        bad, image_problems = check_images(examples, read, image_limits or ImageLimits(), DatasetFileError)
+        bad, image_problems = check_images(examples, read, image_limits or ImageLimits(), DatasetFileError, size)
         examples = [ex for index, ex in enumerate(examples) if index not in bad]
         file_problems += image_problems
         report.images += len({url for ex in examples for url in ex.image_urls})
@@ -229,7 +231,13 @@ def check_local(folder: Path, *, length: LengthCheck | None = None, image_limits
         path = dataset_file(folder, rel)  # DatasetFileError for a link out of the folder
         return path.read_bytes() if path is not None else None
 
-    return check(folder.name, read, source="local", folder_name=folder.name, length=length, image_limits=image_limits)
+    def size(rel: str) -> int | None:
+        path = dataset_file(folder, rel)
+        return path.stat().st_size if path is not None else None
+
+    return check(
+        folder.name, read, source="local", folder_name=folder.name, length=length, image_limits=image_limits, size=size
+    )
 
 
 def read_current_manifest(volume: Volume, name: str) -> Manifest:
@@ -259,7 +267,13 @@ def validate_synced(
         path = blob_path(name, info.sha256)
         return volume.read_bytes(path) if volume.exists(path) else None
 
-    report = check(name, read, source="volume", folder_name=name, length=length, image_limits=image_limits).report
+    def size(rel: str) -> int | None:
+        info = manifest.files.get(rel)
+        return info.size if info is not None else None
+
+    report = check(
+        name, read, source="volume", folder_name=name, length=length, image_limits=image_limits, size=size
+    ).report
     report.version, report.hash = manifest.version, manifest.hash
     return report
 
