@@ -102,3 +102,46 @@ def test_a_data_url_and_text_within_the_limits_reach_the_model_lookup(server: Se
     with server.client() as client:
         response = client.post("/v1/chat/completions", json={"model": MODEL, "messages": messages})
     assert response.status_code == 404, response.text[:500]  # past every bound; the model does not exist
+
+
+# ------------------------------------------------------------ the model's context
+
+
+@pytest.mark.ml
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/generate"])
+def test_a_prompt_past_the_models_context_is_a_413_naming_it(trainkit_home, route: str) -> None:  # type: ignore[no-untyped-def]
+    """Through the warm worker, on the tiny base (1024 positions): refused on its tokens, before the model runs."""
+    import sys
+    from pathlib import Path
+
+    from api_helpers import TOKEN, serve, settings_for
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+    from trainkit_fake_models import make_fake_model
+
+    volumes = trainkit_home / "volumes"
+    model = make_fake_model(volumes / "trainkit-models", volumes / "trainkit-hf-cache")
+    prompt = "snow blue " * 3000  # about 6000 tokens
+    messages = [{"role": "user", "content": prompt}]
+    body = {"model": model, "messages": messages} if "chat" in route else {"model_path": model, "prompt": prompt}
+    servers = serve(settings_for(trainkit_home, TOKEN))
+    server = next(servers)
+    try:
+        with server.client(timeout=300) as client:
+            response = client.post(route, json=body)
+            assert response.status_code == 413, response.text[:500]
+            error = error_of(response)
+            assert error["type"] == "request_too_large" and "context of 1024 tokens" in error["message"], error
+            streamed = client.post(route, json={**body, "stream": True})
+            assert "context of 1024 tokens" in streamed.text, streamed.text[:500]  # the stream's error event
+            short = (
+                {**body, "messages": [{"role": "user", "content": "hi"}]}
+                if "chat" in route
+                else {**body, "prompt": "hi"}
+            )
+            assert (
+                client.post(route, json={**short, "max_tokens" if "chat" in route else "max_new_tokens": 2}).status_code
+                == 200
+            )
+    finally:
+        servers.close()

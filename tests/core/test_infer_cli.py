@@ -47,3 +47,28 @@ def test_messages_file_is_checked(cli_env: dict[str, str], tmp_path: Path) -> No
         cli_env, "--model-path", "trained/run-20261130-120000-abcdef", "--messages", str(tmp_path / "none.json")
     )
     assert proc.returncode == 2 and "cannot read" in proc.stderr
+
+
+@pytest.mark.slow
+def test_files_over_their_bound_are_refused_by_size_unread(cli_env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 46: an --image or --messages file is measured before it is read (sparse: gigabytes, no disk)."""
+    import subprocess as sp
+
+    huge = tmp_path / "huge.png"
+    sp.run(["truncate", "-s", str(3 * 1024**3), str(huge)], check=True)
+    model = "trained/run-20261130-120000-abcdef"
+    proc = _infer(cli_env, "--model-path", model, "--prompt", "x", "--image", str(huge))
+    assert proc.returncode == 2, proc.stderr
+    assert f"--image {huge}" in proc.stderr and "TRAINKIT_IMAGE_MAX_BYTES" in proc.stderr, proc.stderr
+    messages = tmp_path / "messages.json"
+    sp.run(["truncate", "-s", str(3 * 1024**3), str(messages)], check=True)
+    proc = _infer(cli_env, "--model-path", model, "--messages", str(messages))
+    assert proc.returncode == 2 and f"--messages {messages}" in proc.stderr and "over the limit" in proc.stderr, (
+        proc.stderr
+    )
+    import os
+
+    fifo = tmp_path / "pipe.png"
+    os.mkfifo(fifo)
+    proc = _infer(cli_env, "--model-path", model, "--prompt", "x", "--image", str(fifo))
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stderr

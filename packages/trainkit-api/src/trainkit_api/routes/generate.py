@@ -237,9 +237,11 @@ def _answer_in_time(state: ApiState, request: GenerateRequest) -> Any:
     find again by its id (a web endpoint's next request may reach another container).
     """
     state.provider.deployment().check(["infer"])
+    from trainkit_core.inference.client import wait_answer
+
     handle = state.provider.spawn("infer", **request.model_dump(mode="json"))
     try:
-        result = handle.wait(timeout=state.answer_within_s)
+        result = wait_answer(handle, state.answer_within_s)
     except JobTimeout:
         return _pending(handle.call_id)
     return GenerateResult.model_validate(result)
@@ -253,11 +255,13 @@ def _completion_kept_alive(
     Like `_answer_in_time`, the generation is an ``infer`` job call: waiting on it in
     slices is what lets the response send something between them.
     """
+    from trainkit_core.inference.client import wait_answer
+
     state.provider.deployment().check(["infer"])
     handle = state.provider.spawn("infer", **request.model_dump(mode="json"))
     every = min(KEEPALIVE_EVERY_S, state.answer_within_s or KEEPALIVE_EVERY_S)
     try:
-        return completion(dict(handle.wait(timeout=every)))
+        return completion(wait_answer(handle, every))
     except JobTimeout:
         pass  # still running (a cold container's model load): start the response now
 
@@ -265,7 +269,7 @@ def _completion_kept_alive(
         while True:
             yield " "
             try:
-                result = handle.wait(timeout=every)
+                result = wait_answer(handle, every)
             except JobTimeout:
                 continue
             except Exception as exc:
@@ -289,8 +293,10 @@ def generate_result(call_id: str, state: ApiState = Depends(get_state)) -> Any:
     handle = state.provider.call(call_id)
     if handle.function != "infer":
         raise NotFoundError(f"no generation {call_id!r}")
+    from trainkit_core.inference.client import wait_answer
+
     try:
-        result = handle.wait(timeout=state.answer_within_s or 0)
+        result = wait_answer(handle, state.answer_within_s or 0)
     except JobTimeout:
         return _pending(call_id)
     return GenerateResult.model_validate(result)

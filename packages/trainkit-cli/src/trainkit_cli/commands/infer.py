@@ -18,11 +18,26 @@ from trainkit_cli.state import CliState, console, json_option, pass_state, print
 
 
 def _messages(path: str) -> list[dict[str, Any]]:
-    """The messages of a JSON file, read as strict JSON (so deep nesting is an error, not a crash)."""
+    """The messages of a JSON file, read as strict JSON (so deep nesting is an error, not a crash).
+
+    Its size is checked before it is read: no file over `MAX_REQUEST_BYTES` can hold a
+    request within the bounds (text, images), and a FIFO or a device is never opened.
+    """
+    import stat
+
     from trainkit_core import strict_json
-    from trainkit_core.errors import UsageError
+    from trainkit_core.errors import InputTooLargeError, UsageError
+    from trainkit_core.inference.request import MAX_REQUEST_BYTES
 
     try:
+        info = Path(path).stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"--messages {path}: not a regular file")
+        if info.st_size > MAX_REQUEST_BYTES:
+            raise InputTooLargeError(
+                f"--messages {path}: {info.st_size} bytes, over the limit of {MAX_REQUEST_BYTES} "
+                "(the longest text and the most images a request may carry)"
+            )
         data = strict_json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
@@ -41,15 +56,18 @@ def _data_url(path: str) -> str:
     """The picture at `path` as a data URL: it travels in the request to wherever the model runs."""
     import base64
 
-    from trainkit_core.datasets.images import is_remote, remote_image_message
-    from trainkit_core.errors import UsageError
+    from trainkit_core.datasets.images import ImageLimits, is_remote, read_image_file, remote_image_message
+    from trainkit_core.errors import InputTooLargeError, UsageError
 
     if is_remote(path):
         raise UsageError(f"--image: {remote_image_message(path, 'by trainkit infer', 'download it and give its path')}")
     try:
-        data = Path(path).expanduser().read_bytes()
+        data = read_image_file(Path(path).expanduser(), ImageLimits().max_bytes)  # its size checked before a read
     except OSError as exc:
         raise UsageError(f"--image {path}: cannot read it ({exc.strerror})") from None
+    except ValueError as exc:
+        cls = InputTooLargeError if "over the limit" in str(exc) else UsageError
+        raise cls(f"--image {path}: {exc}") from None
     kinds = {b"\x89PNG": "png", b"\xff\xd8\xff": "jpeg", b"RIFF": "webp", b"GIF8": "gif", b"BM": "bmp"}
     kind = next((name for magic, name in kinds.items() if data.startswith(magic)), None)
     if kind is None:

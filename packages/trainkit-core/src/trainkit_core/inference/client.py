@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from trainkit_core import errors
 from trainkit_core.inference.request import GenerateRequest
 from trainkit_core.models import check_model_path, default_model_for_preset
 
@@ -31,6 +32,32 @@ def prepare(provider: Any, request: Mapping[str, Any] | GenerateRequest) -> Gene
     else:
         ref = default_model_for_preset(models, req.model_size or "")
     return req.model_copy(update={"model_path": ref.path, "model_size": None})
+
+
+def wait_answer(handle: Any, timeout: float | None) -> dict[str, Any]:
+    """The result of an ``infer`` job call; the job's refusal of the request keeps its own type.
+
+    A job's failure comes back as `JobError` ("job infer (id) failed: Type: message");
+    where Type is one of trainkit's errors of a 4xx (the prompt past the model's context,
+    images to a text-only model), that error is raised again, so the CLI exits with its
+    code and the API answers its status, as they do when the warm worker refuses it.
+    """
+    try:
+        return dict(handle.wait(timeout=timeout))
+    except errors.JobError as exc:
+        refused = _refusal(exc.message)
+        if refused is None:
+            raise
+        raise refused from None
+
+
+def _refusal(text: str) -> errors.TrainkitError | None:
+    name, _, rest = text.partition(" failed: ")[2].partition(": ")
+    cls = getattr(errors, name, None) if name.isidentifier() else None
+    if not (isinstance(cls, type) and issubclass(cls, errors.TrainkitError) and cls.http_status < 500):
+        return None
+    message, _, hint = rest.partition("\n  hint: ")
+    return cls(message, hint=hint or None)
 
 
 def _server(provider: Any, use_server: bool | None) -> Any:
@@ -53,8 +80,7 @@ def generate(
     payload = req.model_dump(mode="json")
     if server is not None:
         return dict(server.generate(payload))
-    result = provider.spawn("infer", **payload).wait(timeout=timeout)
-    return dict(result)
+    return wait_answer(provider.spawn("infer", **payload), timeout)
 
 
 def stream(
@@ -75,6 +101,6 @@ def stream(
     if server is not None:
         yield from server.stream(payload)
         return
-    result = dict(provider.spawn("infer", **payload).wait(timeout=timeout))
+    result = wait_answer(provider.spawn("infer", **payload), timeout)
     yield {"type": "token", "text": result.get("text", "")}
     yield {"type": "done", **result}

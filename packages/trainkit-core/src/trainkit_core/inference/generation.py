@@ -44,6 +44,36 @@ def image_inputs(loaded: LoadedModel, turns: list[dict[str, Any]]) -> Any:
     return batch.to(loaded.device)
 
 
+def context_length(model: Any) -> int | None:
+    """How many positions the model reads (its text config's ``max_position_embeddings``); None when unknown."""
+    config = getattr(model, "config", None)
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for candidate in (text_config, config):
+        value = getattr(candidate, "max_position_embeddings", None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_context(loaded: LoadedModel, prompt_tokens: int, max_new_tokens: int) -> None:
+    """`InputTooLargeError` when the prompt and the answer asked for do not fit the model's context.
+
+    Checked on the token ids, before the model runs: a prompt past the context would
+    otherwise allocate its attention (gigabytes for tens of thousands of tokens) and fail
+    inside torch, or answer from positions the model never learned.
+    """
+    from trainkit_core.errors import InputTooLargeError
+
+    context = context_length(loaded.model)
+    if context is None or prompt_tokens + max_new_tokens <= context:
+        return
+    raise InputTooLargeError(
+        f"the prompt is {prompt_tokens} tokens and max_new_tokens {max_new_tokens}: together over the "
+        f"context of {context} tokens of {loaded.card.base_model} (its max_position_embeddings)",
+        hint="shorten the prompt (or the conversation), or ask for fewer new tokens",
+    )
+
+
 def _sampling(req: GenerateRequest) -> dict[str, Any]:
     if req.temperature <= 0:
         return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
@@ -75,6 +105,7 @@ def generate(
         prompt = render_prompt(req.chat(), loaded.fmt)
         inputs = tok(prompt, add_special_tokens=False, return_tensors="pt").to(loaded.device)
     prompt_len = int(inputs["input_ids"].shape[1])
+    check_context(loaded, prompt_len, req.max_new_tokens)
     stops = stop_token_ids(loaded)
 
     class _Pieces(BaseStreamer):  # type: ignore[misc]

@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trainkit_core.datasets.images import ImageLimits
 from trainkit_core.errors import InputTooLargeError, UsageError
 
 #: The longest image data URL a request may carry (characters): 20 MiB of image in base64.
@@ -23,6 +24,10 @@ MAX_DATA_URL_CHARS = 28 * 1024 * 1024
 #: so no prompt over it fits a context. The real bound is the model's context, checked in
 #: tokens where the model is loaded (`trainkit_core.inference.generation.check_context`).
 MAX_PROMPT_CHARS = 2_000_000
+#: The most bytes a request within the bounds takes as JSON: its text escaped (at most 12
+#: bytes a character, a surrogate pair's two ``\\uXXXX``), the most images, and room for the
+#: rest. A ``--messages`` file or a body to the warm worker over it cannot be a valid request.
+MAX_REQUEST_BYTES = 12 * MAX_PROMPT_CHARS + ImageLimits().max_per_example * MAX_DATA_URL_CHARS + 1024 * 1024
 
 
 class TextPart(BaseModel):

@@ -159,7 +159,7 @@ class LocalInferenceServer:
                     continue
                 event = json.loads(line)
                 if event.get("type") == "error":
-                    _raise_from(int(event.get("status", 500)), event)
+                    _raise_from(int(event.get("status", 500)), {**event, "type": event.get("error_type")})
                 yield event
 
     def status(self) -> dict[str, Any] | None:

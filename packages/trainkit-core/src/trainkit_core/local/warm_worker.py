@@ -25,11 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import TrainkitError
+from trainkit_core.inference.request import MAX_REQUEST_BYTES
 from trainkit_core.local.inference_server import TOKEN_HEADER, record_path
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 4 * 1024 * 1024
+#: The largest body read: what a request within `GenerateRequest`'s bounds can take (the
+#: client validated it). Smaller, a valid long prompt or a few pictures met a closed
+#: connection ("broken pipe") instead of an answer.
+MAX_BODY = MAX_REQUEST_BYTES
 
 
 def error_body(exc: BaseException) -> tuple[int, dict[str, Any]]:
@@ -131,7 +135,8 @@ def _handler(worker: WarmWorker) -> type[BaseHTTPRequestHandler]:
             try:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length > MAX_BODY:
-                    self._send(413, {"error": "request too large", "type": "UsageError"})
+                    error = f"request body of {length} bytes, over the worker's limit of {MAX_BODY}"
+                    self._send(413, {"error": error, "type": "InputTooLargeError"})
                     return
                 try:
                     req = GenerateRequest.parse(json.loads(self.rfile.read(length) or b"{}"))
@@ -154,7 +159,10 @@ def _handler(worker: WarmWorker) -> type[BaseHTTPRequestHandler]:
                         self.wfile.flush()
                 except Exception as exc:
                     status, body = error_body(exc)
-                    self.wfile.write(json.dumps({"type": "error", "status": status, **body}).encode() + b"\n")
+                    # The event's "type" is "error"; the exception's class goes in "error_type" (in the
+                    # one dict, it overwrote "type", and the client took the error for a plain event).
+                    event = {**body, "type": "error", "error_type": body["type"], "status": status}
+                    self.wfile.write(json.dumps(event).encode() + b"\n")
             finally:
                 worker.touch(-1)
 
