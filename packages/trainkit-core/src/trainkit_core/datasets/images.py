@@ -222,7 +222,8 @@ def open_image(data: bytes, limits: ImageLimits) -> Any:
                 raise ValueError(f"format {image.format} is not one of {', '.join(FORMATS)}")
             image.load()
             if image.mode == "P" and "transparency" in image.info:
-                image = image.convert("RGBA")  # what Pillow asks for, rather than a warning on the way to RGB
+                # what Pillow asks for, rather than a warning on the way to RGB
+                return image.convert("RGBA").convert("RGB")
             return image.convert("RGB")
     except ValueError:
         raise

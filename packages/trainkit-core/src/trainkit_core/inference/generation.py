@@ -46,7 +46,7 @@ def image_inputs(loaded: LoadedModel, turns: list[dict[str, Any]]) -> Any:
 
 def context_length(model: Any) -> int | None:
     """How many positions the model reads (its text config's ``max_position_embeddings``); None when unknown."""
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
     for candidate in (text_config, config):
         value = getattr(candidate, "max_position_embeddings", None)
