@@ -12,6 +12,9 @@ bookkeeping around it stays real, as in `tests/core/test_training_job.py`):
   second, and what they held in the crash's last fraction of a second is lost by design;
 - ``"succeed"``: end the run `succeeded`.
 
+- ``"hold"``: wait until the test creates ``$FAKE_MODAL_ROOT/release-<run id>``, then
+  succeed: a run that stays `running` for as long as a test needs.
+
 Each logs an event naming the attempt and whether it was asked to resume, so a test
 can see what every attempt did.
 
@@ -20,6 +23,11 @@ can see what every attempt did.
 request names no model that exists), ``"crash"``, ``"answer"`` (a fixed answer naming
 the attempt), ``"slow"`` (the same answer after 3 s: a cold container's model load), or
 ``"slow-raise"`` (the user error of ``"raise"`` after those 3 s).
+
+Client faults (`plan_client_faults`) are what Modal's service answers a client call
+with instead of doing it: the next calls of a fake SDK method (``"FunctionCall.get"``)
+raise the named exceptions of `fake_modal.exception` (modal's names, e.g.
+``ServiceError``, ``ResourceExhaustedError``), one per call, in any process.
 """
 
 from __future__ import annotations
@@ -50,6 +58,10 @@ def install() -> None:
         if action == "crash":
             time.sleep(1.0)
             os.kill(os.getpid(), signal.SIGKILL)
+        if action == "hold":
+            release = Path(os.environ["FAKE_MODAL_ROOT"]) / f"release-{run.id}"
+            while not release.exists():
+                time.sleep(0.05)
         job._end(ctx, run, "succeeded")
         return "succeeded"
 
@@ -73,3 +85,27 @@ def _install_infer(plan: dict[str, str]) -> None:
         return {"text": f"answered in attempt {attempt}"}
 
     WarmInference.generate = fake_generate  # type: ignore[method-assign]
+
+
+def _client_faults_path() -> Path:
+    """Read by `fake_modal._client_fault`, which raises them (in any process, the container simulation's too)."""
+    return Path(os.environ["FAKE_MODAL_ROOT"]) / "client-faults.json"
+
+
+def plan_client_faults(method: str, names: list[str]) -> None:
+    """Make the next ``len(names)`` calls of `method` raise modal's exceptions of those names."""
+    import fake_modal
+
+    for name in names:
+        if not isinstance(getattr(fake_modal.exception, name, None), type):
+            raise ValueError(f"modal.exception has no {name}")
+    path = _client_faults_path()
+    plan = json.loads(path.read_text()) if path.exists() else {}
+    plan.setdefault(method, []).extend(names)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(plan))
+
+
+def client_faults_left(method: str) -> int:
+    path = _client_faults_path()
+    return len(json.loads(path.read_text()).get(method, [])) if path.exists() else 0

@@ -83,6 +83,21 @@ class exception:
     class ExecutionError(Error):
         pass
 
+    # The service's own failures (modal 1.6.4, `modal/exception.py`; there they also derive
+    # from `_GRPCErrorWrapper`, a `grpclib.GRPCError`, which trainkit never catches by).
+    # modal's client does not retry `ServiceError` nor `ResourceExhaustedError` (a rate limit).
+    class InternalError(Error):
+        pass
+
+    class ResourceExhaustedError(Error):
+        pass
+
+    class ServiceError(Error):
+        pass
+
+    class InternalFailure(Error):
+        pass
+
     class InputCancellation(BaseException):
         pass
 
@@ -1003,6 +1018,7 @@ class FunctionCall:
         return record  # type: ignore[no-any-return]
 
     def get(self, timeout: float | None = None, *, index: int = 0) -> Any:
+        _client_fault("FunctionCall.get")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             record = self._record()
@@ -1026,6 +1042,22 @@ class FunctionCall:
             if pid:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL)
+
+
+def _client_fault(method: str) -> None:
+    """Raise the next fault `fake_faults.plan_client_faults` planned for `method`, if any: what
+    Modal's service answers instead of doing the call (a `ServiceError`, a rate limit ...)."""
+    path = _root() / "client-faults.json"
+    if not path.exists():
+        return
+    with _db_lock:
+        plan = json.loads(path.read_text())
+        names = plan.get(method) or []
+        if not names:
+            return
+        name = names.pop(0)
+        path.write_text(json.dumps(plan))
+    raise getattr(exception, name)(f"{name} from the fake Modal service ({method})")
 
 
 def _alive(pid: int | None) -> bool:

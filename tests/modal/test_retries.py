@@ -11,13 +11,15 @@ events and the call records are the real ones.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from trainkit_core.errors import JobError
+from trainkit_core.errors import JobError, ProviderError
 from trainkit_core.plugins import build_plugin_manager, register
 from trainkit_core.provider import Provider, get_provider
 from trainkit_core.runs import TrainingRun
@@ -169,3 +171,68 @@ def test_a_generation_whose_container_crashed_runs_again_at_once(
     answer = server.generate({"model_path": "trained/run-20261130-120000-abcdef", "prompt": "hi", "model_size": "tiny"})
     assert answer == {"text": "answered in attempt 2"}
     assert _generation_attempts(fake_modal) == [["crashed", "succeeded"]]
+
+
+# --------------------------------------------------------------------------- issue 46: Modal's service failing
+
+
+def _only_run(provider: Provider, timeout: float = 120.0) -> TrainingRun:
+    """The one run of the store once its job has started (the entry point started it in another thread)."""
+    from trainkit_core.runs import RunStore
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs, _ = RunStore.for_provider(provider).page(limit=5, reconcile=False)
+        if runs and runs[0].status == "running":
+            return runs[0]
+        time.sleep(0.1)
+    raise AssertionError("no run started")
+
+
+@pytest.mark.slow
+def test_a_service_error_while_polling_leaves_the_run_running_and_the_entry_point_waiting(
+    deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`modal run --action train` waits through Modal's passing failures: its app (and the run's
+    container) stops when it returns. Before issue 46 the first `ServiceError` failed the run."""
+    import fake_faults
+
+    from trainkit_core.reconcile import reconcile_run
+    from trainkit_modal.actions import run_action
+
+    monkeypatch.setenv("FAKE_MODAL_FAULTS", json.dumps({"*": "hold"}))
+    outcome: dict[str, Any] = {}
+
+    def entry_point() -> None:
+        try:
+            outcome["run"] = run_action(
+                deployed, "train", dataset="demo", model_size="tiny", train_steps=5, poll_s=0.05
+            )
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    waiter = threading.Thread(target=entry_point, daemon=True)
+    waiter.start()
+    run = _only_run(deployed)
+    # Modal's service fails the next polls of the call: errors, a rate limit.
+    fake_faults.plan_client_faults("FunctionCall.get", ["ServiceError", "ResourceExhaustedError", "ServiceError"])
+    deadline = time.monotonic() + 60
+    while fake_faults.client_faults_left("FunctionCall.get") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fake_faults.client_faults_left("FunctionCall.get") == 0  # the entry point's polls met them all
+    run.reload()
+    assert run.status == "running" and run.error_message is None
+    assert waiter.is_alive() and not outcome  # still waiting for the run
+    # A reader's reconcile meeting one does not decide either; the handle says what happened.
+    fake_faults.plan_client_faults("FunctionCall.get", ["ServiceError"])
+    with pytest.raises(ProviderError, match="ServiceError"):
+        run.function_call.status()
+    fake_faults.plan_client_faults("FunctionCall.get", ["ResourceExhaustedError"])
+    assert reconcile_run(run) is False and run.status == "running"
+    # The handle's own wait goes on through them too.
+    fake_faults.plan_client_faults("FunctionCall.get", ["ServiceError", "ResourceExhaustedError"])
+    (fake_modal._root() / f"release-{run.id}").touch()
+    assert run.function_call.wait(timeout=120)["status"] == "succeeded"
+    waiter.join(timeout=120)
+    assert not waiter.is_alive() and "error" not in outcome, outcome.get("error")
+    assert outcome["run"]["status"] == "succeeded" and outcome["run"]["id"] == run.id

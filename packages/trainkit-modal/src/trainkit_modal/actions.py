@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from trainkit_core.errors import JobError, TrainkitError, UsageError
@@ -96,11 +97,30 @@ def _train(provider: Provider, dataset: str, train_steps: int, model_size: str, 
         values["model_size"] = model_size
     run = start_run(provider, TrainConfig.parse(values))
     _say(f"started run {run.id} on {provider.name} (dataset {run.dataset_id})")
-    run.wait(poll_s=poll_s)
+    _wait_through_outages(run, poll_s)
     _say(f"run {run.id} {run.status} at step {run.step}: {json.dumps(run.metrics, default=str)}")
     if run.status == "failed":
         raise JobError(f"run {run.id} failed: {run.error_message or 'no error text'}")
     return run.model_dump(mode="json")
+
+
+def _wait_through_outages(run: Any, poll_s: float) -> None:
+    """`run.wait`, asking again while Modal's service fails (`errors.ModalUnavailable`).
+
+    The app `modal run` started stops when the entry point returns, and with it the run's
+    container: a passing failure of Modal's must not end the wait (nor the run).
+    """
+    from trainkit_modal.errors import ModalUnavailable
+
+    pause = max(poll_s, 0.5)
+    while True:
+        try:
+            run.wait(poll_s=poll_s)
+            return
+        except ModalUnavailable as exc:
+            _say(f"run {run.id}: no answer from Modal ({exc.message}); still waiting")
+            time.sleep(pause)
+            pause = min(pause * 2, 30.0)
 
 
 def _infer(provider: Provider, model_size: str, model_path: str, prompt: str) -> dict[str, Any]:

@@ -17,6 +17,22 @@ TOKEN_HINT = "run `modal token new`, or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRE
 DEPLOY_HINT = "deploy the app first: `trainkit app deploy` (with TRAINKIT_PROVIDER=modal or --provider modal)"
 
 
+#: Failures of Modal's service itself (modal 1.6.4 `modal.exception`): they say nothing about the
+#: call or the run, and a later request may well succeed. modal's client retries none of
+#: `ServiceError` and `ResourceExhaustedError` (a rate limit) on its own.
+TRANSIENT = ("ServiceError", "ResourceExhaustedError", "InternalError", "InternalFailure", "ConnectionError")
+#: Modal's answers about the request rather than about the call's outcome.
+SERVICE = (*TRANSIENT, "AuthError", "PermissionDeniedError", "NotFoundError", "VersionError")
+
+
+class ModalUnavailable(ProviderError):
+    """Modal's service failed a request for now (`TRANSIENT`); not a verdict on any job or run.
+
+    Callers that wait (`ModalRunHandle.wait`, the reconciler, `modal run --action train`)
+    ask again later instead of giving up.
+    """
+
+
 def no_token(where: str) -> ProviderError:
     return ProviderError(f"Modal did not accept the request ({where}): no valid Modal token", hint=TOKEN_HINT)
 
@@ -58,7 +74,12 @@ def convert(exc: BaseException, sdk: Any, where: str) -> BaseException:
     if _is(exc, sdk, "NotFoundError"):
         return NotFoundError(f"not found on Modal ({where}): {text}")
     if _is(exc, sdk, "ConnectionError"):
-        return ProviderError(f"cannot reach Modal ({where}): {text}", hint="check your network connection")
+        return ModalUnavailable(f"cannot reach Modal ({where}): {text}", hint="check your network connection")
+    if any(_is(exc, sdk, name) for name in TRANSIENT):
+        return ModalUnavailable(
+            f"Modal's service failed the request ({where}): {type(exc).__name__}: {text}",
+            hint="a passing failure or a rate limit of Modal's: try again in a minute",
+        )
     if _is(exc, sdk, "InvalidError"):
         return UsageError(f"Modal refused the request ({where}): {text}")
     if _is(exc, sdk, "Error"):

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 #: Longest single blocking `get` while waiting (Modal's server holds the request that long).
 _WAIT_SLICE_S = 30.0
+#: Pauses between polls while Modal's service fails (`errors.ModalUnavailable`): doubling up to the cap.
+_RETRY_FIRST_S = 0.5
+_RETRY_MAX_S = 30.0
 #: How many log entries `ModalRunHandle.logs` fetches.
 LOG_ENTRIES = 1000
 #: Jobs that load a base model from the Hugging Face hub.
@@ -84,7 +87,10 @@ class ModalRunHandle:
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # the job's own exception, unpickled, or Modal's about the call
-            for name in ("AuthError", "ConnectionError", "NotFoundError"):
+            # Modal's service failing the request (a rate limit, an outage) says nothing about the
+            # call: a trainkit error, never a "failed" state (the reconciler would end the run on it).
+            # Job code never raises modal's exceptions (containers do not import the SDK).
+            for name in errors.SERVICE:
                 if _is_modal(exc, self._sdk, name):
                     raise errors.convert(exc, self._sdk, f"call {self.call_id}") from exc
             if self._calls.get(cancel_key(self.call_id)) is not None:
@@ -112,10 +118,23 @@ class ModalRunHandle:
         )
 
     def wait(self, timeout: float | None = None) -> Any:
+        """The call's result; Modal's passing failures (`errors.ModalUnavailable`) are waited
+        through, with a growing pause, until `timeout`."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        backoff = _RETRY_FIRST_S
         while True:
             remaining = _WAIT_SLICE_S if deadline is None else max(0.0, deadline - time.monotonic())
-            state, result, error = self._poll(min(_WAIT_SLICE_S, remaining))
+            try:
+                state, result, error = self._poll(min(_WAIT_SLICE_S, remaining))
+            except errors.ModalUnavailable as exc:
+                if deadline is not None and time.monotonic() + backoff >= deadline:
+                    raise JobTimeout(
+                        f"job {self.function} ({self.call_id}): no answer from Modal within {timeout:g} s ({exc})"
+                    ) from exc
+                time.sleep(backoff)
+                backoff = min(backoff * 2, _RETRY_MAX_S)
+                continue
+            backoff = _RETRY_FIRST_S
             if state == "succeeded":
                 return result
             if state == "failed":
