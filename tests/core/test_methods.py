@@ -278,3 +278,54 @@ def test_the_cli_refuses_a_grader_no_plugin_provides(provider, grader_plugin: Pa
     assert "no grader named 'polite'" in output and "Traceback" not in output
     status, output = run_main("train", "--dataset", "prefdata", "--method", "sft")
     assert status == 2 and "--method dpo trains on preference data" in output, output
+
+
+_CATASTROPHIC_GRADE = """
+import json, sys
+from trainkit_core.rewards.scoring import GraderError
+from trainkit_core.training.config import TrainConfig
+from trainkit_core.training.grpo import RolloutKeeper, reward_functions
+
+pattern, completion = sys.argv[1], sys.argv[2]
+config = TrainConfig.parse({"dataset": "demo", "method": "grpo", "rewards": ["regex"], "reward_timeout_s": 2})
+example = {"messages": [{"role": "user", "content": "Say it"}], "pattern": pattern}
+(reward,), _ = reward_functions(config, {"<prompt>": example}, RolloutKeeper())
+try:
+    print(json.dumps({"scores": reward(["<prompt>"], [completion])}))
+except GraderError as exc:
+    print(json.dumps({"error": exc.message}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("pattern", "completion", "outcome"),
+    [
+        # Issue 46's pattern from the data: `re` backtracks on it for ages while holding the GIL.
+        ("(.|.)*(.|.)*(.|.)*QQQ", "a" * 60, {"scores": [0.0]}),
+        # One that backtracks in the `regex` engine too: its time bound ends it.
+        (r"(\w+\s?)*$", "a" * 5000 + "!", "ran past"),
+    ],
+)
+def test_a_catastrophic_pattern_ends_on_the_grpo_grader_path(pattern: str, completion: str, outcome: object) -> None:
+    """The run's `--reward-timeout` bounds the built-in regex grader's work; before issue 46 it never fired
+    (`re` held the GIL) and the job hung until Modal's 2-hour limit. Run in a child process: the old code
+    would hang this test, so the only time asserted is a generous "it ends"."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CATASTROPHIC_GRADE, pattern, completion],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"grading with {pattern!r} did not end")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    if isinstance(outcome, dict):
+        assert answer == outcome
+    else:
+        # The wait and the engine's own bound are both the timeout: either may say so first.
+        assert "grader 'regex'" in answer["error"] and "ran past" in answer["error"] and "2 s" in answer["error"]
+        assert "Say it" in answer["error"]  # the example is named

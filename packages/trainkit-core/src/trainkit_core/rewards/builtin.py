@@ -9,7 +9,7 @@ the example (never a silent zero).
 from __future__ import annotations
 
 import json
-import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,9 +32,37 @@ def contains(completion: str, example: Mapping[str, Any]) -> float:
     return 1.0 if str(_field(example, "reference")).strip() in completion else 0.0
 
 
+#: The time bound of one `regex` match when no run set one (`match_time_limit`).
+REGEX_TIMEOUT_S = 30.0
+_limit = threading.local()
+
+
+def match_time_limit(seconds: float) -> None:
+    """Bound each `regex` match of this thread to `seconds` (the run's ``--reward-timeout``)."""
+    _limit.seconds = seconds
+
+
 def regex(completion: str, example: Mapping[str, Any]) -> float:
-    """1 when the example's `pattern` (a Python regular expression) matches somewhere in the completion."""
-    return 1.0 if re.search(str(_field(example, "pattern")), completion) else 0.0
+    """1 when the example's `pattern` (a Python regular expression) matches somewhere in the completion.
+
+    Matched by the `regex` engine (a dependency of transformers, so present wherever a
+    run trains), not `re`: Python's `re` holds the GIL for the whole match, so a pattern
+    that backtracks without end (``(.|.)*(.|.)*(.|.)*QQQ``) would stop every thread of
+    the job, the grader's time limit and `runs stop` included. `regex` releases the GIL
+    (``concurrent=True``) and gives up after the time limit, which fails the run naming
+    the grader and the example.
+    """
+    import regex as engine
+
+    pattern = str(_field(example, "pattern"))
+    seconds = getattr(_limit, "seconds", REGEX_TIMEOUT_S)
+    try:
+        found = engine.search(pattern, completion, concurrent=True, timeout=seconds)
+    except TimeoutError:
+        raise TimeoutError(
+            f"the pattern {pattern[:80]!r} ran past {seconds:g} s on a completion of {len(completion)} characters"
+        ) from None
+    return 1.0 if found else 0.0
 
 
 def json_valid(completion: str, example: Mapping[str, Any]) -> float:

@@ -4,7 +4,9 @@ Calls run on a daemon thread (one per grader and step), each with a time limit: 
 something that is not a finite number, or runs past `timeout_s` raises `GraderError`
 naming the grader and the example (its first prompt words and line fields), never a
 zero reward. A hung grader's thread cannot be killed from Python; being a daemon, it
-does not keep the job's process alive once the run has failed.
+does not keep the job's process alive once the run has failed. A grader that holds the
+GIL would stop the timer too: the built-in `regex` grader matches with an engine that
+releases the GIL and bounds each match by the same timeout (`builtin.match_time_limit`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainkit_core.errors import JobError
-from trainkit_core.rewards.builtin import Grader
+from trainkit_core.rewards.builtin import Grader, match_time_limit
 
 
 class GraderError(JobError):
@@ -50,6 +52,7 @@ def call_grader_batch(
     finished = [threading.Event() for _ in calls]
 
     def target() -> None:
+        match_time_limit(timeout_s)  # a built-in match gives up by itself (`builtin.regex`)
         for (completion, example), outcome, done in zip(calls, outcomes, finished, strict=True):
             try:
                 outcome["value"] = grader(completion, example)
