@@ -145,3 +145,50 @@ def test_a_prompt_past_the_models_context_is_a_413_naming_it(trainkit_home, rout
             )
     finally:
         servers.close()
+
+
+@pytest.mark.ml
+def test_through_the_infer_job_the_refusal_keeps_its_413(trainkit_home) -> None:  # type: ignore[no-untyped-def]
+    """Where the host cuts requests off (`answer_within_s`), generation is an infer job call: its refusal is a 413 too."""
+    import sys
+    import threading
+    import time
+    from pathlib import Path
+
+    import uvicorn
+    from api_helpers import TOKEN, free_port, settings_for
+
+    from trainkit_api.app import create_app
+    from trainkit_core.provider import get_provider
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+    from trainkit_fake_models import make_fake_model
+
+    volumes = trainkit_home / "volumes"
+    model = make_fake_model(volumes / "trainkit-models", volumes / "trainkit-hf-cache")
+    settings = settings_for(trainkit_home, TOKEN)
+    app = create_app(settings, provider=get_provider("local", settings), answer_within_s=240)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive()
+        time.sleep(0.02)
+    prompt = "snow blue " * 3000
+    try:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=300
+        ) as client:
+            response = client.post("/v1/generate", json={"model_path": model, "prompt": prompt})
+            assert response.status_code == 413, response.text[:500]
+            assert "context of 1024 tokens" in error_of(response)["message"]
+            response = client.post(
+                "/v1/chat/completions", json={"model": model, "messages": [{"role": "user", "content": prompt}]}
+            )
+            # 413 when the job answers within the first keep-alive slice, else the error object in the started body
+            error = response.json()["error"]
+            assert error["type"] == "request_too_large" and "context of 1024 tokens" in error["message"], error
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
