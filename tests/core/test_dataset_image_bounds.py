@@ -149,6 +149,21 @@ def test_validate_lets_no_pillow_warning_through(tmp_path: Path) -> None:
     assert [str(w.message) for w in caught if "PIL" in w.filename or "Pillow" in str(w.message)] == []
 
 
+def test_the_pixel_limit_is_trainkits_not_pillows_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over Pillow's MAX_IMAGE_PIXELS (but under twice it) Pillow only warns: trainkit's limit decides."""
+    from trainkit_core.datasets.images import open_image
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    buffer = io.BytesIO()
+    Image.new("RGB", (40, 40), "red").save(buffer, format="PNG")  # 1600 pixels: Pillow warns
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert open_image(buffer.getvalue(), ImageLimits(max_pixels=10_000)).size == (40, 40)
+        with pytest.raises(ValueError, match=r"40x40 pixels is over the limit of 1500 \(TRAINKIT_IMAGE_MAX_PIXELS\)"):
+            open_image(buffer.getvalue(), ImageLimits(max_pixels=1500))
+    assert [str(w.message) for w in caught] == []
+
+
 # ------------------------------------------------------------------------------ MPO
 
 
