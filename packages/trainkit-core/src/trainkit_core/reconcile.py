@@ -17,6 +17,11 @@ from trainkit_core.errors import NotFoundError, OutOfSpaceError, TrainkitError
 log = logging.getLogger(__name__)
 
 PENDING_TIMEOUT_S = 15 * 60
+#: Why a run that was interrupted (SIGINT) ends when its provider did not start the job again.
+PREEMPTED_NOT_RESTARTED = (
+    "interrupted (SIGINT) and not restarted by the provider; `trainkit runs resume` continues it "
+    "from its latest checkpoint"
+)
 
 
 def reconcile_run(run: Any) -> bool:
@@ -38,7 +43,11 @@ def reconcile_run(run: Any) -> bool:
             run.reload()
             if run.ended():
                 return False  # the job finished its record just now
-            if status.state == "succeeded":
+            if run.status == "preempted":
+                # The job recorded a SIGINT (`training.job`) and its call ended without a restart:
+                # that, not the KeyboardInterrupt the call reports, is why the run ends (issue 46).
+                reason = PREEMPTED_NOT_RESTARTED
+            elif status.state == "succeeded":
                 reason = "the job ended without finishing the run's record"
             elif status.state == "cancelled":
                 reason = "the job was cancelled"

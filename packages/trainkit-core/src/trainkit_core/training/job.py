@@ -147,7 +147,12 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     except KeyboardInterrupt:
         # SIGINT: how a provider preempts a container. Not terminal: the provider's
         # restart of the same input (or `trainkit runs resume`) continues from the checkpoint.
-        _end(ctx, run, "preempted", error="interrupted (preempted); it resumes from its latest checkpoint")
+        _end(
+            ctx,
+            run,
+            "preempted",
+            error="interrupted (SIGINT: preempted); it resumes from its latest checkpoint when restarted",
+        )
         raise
     except BaseException as exc:
         text = f"{type(exc).__name__}: {exc}"
