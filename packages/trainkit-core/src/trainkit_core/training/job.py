@@ -219,9 +219,11 @@ def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = 
 def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
     from trainkit_core.datasets.reader import read_synced
     from trainkit_core.training.backends import build_trainer, load_model, select_backend
+    from trainkit_core.training.gpu import check_gpu_visible
     from trainkit_core.training.progress import Reporter, make_callback
     from trainkit_core.training.vision import has_images, prepare_vision, vision_optimizer, with_vision_modules
 
+    check_gpu_visible()  # a GPU that torch cannot use fails the run now, not after hours on the CPU
     config = TrainConfig.model_validate(run.config)
     fmt = get_format(config.chat_format or "gemma3")
     models_root = ctx.path("models")
