@@ -25,9 +25,10 @@ the attempt), ``"slow"`` (the same answer after 3 s: a cold container's model lo
 ``"slow-raise"`` (the user error of ``"raise"`` after those 3 s).
 
 Client faults (`plan_client_faults`) are what Modal's service answers a client call
-with instead of doing it: the next calls of a fake SDK method (``"FunctionCall.get"``)
-raise the named exceptions of `fake_modal.exception` (modal's names, e.g.
-``ServiceError``, ``ResourceExhaustedError``), one per call, in any process.
+with instead of doing it: the next calls of a fake SDK method (``"FunctionCall.get"``,
+``"Dict.get:<dict name>"``) raise the named exceptions of `fake_modal.exception`
+(modal's names, e.g. ``ServiceError``, ``ResourceExhaustedError``), one per call, in
+any process or in the one named.
 """
 
 from __future__ import annotations
@@ -92,8 +93,9 @@ def _client_faults_path() -> Path:
     return Path(os.environ["FAKE_MODAL_ROOT"]) / "client-faults.json"
 
 
-def plan_client_faults(method: str, names: list[str]) -> None:
-    """Make the next ``len(names)`` calls of `method` raise modal's exceptions of those names."""
+def plan_client_faults(method: str, names: list[str], *, pid: int | None = None) -> None:
+    """Make the next ``len(names)`` calls of `method` raise modal's exceptions of those names,
+    in process `pid` only when given (so a container's own calls are left alone)."""
     import fake_modal
 
     for name in names:
@@ -101,11 +103,12 @@ def plan_client_faults(method: str, names: list[str]) -> None:
             raise ValueError(f"modal.exception has no {name}")
     path = _client_faults_path()
     plan = json.loads(path.read_text()) if path.exists() else {}
-    plan.setdefault(method, []).extend(names)
+    plan.setdefault(method if pid is None else f"{method}@{pid}", []).extend(names)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(plan))
 
 
-def client_faults_left(method: str) -> int:
+def client_faults_left(method: str, *, pid: int | None = None) -> int:
     path = _client_faults_path()
-    return len(json.loads(path.read_text()).get(method, [])) if path.exists() else 0
+    key = method if pid is None else f"{method}@{pid}"
+    return len(json.loads(path.read_text()).get(key, [])) if path.exists() else 0

@@ -177,6 +177,7 @@ class Dict:
     def _conn(self) -> Iterator[sqlite3.Connection]:
         caller = sys._getframe(2).f_code.co_name  # the public method: one request to Modal
         Dict.calls[(self.name, caller)] += 1
+        _client_fault(f"Dict.{caller}:{self.name}")
         with _db() as conn:
             if conn.execute("SELECT 1 FROM names WHERE name=?", (self.name,)).fetchone() is None:
                 raise exception.NotFoundError(f"Dict '{self.name}' not found")
@@ -1045,14 +1046,15 @@ class FunctionCall:
 
 
 def _client_fault(method: str) -> None:
-    """Raise the next fault `fake_faults.plan_client_faults` planned for `method`, if any: what
-    Modal's service answers instead of doing the call (a `ServiceError`, a rate limit ...)."""
+    """Raise the next fault `fake_faults.plan_client_faults` planned for `method` (for this process,
+    or any), if any: what Modal's service answers instead of doing the call (a `ServiceError`, a
+    rate limit ...). Dict methods are named with their Dict: ``Dict.get:<dict name>``."""
     path = _root() / "client-faults.json"
     if not path.exists():
         return
     with _db_lock:
         plan = json.loads(path.read_text())
-        names = plan.get(method) or []
+        names = plan.get(f"{method}@{os.getpid()}") or plan.get(method) or []
         if not names:
             return
         name = names.pop(0)

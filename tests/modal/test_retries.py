@@ -236,3 +236,55 @@ def test_a_service_error_while_polling_leaves_the_run_running_and_the_entry_poin
     waiter.join(timeout=120)
     assert not waiter.is_alive() and "error" not in outcome, outcome.get("error")
     assert outcome["run"]["status"] == "succeeded" and outcome["run"]["id"] == run.id
+
+
+@pytest.mark.slow
+def test_the_entry_point_waits_through_a_rate_limit_on_the_runs_record_and_a_failed_spawn_says_why(
+    deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Variants: Modal refusing reads of the run's record (a Dict) while `modal run --action train`
+    waits, and refusing the spawn itself (a clear provider error, the run left failed with it)."""
+    import os
+
+    import fake_faults
+
+    from trainkit_core.runs import RunStore
+    from trainkit_modal.actions import run_action
+    from trainkit_modal.errors import ModalUnavailable
+
+    monkeypatch.setenv("FAKE_MODAL_FAULTS", json.dumps({"*": "hold"}))
+    outcome: dict[str, Any] = {}
+
+    def entry_point() -> None:
+        try:
+            outcome["run"] = run_action(
+                deployed, "train", dataset="demo", model_size="tiny", train_steps=5, poll_s=0.05
+            )
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    waiter = threading.Thread(target=entry_point, daemon=True)
+    waiter.start()
+    run = _only_run(deployed)
+    runs_dict = f"Dict.get:{RunStore.for_provider(deployed).records.name}"  # type: ignore[attr-defined]
+    faults = ["ResourceExhaustedError", "ServiceError", "ResourceExhaustedError"]
+    fake_faults.plan_client_faults(runs_dict, faults, pid=os.getpid())  # this process only, not the container
+    deadline = time.monotonic() + 60
+    while fake_faults.client_faults_left(runs_dict, pid=os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fake_faults.client_faults_left(runs_dict, pid=os.getpid()) == 0
+    assert waiter.is_alive() and not outcome
+    (fake_modal._root() / f"release-{run.id}").touch()
+    waiter.join(timeout=120)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["run"]["status"] == "succeeded"
+
+    # The spawn refused by a rate limit: the submit says so, naming Modal's error.
+    fake_faults.plan_client_faults("FunctionCall.get", [])  # nothing planned for polls
+    monkeypatch.setattr(
+        fake_modal.Function,
+        "from_name",
+        staticmethod(lambda *a, **k: (_ for _ in ()).throw(fake_modal.exception.ResourceExhaustedError("rate limit"))),
+    )
+    with pytest.raises(ModalUnavailable, match="ResourceExhaustedError: rate limit"):
+        start_run(deployed, {"dataset": "demo", "model_size": "tiny", "steps": 5})
