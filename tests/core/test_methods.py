@@ -70,6 +70,12 @@ def grader_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "def hangs(completion, example):\n"
         "    time.sleep(30)\n"
         "    return 1.0\n"
+        "def backtracks(completion, example):\n"
+        "    import re\n"
+        "    return 1.0 if re.search(example['pattern'], completion) else 0.0\n"
+        "def shouts(completion, example):\n"
+        "    print('graded', completion)\n"
+        "    return float(len(completion))\n"
     )
     info = site / "trainkit_test_graders-1.0.dist-info"
     info.mkdir()
@@ -80,6 +86,8 @@ def grader_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "boom = test_graders:boom\n"
         "not_a_number = test_graders:not_a_number\n"
         "hangs = test_graders:hangs\n"
+        "backtracks = test_graders:backtracks\n"
+        "shouts = test_graders:shouts\n"
         "missing_module = test_graders_gone:grade\n"
     )
     monkeypatch.syspath_prepend(str(site))
@@ -329,3 +337,44 @@ def test_a_catastrophic_pattern_ends_on_the_grpo_grader_path(pattern: str, compl
         # The wait and the engine's own bound are both the timeout: either may say so first.
         assert "grader 'regex'" in answer["error"] and "ran past" in answer["error"] and "2 s" in answer["error"]
         assert "Say it" in answer["error"]  # the example is named
+
+
+def test_a_plugin_grader_holding_the_gil_is_stopped_by_its_timeout_and_holds_up_nothing(
+    grader_plugin: Path,
+) -> None:
+    """A plugin grader backtracking in `re` (which holds the GIL) runs in a process of its own on the
+    GRPO path: the job's other threads (its writers, the stop flag's reader) go on meanwhile, and its
+    timeout kills it. Before issue 46 it ran on a thread of the job, and this test hung."""
+    import threading
+
+    from trainkit_core.training.grpo import RolloutKeeper, reward_functions
+
+    config = TrainConfig.parse(
+        {"dataset": "demo", "method": "grpo", "rewards": ["backtracks", "shouts", "boom"], "reward_timeout_s": 2}
+    )
+    example = {"messages": [{"role": "user", "content": "Say it"}], "pattern": "(.|.)*(.|.)*(.|.)*QQQ"}
+    (backtracks, shouts, boom), weights = reward_functions(config, {"<p>": example}, RolloutKeeper())
+    assert weights == [1.0, 1.0, 1.0]
+    assert backtracks(["<p>"], ["short"]) == [0.0] and shouts(["<p>", "<p>"], ["ab", "abcd"]) == [2.0, 4.0]
+
+    ticks = []
+    stop = threading.Event()
+
+    def other_thread() -> None:  # stands for the job's background writers and the stop flag's reader
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.05)
+
+    ticker = threading.Thread(target=other_thread, daemon=True)
+    ticker.start()
+    try:
+        with pytest.raises(GraderError, match=r"grader 'backtracks' ran past its timeout of 2 s on example .*Say it"):
+            backtracks(["<p>"], ["a" * 60])
+    finally:
+        stop.set()
+        ticker.join()
+    assert len(ticks) > 2  # the other thread kept running meanwhile
+    # The next call starts a fresh process; a grader's error still names it and the example.
+    assert backtracks(["<p>"], ["QQQ"]) == [1.0]
+    with pytest.raises(GraderError, match="grader 'boom' raised RuntimeError: the grader broke on example"):
+        boom(["<p>"], ["x"])

@@ -74,6 +74,21 @@ def call_grader_batch(
     return scores
 
 
+def call_grader_process_batch(
+    name: str, process: Any, calls: Sequence[tuple[str, Mapping[str, Any]]], timeout_s: float
+) -> list[float]:
+    """`call_grader_batch` for a plugin grader in its own process (`rewards.process.GraderProcess`):
+    a call past `timeout_s` has its process killed, so the limit bounds the grader's work too."""
+    scores = []
+    for (_, example), outcome in zip(calls, process.outcomes(calls, timeout_s), strict=False):
+        if outcome.get("timeout"):
+            raise GraderError(
+                f"grader {name!r} ran past its timeout of {timeout_s:g} s on example {describe_example(example)}"
+            )
+        scores.append(_checked_score(name, outcome, example))
+    return scores
+
+
 def _checked_score(name: str, outcome: Mapping[str, Any], example: Mapping[str, Any]) -> float:
     # The example is described only when the call failed: this runs for every completion of every step.
     if "error" in outcome:

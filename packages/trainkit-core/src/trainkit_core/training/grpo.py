@@ -104,19 +104,33 @@ def reward_functions(
     config: TrainConfig, by_prompt: dict[str, dict[str, Any]], keeper: RolloutKeeper
 ) -> tuple[list[Any], list[float]]:
     """One trl reward function per grader, and their weights."""
+    from trainkit_core.rewards.builtin import BUILTIN_GRADERS
+    from trainkit_core.rewards.process import GraderProcess
     from trainkit_core.rewards.registry import check_reward_names, load_grader
-    from trainkit_core.rewards.scoring import call_grader_batch
+    from trainkit_core.rewards.scoring import call_grader_batch, call_grader_process_batch
 
     functions, weights = [], []
     for name, weight in check_reward_names(list(config.rewards or [])):
-        grader = load_grader(name)
+        grader = load_grader(name)  # a plugin that fails to import fails the run here, naming itself
+        # A plugin grader runs in a process of its own: one holding the GIL cannot stop the job
+        # (its timeout, `runs stop`); the built-in ones are trusted and run on a thread.
+        process = None if name in BUILTIN_GRADERS else GraderProcess(name)
 
         def reward(
-            prompts: list[str], completions: list[Any], _name: str = name, _grader: Any = grader, **_: Any
+            prompts: list[str],
+            completions: list[Any],
+            _name: str = name,
+            _grader: Any = grader,
+            _process: Any = process,
+            **_: Any,
         ) -> list[float]:
             texts = [c if isinstance(c, str) else str(c[-1].get("content", "")) for c in completions]
             examples = [by_prompt.get(prompt, {"messages": []}) for prompt in prompts]
-            scores = call_grader_batch(_name, _grader, list(zip(texts, examples, strict=True)), config.reward_timeout_s)
+            calls = list(zip(texts, examples, strict=True))
+            if _process is not None:
+                scores = call_grader_process_batch(_name, _process, calls, config.reward_timeout_s)
+            else:
+                scores = call_grader_batch(_name, _grader, calls, config.reward_timeout_s)
             for prompt, text, example, score in zip(prompts, texts, examples, scores, strict=True):
                 user = [m["content"] for m in example.get("messages", []) if m.get("role") == "user"]
                 keeper.note(_name, prompt, text, score, user[-1] if user else "")
