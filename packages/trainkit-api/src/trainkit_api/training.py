@@ -18,7 +18,7 @@ from trainkit_core.errors import UsageError
 from trainkit_core.ids import NAME_PATTERN
 from trainkit_core.metadata import MAX_BYTES, MAX_DEPTH, check_metadata
 from trainkit_core.runs import TrainingRun
-from trainkit_core.training.config import TrainConfig
+from trainkit_core.training.config import TrainConfig, check_finite
 from trainkit_core.training.plan import Plan
 
 
@@ -42,6 +42,11 @@ class JobCreate(TrainConfig):
     max_duration_s: float | None = Field(
         None, gt=0, le=1e9, description="Stop gracefully (adapter saved, `stopped`) after this much job time."
     )
+
+    @field_validator("max_cost_usd", "max_duration_s", mode="before")
+    @classmethod
+    def _finite_limits(cls, value: Any) -> Any:
+        return check_finite(value)  # NaN is "not a number", not "should be less than or equal to"
 
     @field_validator("metadata")
     @classmethod
@@ -82,11 +87,15 @@ DRY_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 
 def plan_job(state: ApiState, body: JobCreate) -> JSONResponse:
-    """The plan of the run `body` asks for (`trainkit_core.training.plan`), tokens counted exactly where possible."""
+    """The plan of the run `body` asks for (`trainkit_core.training.plan`), tokens counted exactly where possible.
+
+    `make_plan` runs the start's own checks (`check_request`, with the same `strict_dataset`),
+    so a dry run answers 200 only for a run that `start_job` would start.
+    """
     from trainkit_core.training.plan import make_plan
 
     config = TrainConfig.model_validate(body.model_dump(exclude=NOT_CONFIG))
-    plan = make_plan(state.provider, config, exact=True)
+    plan = make_plan(state.provider, config, exact=True, strict=body.strict_dataset)
     return JSONResponse(plan.model_dump(mode="json"), status_code=200)
 
 

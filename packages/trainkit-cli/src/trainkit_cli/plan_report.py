@@ -1,9 +1,10 @@
 """The plan of a run, printed by `trainkit train --plan` and before every run starts.
 
-`print_plan` is what `train` calls: with ``--plan`` it counts tokens exactly where the
-model's tokenizer is on this machine and prints the plan (JSON with ``--json``); before
-a real start it prints a quick plan whose token count is an estimate (no tokenizer is
-loaded, so a start stays fast), and a plan that cannot be made never blocks the start.
+`print_plan` is what `train` calls, with the request `check_request` checked: with
+``--plan`` it prints the plan (JSON with ``--json``) and stops; before a real start it
+prints the same plan to stderr. Both count tokens the same way (exactly where the
+model's tokenizer is on this machine), so ``--plan`` and the start never disagree on
+the tokens, the duration or the cost; a plan that cannot be made never blocks the start.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def print_plan(state: CliState, config: Any, *, plan_only: bool, as_json: bool) 
     if as_json:
         return False
     try:
-        plan = make_plan(state.provider, config, exact=False)
+        plan = make_plan(state.provider, config, exact=True)
     except TrainkitError as exc:  # the start reports what is wrong with the dataset itself
         log.debug("no plan: %s", exc)
         return False

@@ -1,7 +1,8 @@
 """`trainkit train`: validate and sync the dataset, start a run, follow it live.
 
-Everything is checked before anything starts (`TrainConfig`, the dataset, the
-provider's ability to run the `train` job); then `start_run` spawns the job and the
+Everything is checked before anything starts, once (`check_request`: the
+`TrainConfig`, the dataset and the method; then the provider's ability to run the
+`train` job), and the plan printed is made from that same checked request; then `start_run` spawns the job and the
 command shows a progress bar until the run ends (Ctrl-C: stop, detach or keep
 watching). `--detach` returns at once with the run id.
 """
@@ -42,12 +43,13 @@ def train(
     from trainkit_cli.run_progress import follow_run, print_run_summary
     from trainkit_core.errors import JobError
     from trainkit_core.training.config import TrainConfig
-    from trainkit_core.training.submit import start_run
+    from trainkit_core.training.submit import check_request, start_run
 
-    config = TrainConfig.parse(config_values(kwargs))
-    if print_plan(state, config, plan_only=plan_only, as_json=as_json):
+    # Checked once: the plan and the start work from the same checked request.
+    request = check_request(state.provider, TrainConfig.parse(config_values(kwargs)))
+    if print_plan(state, request, plan_only=plan_only, as_json=as_json):
         return
-    run = start_run(state.provider, config, budget={"max_cost_usd": max_cost, "max_duration_s": max_duration})
+    run = start_run(state.provider, request, budget={"max_cost_usd": max_cost, "max_duration_s": max_duration})
     err = console(stderr=True)
     if not as_json:
         err.print(

@@ -183,7 +183,10 @@ def find_local(datasets_dir: Path, name: str) -> LocalDataset:
         return open_local(folder)
     if (SHIPPED_DATASETS / name / SPEC_FILE).is_file():
         return open_local(SHIPPED_DATASETS / name)
-    known = ", ".join(d.name for d in [*list_local(datasets_dir), *list_local(SHIPPED_DATASETS)]) or "none"
+    # Once each: a folder of the datasets dir hides a shipped dataset of the same name (`demo`).
+    known = (
+        ", ".join(dict.fromkeys(d.name for d in [*list_local(datasets_dir), *list_local(SHIPPED_DATASETS)])) or "none"
+    )
     raise NotFoundError(
         f"no dataset {name!r} in {str(datasets_dir)!r} (found: {known})",
         hint="create <datasets dir>/<name>/dataset.toml, or set TRAINKIT_DATASETS_DIR",

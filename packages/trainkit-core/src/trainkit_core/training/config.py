@@ -8,6 +8,7 @@ model. Validation errors are `UsageError`s naming the field (`TrainConfig.parse`
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -16,6 +17,39 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from trainkit_core.errors import UsageError
 from trainkit_core.ids import check_name
 from trainkit_core.presets import CUSTOM_DEFAULTS, PRESETS, TWIN_PRESETS, Preset, chat_format_for_model, get_preset
+
+#: trl's DPO loss types (`DPOConfig.loss_type`, trl 0.24 to 1.x): another name would start a run
+#: that fails inside trl, so it is refused before anything starts.
+DPO_LOSS_TYPES = (
+    "sigmoid",
+    "hinge",
+    "ipo",
+    "exo_pair",
+    "nca_pair",
+    "robust",
+    "bco_pair",
+    "sppo_hard",
+    "aot",
+    "aot_unpaired",
+    "apo_zero",
+    "apo_down",
+    "discopop",
+    "sft",
+    "sigmoid_norm",
+)
+#: The float fields, checked for NaN and infinities before their bounds (a NaN compares false
+#: with every bound, which pydantic reports as "should be less than or equal to N").
+FLOAT_FIELDS = (
+    "epochs",
+    "learning_rate",
+    "lora_dropout",
+    "weight_decay",
+    "dpo_beta",
+    "kl_coef",
+    "temperature",
+    "reward_timeout_s",
+    "vision_learning_rate",
+)
 
 Backend = Literal["auto", "hf", "unsloth"]
 Method = Literal["sft", "dpo", "grpo"]
@@ -133,14 +167,19 @@ class TrainConfig(BaseModel):
             parse_reward(spec)
         return value
 
+    @field_validator(*FLOAT_FIELDS, mode="before")
+    @classmethod
+    def _finite(cls, value: Any) -> Any:
+        return check_finite(value)
+
     @field_validator("dpo_loss_type")
     @classmethod
     def _loss_types(cls, value: list[str] | None) -> list[str] | None:
         if value is not None and not value:
             raise ValueError("give at least one loss type")
         for name in value or []:
-            if not re.fullmatch(r"[a-z0-9_]{1,40}", name):
-                raise ValueError(f"{name!r} is not a loss type name")
+            if name not in DPO_LOSS_TYPES:
+                raise ValueError(f"unknown loss type {name[:60]!r}; known loss types: {', '.join(DPO_LOSS_TYPES)}")
         return value
 
     @field_validator("modules_to_save")
@@ -274,6 +313,21 @@ class TrainConfig(BaseModel):
     def model_id(self) -> str:
         """The base model this config trains."""
         return self.base_model or self.preset.base_model
+
+
+def check_finite(value: Any) -> Any:
+    """`value`, or a ValueError saying it is not a number (NaN) or not finite, before any bound is compared."""
+    number = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value  # not a number at all: pydantic says so in its own words
+    if isinstance(number, float) and math.isnan(number):
+        raise ValueError(f"{value!r} is not a number")
+    if isinstance(number, float) and math.isinf(number):
+        raise ValueError(f"{value!r} is not a finite number")
+    return value
 
 
 def describe_errors(exc: ValidationError) -> str:

@@ -34,7 +34,7 @@ import statistics
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -47,6 +47,9 @@ from trainkit_core.datasets.validate import CHARS_PER_TOKEN
 from trainkit_core.errors import NotFoundError, TrainkitError
 from trainkit_core.pricing import price_for_run, split_gpu
 from trainkit_core.training.config import TrainConfig
+
+if TYPE_CHECKING:
+    from trainkit_core.training.submit import CheckedRequest
 
 #: Earlier runs a measured throughput is taken from (the newest).
 MEASURED_RUNS = 5
@@ -123,25 +126,23 @@ def load_throughput() -> dict[str, Any]:
         return tomllib.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def _examples(provider: Any, name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(train, eval) records of the local copy, else of the synced version on the local data volume."""
-    from trainkit_core.datasets.local import find_local
+def _examples(provider: Any, request: CheckedRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(train, eval) records of the checked local copy, else of the synced version on the local data volume."""
     from trainkit_core.datasets.validate import DatasetInvalidError, check_local
 
-    try:
-        local = find_local(Path(provider.settings.datasets.datasets_dir), name)
-    except NotFoundError:
+    name = request.config.dataset
+    if request.local is None:
         root = getattr(provider.volume("data"), "root", None)
         if root is None:
             raise NotFoundError(
                 f"no local copy of dataset {name!r} to plan with",
                 hint=f"keep it in {str(provider.settings.datasets.datasets_dir)!r}",
-            ) from None
+            )
         from trainkit_core.datasets.reader import read_synced
 
         synced = read_synced(Path(root), name)
         return synced.train, synced.eval
-    checked = check_local(local.path)
+    checked = check_local(request.local.path)
     if not checked.report.ok():
         raise DatasetInvalidError(checked.report)
     return [e.as_record() for e in checked.train], [e.as_record() for e in checked.eval]
@@ -286,12 +287,19 @@ def cuda_device_name() -> str | None:
     return str(torch.cuda.get_device_name(0)) if torch.cuda.is_available() else None
 
 
-def make_plan(provider: Any, config: TrainConfig | dict[str, Any], *, exact: bool = True) -> Plan:
-    """The plan of a run of `config` on `provider` (see the module docstring)."""
-    from trainkit_core.training.submit import checked_config
+def make_plan(
+    provider: Any, config: TrainConfig | dict[str, Any] | CheckedRequest, *, exact: bool = True, strict: bool = False
+) -> Plan:
+    """The plan of a run of `config` on `provider` (see the module docstring).
 
-    config = checked_config(provider, config)
-    train, held_out = _examples(provider, config.dataset)
+    `config` goes through the start's own checks (`check_request`) unless it is their
+    answer already, so a plan is refused exactly where the start would be.
+    """
+    from trainkit_core.training.submit import CheckedRequest, check_request
+
+    request = config if isinstance(config, CheckedRequest) else check_request(provider, config, strict=strict)
+    config = request.config
+    train, held_out = _examples(provider, request)
     from trainkit_core.training.vision_plan import image_counts, text_only
 
     conversations = _as_conversations(config, train)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from trainkit_core.errors import ConflictError, NotFoundError, TrainkitError, UsageError
@@ -27,37 +28,75 @@ from trainkit_core.training.config import TrainConfig
 log = logging.getLogger(__name__)
 
 
-def _prepare_dataset(
-    provider: Any, config: TrainConfig, *, progress: Any = None, strict: bool = False
-) -> tuple[str, dict[str, Any]]:
-    """(dataset hash, sync summary): sync the local copy if it changed, else use the volume's."""
+@dataclass(frozen=True)
+class CheckedRequest:
+    """A training request after every check a start makes before it writes anything.
+
+    Made once by `check_request`; the plan (CLI ``--plan``, the API's dry run) and the
+    start (`start_run`) both take it, so a plan is never shown for a run the start would
+    refuse, and the dataset is looked up once.
+    """
+
+    config: TrainConfig  # resolved against its preset and method
+    dataset_format: str
+    local: Any = None  # the local copy (`LocalDataset`), None when only the data volume has it
+    synced_hash: str | None = None  # the volume's version, when there is no local copy
+
+
+def check_request(provider: Any, config: TrainConfig | dict[str, Any], *, strict: bool = False) -> CheckedRequest:
+    """Validate a training request once: the config, the base model, the dataset, the method.
+
+    The dataset must exist (locally, else synced to the data volume) before its format is
+    compared with the method's, so a missing dataset is reported as missing whatever
+    `--method` says. Images are refused here for the text-only `tiny` and for DPO/GRPO.
+    A dataset that is only on the volume is validated here (the start syncs a local copy,
+    which validates it).
+    """
     from pathlib import Path
 
     from trainkit_core.datasets.local import find_local
-    from trainkit_core.datasets.sync import sync_dataset, synced_hash
-    from trainkit_core.datasets.validate import DatasetInvalidError, LengthCheck, validate_synced
+    from trainkit_core.datasets.sync import synced_hash
+    from trainkit_core.datasets.validate import DatasetInvalidError, LengthCheck, read_current_manifest, validate_synced
+    from trainkit_core.training.methods import check_format
 
-    length = LengthCheck.estimate(config.max_seq_length or config.preset.max_seq_length)
+    config = checked_config(provider, config)
     try:
         local = find_local(Path(provider.settings.datasets.datasets_dir), config.dataset)
-    except NotFoundError:
+    except NotFoundError as missing:
         volume = provider.volume("data")
         digest = synced_hash(volume, config.dataset)
         if digest is None:
             raise NotFoundError(
-                f"no dataset {config.dataset!r}: not in {str(provider.settings.datasets.datasets_dir)!r} "
-                f"and never synced to the {provider.name} data volume",
-                hint="trainkit datasets lists the local datasets",
+                f"{missing.message}, and never synced to the {provider.name} data volume",
+                hint=missing.hint or "trainkit datasets lists the local datasets",
             ) from None
+        dataset_format = read_current_manifest(volume, config.dataset).format
+        check_format(config.method, dataset_format, config.dataset)
+        length = LengthCheck.estimate(config.max_seq_length or config.preset.max_seq_length)
         report = validate_synced(volume, config.dataset, length=length)
         if not report.ok(strict=strict):
             raise DatasetInvalidError(report, strict=strict) from None
         _refuse_images_on_a_text_model(config, report.images)
-        return digest, {"synced": False, "source": "volume"}
+        return CheckedRequest(config=config, dataset_format=dataset_format, synced_hash=digest)
+    dataset_format = local.spec.format if local.spec is not None else "chat"  # a broken spec: validation reports it
+    check_format(config.method, dataset_format, config.dataset)
     if local.spec is not None:
         data_files = [local.path / f for f in local.spec.files if (local.path / f).is_file()]
-        files_with_images = sum(1 for f in data_files if _names_images(f.read_bytes()))
-        _refuse_images_on_a_text_model(config, files_with_images)
+        _refuse_images_on_a_text_model(config, sum(1 for f in data_files if _names_images(f.read_bytes())))
+    return CheckedRequest(config=config, dataset_format=dataset_format, local=local)
+
+
+def _prepare_dataset(
+    provider: Any, request: CheckedRequest, *, progress: Any = None, strict: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """(dataset hash, sync summary): sync the local copy if it changed, else use the volume's (checked already)."""
+    from trainkit_core.datasets.sync import sync_dataset
+    from trainkit_core.datasets.validate import LengthCheck
+
+    config = request.config
+    if request.local is None:
+        return str(request.synced_hash), {"synced": False, "source": "volume"}
+    length = LengthCheck.estimate(config.max_seq_length or config.preset.max_seq_length)
     result = sync_dataset(provider, config.dataset, provider.settings, length=length, progress=progress, strict=strict)
     summary = {
         "synced": not result.unchanged,
@@ -69,10 +108,9 @@ def _prepare_dataset(
 
 
 def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> TrainConfig:
-    """`config` resolved against its preset, with every check a submission makes before the dataset.
+    """`config` resolved against its preset and its source model, with GRPO's graders checked.
 
-    One function for a real start and a dry run (the CLI's and the API's plan), so a
-    plan is never shown for a run that the start would refuse.
+    The dataset is checked by `check_request`, which calls this first.
     """
     if not isinstance(config, TrainConfig):
         config = TrainConfig.parse(config)
@@ -88,15 +126,15 @@ def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> Train
         if found is not None and config.chat_format is None:
             config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
-    _check_method(provider, config)  # the data's format and the graders, before the provider is asked
+    _check_graders(config)
     return config
 
 
 def _names_images(data: bytes) -> bool:
-    """Whether a JSONL file's lines name an image (a path in the folder, or a data: URL)."""
-    from trainkit_core.datasets.images import referenced_files
-
-    return bool(referenced_files(data)) or b"data:image" in data
+    """Whether a JSONL file's lines hold an image part, wherever in the record (a preference
+    pair's ``input.messages`` too), or a data: URL. An ``"image_url"`` inside a text would
+    be escaped (``\\"image_url\\"``), so only a real part or key matches."""
+    return b'"image_url"' in data or b"data:image" in data
 
 
 def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
@@ -117,7 +155,7 @@ def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
 
 def start_run(
     provider: Any,
-    config: TrainConfig | dict[str, Any],
+    config: TrainConfig | dict[str, Any] | CheckedRequest,
     *,
     metadata: dict[str, Any] | None = None,
     sync_progress: Any = None,
@@ -127,7 +165,8 @@ def start_run(
     """Validate, sync the dataset if changed, create the record, spawn the `train` job.
 
     `strict_dataset` refuses a dataset with warnings too (unknown keys, duplicates,
-    lengths), as ``trainkit sync --strict`` does. `budget` holds limits that stop the
+    lengths), as ``trainkit sync --strict`` does. `config` may be `check_request`'s
+    answer already (what a plan was made from): it is not checked again. `budget` holds limits that stop the
     run gracefully (`trainkit_core.training.budget`: max_cost_usd, max_duration_s, and
     a sweep's group_max_cost_usd, group_max_duration_s).
     """
@@ -135,11 +174,12 @@ def start_run(
     from trainkit_core.training.budget import check_budget
 
     metadata = check_metadata(dict(metadata or {}))
-    config = checked_config(provider, config)
+    request = config if isinstance(config, CheckedRequest) else check_request(provider, config, strict=strict_dataset)
+    config = request.config
     provider.deployment().check(["train"])
     price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
     limits = check_budget(budget, price)
-    dataset_hash, sync = _prepare_dataset(provider, config, progress=sync_progress, strict=strict_dataset)
+    dataset_hash, sync = _prepare_dataset(provider, request, progress=sync_progress, strict=strict_dataset)
 
     store = RunStore.for_provider(provider)
     now = time.time()
@@ -164,11 +204,8 @@ def start_run(
     return run
 
 
-def _check_method(provider: Any, config: TrainConfig) -> None:
-    """The dataset's format is the method's, and GRPO's graders exist: refused before any sync or record."""
-    from trainkit_core.training.methods import check_format
-
-    check_format(config.method, _dataset_format(provider, config.dataset), config.dataset)
+def _check_graders(config: TrainConfig) -> None:
+    """GRPO's graders exist: refused before any sync or record."""
     if config.method == "grpo":
         from trainkit_core.rewards.registry import check_reward_names
 
@@ -177,24 +214,6 @@ def _check_method(provider: Any, config: TrainConfig) -> None:
                 "--method grpo needs at least one grader", hint="e.g. --reward exact_match (see trainkit_core.rewards)"
             )
         check_reward_names(config.rewards)
-
-
-def _dataset_format(provider: Any, name: str) -> str:
-    """The `format` of dataset `name`: its local `dataset.toml`, else the synced version's manifest."""
-    from pathlib import Path
-
-    from trainkit_core.datasets.local import find_local
-
-    try:
-        local = find_local(Path(provider.settings.datasets.datasets_dir), name)
-    except NotFoundError:
-        from trainkit_core.datasets.validate import read_current_manifest
-
-        try:
-            return read_current_manifest(provider.volume("data"), name).format
-        except NotFoundError:
-            return "chat"  # `_prepare_dataset` says it is missing, in its own words
-    return local.spec.format if local.spec is not None else "chat"  # a broken spec: validation reports it
 
 
 def _spawn(provider: Any, run: TrainingRun, *, resume: bool) -> None:
