@@ -39,8 +39,10 @@ def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     "config",
     [
         {"dataset": "style-pref", "method": "dpo", "model_size": "tiny", "steps": 2000},
+        {"dataset": "style-prompts", "method": "grpo", "model_size": "tiny", "steps": 2000, "rewards": ["exact_match"]},
+        {"dataset": "style-sft", "model_size": "tiny", "steps": 2000},
     ],
-    ids=["dpo"],
+    ids=["dpo", "grpo", "sft"],
 )
 def test_sigint_to_a_training_worker_ends_the_run_once_and_consistently(local: Any, config: dict[str, Any]) -> None:
     from trainkit_core.runs import RunStore
