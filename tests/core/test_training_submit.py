@@ -37,7 +37,7 @@ def _record(provider, **fields) -> TrainingRun:  # type: ignore[no-untyped-def]
     return run
 
 
-@pytest.mark.ml  # run by the ml session: it needs torch (the dataset is checked after the train-extra check)
+# Torch-free: the dataset is checked (`check_request`) before the provider's train-extra check.
 def test_unknown_dataset_is_refused_and_leaves_no_run(provider) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(NotFoundError, match="no dataset 'nope'"):
         start_run(provider, TrainConfig(dataset="nope"))
