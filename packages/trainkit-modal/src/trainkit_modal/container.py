@@ -44,6 +44,12 @@ JOB_READS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The jobs that compute on their function's GPU: each stops at once when torch cannot use
+#: the GPU the container was given (a host driver too old for the image's CUDA), rather
+#: than running on the CPU for hours (`trainkit_core.training.gpu`).
+GPU_JOBS = ("train", "eval", "export", "infer")
+
+
 def max_attempts(job: str, settings: Settings) -> int:
     """How many attempts Modal gives one call of `job` (the `modal.Retries` of its function, plus one)."""
     return settings.compute.train_max_attempts if job == "train" else 1
@@ -115,6 +121,10 @@ def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None, call: Callable[..
     calls.put(started_key(call_id), {"started_at": time.time()})
     reload_volumes(ctx, JOB_READS.get(job, ()))
     try:
+        if job in GPU_JOBS:
+            from trainkit_core.training.gpu import check_gpu_visible
+
+            check_gpu_visible()
         result = (call or resolve(job))(ctx, **kwargs)
     except BaseException as exc:
         text = f"{type(exc).__name__}: {exc}"
