@@ -75,6 +75,7 @@ def test_bad_options_are_refused_before_anything_starts(tmp_path: Path) -> None:
         (["--method", "grpo", "--reward", "exact_match", "--temperature", "nan"], "temperature: nan is not a number"),
         (["--method", "grpo", "--reward", "exact_match", "--kl-coef", "inf"], "kl_coef: inf is not a finite number"),
         (["--method", "grpo", "--reward", "exact_match", "--reward-timeout", "NaN"], "nan is not a number"),
+        (["--max-cost", "nan"], "budget max_cost_usd must be a positive number, not nan"),  # the plan checks it too
     ]
     for extra, expected in cases:
         for mode in ("--plan", "--detach"):

@@ -89,13 +89,16 @@ DRY_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
 def plan_job(state: ApiState, body: JobCreate) -> JSONResponse:
     """The plan of the run `body` asks for (`trainkit_core.training.plan`), tokens counted exactly where possible.
 
-    `make_plan` runs the start's own checks (`check_request`, with the same `strict_dataset`),
-    so a dry run answers 200 only for a run that `start_job` would start.
+    The start's own checks (`check_request`, with the same `strict_dataset` and budget), so a
+    dry run answers 200 only for a run that `start_job` would start.
     """
     from trainkit_core.training.plan import make_plan
+    from trainkit_core.training.submit import check_request
 
     config = TrainConfig.model_validate(body.model_dump(exclude=NOT_CONFIG))
-    plan = make_plan(state.provider, config, exact=True, strict=body.strict_dataset)
+    budget = {"max_cost_usd": body.max_cost_usd, "max_duration_s": body.max_duration_s}
+    request = check_request(state.provider, config, strict=body.strict_dataset, budget=budget)
+    plan = make_plan(state.provider, request, exact=True)
     return JSONResponse(plan.model_dump(mode="json"), status_code=200)
 
 

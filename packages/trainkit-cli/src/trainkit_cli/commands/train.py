@@ -46,10 +46,11 @@ def train(
     from trainkit_core.training.submit import check_request, start_run
 
     # Checked once: the plan and the start work from the same checked request.
-    request = check_request(state.provider, TrainConfig.parse(config_values(kwargs)))
+    budget = {"max_cost_usd": max_cost, "max_duration_s": max_duration}
+    request = check_request(state.provider, TrainConfig.parse(config_values(kwargs)), budget=budget)
     if print_plan(state, request, plan_only=plan_only, as_json=as_json):
         return
-    run = start_run(state.provider, request, budget={"max_cost_usd": max_cost, "max_duration_s": max_duration})
+    run = start_run(state.provider, request)
     err = console(stderr=True)
     if not as_json:
         err.print(

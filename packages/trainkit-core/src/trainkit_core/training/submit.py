@@ -39,12 +39,20 @@ class CheckedRequest:
 
     config: TrainConfig  # resolved against its preset and method
     dataset_format: str
+    price: dict[str, Any]  # what the run records (`trainkit_core.pricing`)
+    budget: dict[str, float]  # the checked limits (`trainkit_core.training.budget`)
     local: Any = None  # the local copy (`LocalDataset`), None when only the data volume has it
     synced_hash: str | None = None  # the volume's version, when there is no local copy
 
 
-def check_request(provider: Any, config: TrainConfig | dict[str, Any], *, strict: bool = False) -> CheckedRequest:
-    """Validate a training request once: the config, the base model, the dataset, the method.
+def check_request(
+    provider: Any,
+    config: TrainConfig | dict[str, Any],
+    *,
+    strict: bool = False,
+    budget: dict[str, Any] | None = None,
+) -> CheckedRequest:
+    """Validate a training request once: the config, the base model, the budget, the dataset, the method.
 
     The dataset must exist (locally, else synced to the data volume) before its format is
     compared with the method's, so a missing dataset is reported as missing whatever
@@ -57,9 +65,12 @@ def check_request(provider: Any, config: TrainConfig | dict[str, Any], *, strict
     from trainkit_core.datasets.local import find_local
     from trainkit_core.datasets.sync import synced_hash
     from trainkit_core.datasets.validate import DatasetInvalidError, LengthCheck, read_current_manifest, validate_synced
+    from trainkit_core.training.budget import check_budget
     from trainkit_core.training.methods import check_format
 
     config = checked_config(provider, config)
+    price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
+    limits = check_budget(budget, price)
     try:
         local = find_local(Path(provider.settings.datasets.datasets_dir), config.dataset)
     except NotFoundError as missing:
@@ -77,13 +88,13 @@ def check_request(provider: Any, config: TrainConfig | dict[str, Any], *, strict
         if not report.ok(strict=strict):
             raise DatasetInvalidError(report, strict=strict) from None
         _refuse_images_on_a_text_model(config, report.images)
-        return CheckedRequest(config=config, dataset_format=dataset_format, synced_hash=digest)
+        return CheckedRequest(config, dataset_format, price, limits, synced_hash=digest)
     dataset_format = local.spec.format if local.spec is not None else "chat"  # a broken spec: validation reports it
     check_format(config.method, dataset_format, config.dataset)
     if local.spec is not None:
         data_files = [local.path / f for f in local.spec.files if (local.path / f).is_file()]
         _refuse_images_on_a_text_model(config, sum(1 for f in data_files if _names_images(f.read_bytes())))
-    return CheckedRequest(config=config, dataset_format=dataset_format, local=local)
+    return CheckedRequest(config, dataset_format, price, limits, local=local)
 
 
 def _prepare_dataset(
@@ -166,19 +177,22 @@ def start_run(
 
     `strict_dataset` refuses a dataset with warnings too (unknown keys, duplicates,
     lengths), as ``trainkit sync --strict`` does. `config` may be `check_request`'s
-    answer already (what a plan was made from): it is not checked again. `budget` holds limits that stop the
-    run gracefully (`trainkit_core.training.budget`: max_cost_usd, max_duration_s, and
-    a sweep's group_max_cost_usd, group_max_duration_s).
+    answer already (what a plan was made from; its budget was given to `check_request`):
+    it is not checked again. `budget` holds limits that stop the run gracefully
+    (`trainkit_core.training.budget`: max_cost_usd, max_duration_s, and a sweep's
+    group_max_cost_usd, group_max_duration_s).
     """
     from trainkit_core.metadata import check_metadata
-    from trainkit_core.training.budget import check_budget
 
     metadata = check_metadata(dict(metadata or {}))
-    request = config if isinstance(config, CheckedRequest) else check_request(provider, config, strict=strict_dataset)
-    config = request.config
+    if isinstance(config, CheckedRequest):
+        if budget:
+            raise TypeError("a checked request has its budget already: give it to check_request")
+        request = config
+    else:
+        request = check_request(provider, config, strict=strict_dataset, budget=budget)
+    config, price, limits = request.config, request.price, request.budget
     provider.deployment().check(["train"])
-    price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
-    limits = check_budget(budget, price)
     dataset_hash, sync = _prepare_dataset(provider, request, progress=sync_progress, strict=strict_dataset)
 
     store = RunStore.for_provider(provider)
