@@ -90,10 +90,14 @@ def _shown(value: object) -> str:
 
 
 def default_model_for_preset(volume: Volume, preset: str) -> ModelPath:
-    """The `--model-size` form: the newest trained model of that preset, its default adapter."""
-    from trainkit_core.presets import PRESETS
+    """The `--model-size` form: the newest trained model of that preset, its default adapter.
 
-    if not isinstance(preset, str) or preset not in PRESETS:
+    The hidden twins count too: `train --model-size tiny-gemma3mm` accepts them, so the
+    images tutorial's `infer --model-size tiny-gemma3mm` must as well (issue 50).
+    """
+    from trainkit_core.presets import PRESETS, TWIN_PRESETS
+
+    if not isinstance(preset, str) or (preset not in PRESETS and preset not in TWIN_PRESETS):
         raise UsageError(
             f"unknown model size {_shown(preset)}; known sizes: {', '.join(PRESETS)}",
             hint="or name a trained model: trainkit models lists them",
