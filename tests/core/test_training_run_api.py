@@ -233,3 +233,14 @@ def test_substep_records_its_time_and_whether_it_ended_well(store: RunStore) -> 
     entry = run.substep_times["loading_dataset"]["tokenize"]
     assert entry["ok"] is True and entry["examples"] == 3 and entry["end"] >= entry["start"]
     assert run.substep_times["saving"]["adapter_gate"]["ok"] is False
+
+
+def test_wait_all_is_a_member_of_training_run_as_seed_002_lists_it(store: RunStore) -> None:
+    """Issue 50 (9): ``TrainingRun.wait_all(runs)`` and its ``.aio`` twin wait as the module function does."""
+    runs = [_new(store, status="running", function_call_id="") for _ in range(2)]
+    thread = _finish_later(store, [r.id for r in runs], 0.3)
+    done = TrainingRun.wait_all(runs, poll_interval=0.05, timeout=60)
+    thread.join()
+    assert [r.status for r in done] == ["succeeded", "succeeded"]
+    again = asyncio.run(TrainingRun.wait_all.aio(done, poll_interval=0.05, timeout=60))
+    assert [r.id for r in again] == [r.id for r in runs]

@@ -664,6 +664,14 @@ class TrainingRun(BaseModel):
     def events(self) -> EventLog:
         return self.store.events(self.id)
 
+    @staticmethod
+    @aio_function
+    def wait_all(
+        runs: Sequence[TrainingRun], *, poll_interval: float = 30, timeout: float | None = None
+    ) -> list[TrainingRun]:
+        """The module's `wait_all`, as a member: seed 002 calls it ``TrainingRun.wait_all(runs)``."""
+        return wait_all(runs, poll_interval=poll_interval, timeout=timeout)
+
     def apply_framework_status(self, phase: str) -> str | None:
         """Advance the phase (not saved); None when the phase is unknown or would go back."""
         if phase not in PHASES:
