@@ -259,7 +259,7 @@ class RunStore:
             if not isinstance(data, dict):
                 return None, None
             return _index_facts(data), None
-        run._store, run._indexed = self, (run.status, run.group_id)
+        run._store, run._indexed, run._metadata_seen = self, (run.status, run.group_id), dict(run.metadata)
         facts = {
             "id": run.id,
             "status": run.status,
@@ -367,6 +367,10 @@ class TrainingRun(BaseModel):
     _indexed: tuple[str, str | None] | None = PrivateAttr(default=None)
     #: The job's background writer of this record while one is attached (`save` queues to it).
     _writer: Any = PrivateAttr(default=None)
+    #: The metadata keys as this object last read or wrote them (seed 002's snapshot), or None
+    #: for a run never stored: `write_record` merges only what changed since into the stored
+    #: record, so two handles of one run never undo each other's keys.
+    _metadata_seen: dict[str, Any] | None = PrivateAttr(default=None)
 
     # ------------------------------------------------------------------ the seed's names
 
@@ -502,6 +506,7 @@ class TrainingRun(BaseModel):
             raise UsageError(f"a stored run is not a valid record: {exc}") from None
         run._store = store
         run._indexed = (run.status, run.group_id)
+        run._metadata_seen = run.model_dump(mode="json", include={"metadata"})["metadata"]
         return run
 
     @aio_method
@@ -537,6 +542,7 @@ class TrainingRun(BaseModel):
         for name in type(self).model_fields:
             setattr(self, name, getattr(fresh, name))
         self._indexed = fresh._indexed
+        self._metadata_seen = fresh._metadata_seen
         return self
 
     # ------------------------------------------------------------------ writing
@@ -589,6 +595,7 @@ class TrainingRun(BaseModel):
                 self._indexed = indexed
             except TrainkitError as exc:  # the index is a cache of the records: never lose a record to it
                 log.warning("run %s: the runs index was not updated (%s); a listing repairs it", self.id, exc)
+        ours = dict(data.get("metadata") or {})
         with self._record_lock():
             stored = self.store.records.get(self.id)
             if isinstance(stored, dict):
@@ -597,7 +604,9 @@ class TrainingRun(BaseModel):
                 data.update(
                     {name: stored[name] for name in SUBMITTER_FIELDS if stored.get(name) and not data.get(name)}
                 )
+                data["metadata"] = _merge_metadata(stored.get("metadata"), ours, self._metadata_seen)
             self.store.records.put(self.id, data)
+            self._metadata_seen = ours
 
     def update_shared(self, change: Callable[[TrainingRun], None]) -> None:
         """Apply `change` to the stored record (not this copy) under its lock: `SHARED_FIELDS`, `SUBMITTER_FIELDS`.
@@ -952,3 +961,19 @@ def wait_all(
             left = ", ".join(r.id for r in waiting)
             raise JobTimeout(f"{len(waiting)} run(s) still unfinished after {timeout:g} s: {left}")
         time.sleep(poll_interval if deadline is None else max(0.0, min(poll_interval, deadline - time.monotonic())))
+
+
+def _merge_metadata(stored: object, ours: dict[str, Any], seen: dict[str, Any] | None) -> dict[str, Any]:
+    """The stored metadata with what this handle changed since it last read or wrote it (`seen`).
+
+    A key this handle set or changed takes its value, one it removed goes, and every
+    other key stays as stored: another handle's additions are never lost. Without a
+    snapshot (a run object never read from the store) this handle's keys are the record's.
+    """
+    if seen is None or not isinstance(stored, dict):
+        return dict(ours)
+    merged = dict(stored)
+    for key in seen.keys() - ours.keys():
+        merged.pop(key, None)
+    merged.update({key: value for key, value in ours.items() if key not in seen or seen[key] != value})
+    return merged
