@@ -100,18 +100,45 @@ def _install(
     *groups: str,
     extras: dict[str, str] | None = None,
     constraints: tuple[str, ...] = CONSTRAINTS,
+    reuse: bool = False,
 ) -> None:
-    """Install local wheels (with extras, e.g. core[train]) and dependency groups of the root."""
+    """Install local wheels (with extras, e.g. core[train]) and dependency groups of the root.
+
+    With `reuse` (sessions declared `reuse_venv=True`, the demos) nothing is installed when
+    the environment already holds this exact install: same wheels (their folder is keyed by
+    the sources' hash), constraints, groups and pyproject.toml, as a stamp in the venv
+    records. A second `python3 run.py demo` then skips minutes of torch-stack install.
+    """
     wheels = _wheels(session)
     extras = extras or {}
     targets = [wheels[p] + (f"[{extras[p]}]" if p in extras else "") for p in packages]
     names = [p + (f"[{extras[p]}]" if p in extras else "") for p in packages]
+    stamp = Path(str(session.virtualenv.location)) / ".trainkit-install"
+    key = hashlib.sha256()
+    for part in [*targets, *groups, *constraints]:
+        key.update(part.encode() + b"\0")
+    for path in [HERE / "pyproject.toml", *(HERE / c for c in constraints if c != "-c")]:
+        key.update(path.read_bytes())
+    if reuse and stamp.is_file() and stamp.read_text() == key.hexdigest():
+        session.log(f"reusing the installed {', '.join(names)}: sources, constraints and groups unchanged")
+        return
+    if reuse and stamp.is_file():
+        # pip keeps an installed local wheel of the same version: the changed sources' wheels must replace it.
+        dists = [Path(wheels[p]).name.split("-")[0].replace("_", "-") for p in packages]
+        if session.venv_backend == "uv":
+            uv = nox.virtualenv.find_uv()[1]
+            python = f"{session.virtualenv.location}/bin/python"
+            session.run(uv, "pip", "uninstall", "--python", python, *dists, external=True, silent=True)
+        else:
+            session.run("python", "-m", "pip", "uninstall", "-y", *dists, silent=True)
     # The training stack takes minutes to install: pip's own lines show that it works.
     long = any("train" in extras.get(p, "").split(",") for p in packages)
     session.log(f"installing {', '.join(names)}" + (f" and the groups {', '.join(groups)}" if groups else ""))
     session.install(
         *constraints, *targets, *(nox.project.dependency_groups(ROOT, *groups) if groups else ()), silent=not long
     )
+    if reuse:
+        stamp.write_text(key.hexdigest())
 
 
 def _pytest(session: nox.Session, *args: str, folder: str) -> None:
@@ -343,6 +370,20 @@ def docs(session: nox.Session) -> None:
     session.run("pytest", "tests/docs", "-m", "not ml", "-p", "no:cacheprovider", *session.posargs)
 
 
+@nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND, default=False, reuse_venv=True)
+def docs_serve(session: nox.Session) -> None:
+    """`python3 run.py docs-serve`: the documentation site at http://127.0.0.1:8000/trainkit/.
+
+    The one install path of the docs that works from a fresh clone: the `docs` dependency
+    group (mkdocs with the Material theme and its plugins) needs a pip that reads groups,
+    which a fresh venv's pip may not; nox installs it. The site is under `/trainkit/`
+    because mkdocs.yml's `site_url` is the GitHub Pages address.
+    """
+    _install(session, ["core", "cli", "api"], "docs", reuse=True)
+    session.env["NO_MKDOCS_2_WARNING"] = "1"
+    session.run("mkdocs", "serve", "--dev-addr", "127.0.0.1:8000", *session.posargs)
+
+
 #: The oldest supported Python, where `minimums` installs the lowest versions.
 MIN_PYTHON = PYTHONS[0]
 #: What `minimums` installs and checks at their lowest versions, per stack: the packages
@@ -459,18 +500,29 @@ def _lowest_pins(session: nox.Session, chosen: dict[str, str], tmp: Path, extra:
     return str(resolved)
 
 
-@nox.session(python=ML_PYTHON, default=False)
+@nox.session(python=ML_PYTHON, default=False, reuse_venv=True)
 def demo(session: nox.Session) -> None:
     """The README's main job: validate, sync, train tiny, eval base vs tuned, generate."""
-    _install(session, ["core", "cli"], extras={"core": "train"})
+    _install(session, ["core", "cli"], extras={"core": "train"}, reuse=True)
     session.run("trainkit", "demo", *session.posargs)
 
 
-@nox.session(python=ML_PYTHON, default=False)
+@nox.session(python=ML_PYTHON, default=False, reuse_venv=True)
 def demo_images(session: nox.Session) -> None:
-    """The image demo: draw the shapes dataset, train the Gemma 3 vision twin on it, score unseen pictures."""
-    _install(session, ["core", "cli"], extras={"core": "train"})
-    session.run("python", "scripts/measure_shapes.py", *session.posargs)
+    """The image demo, as the images tutorial's shapes demo: draw `datasets/shapes`, train the
+    Gemma 3 vision twin on it (the run's progress shown, the model kept), print the `infer` line.
+
+    Extra arguments are `trainkit train` options (`-- --steps 200`). `scripts/measure_shapes.py`
+    is the measuring twin: a scratch folder, one JSON line, nothing kept.
+    """
+    _install(session, ["core", "cli"], extras={"core": "train"}, reuse=True)
+    session.run("python", "scripts/make_shapes_dataset.py")
+    trainkit = str(Path(session.bin) / "trainkit")
+    session.run(trainkit, "train", "--dataset", "shapes", "--model-size", "tiny-gemma3mm", *session.posargs)
+    image = "datasets/shapes/images/eval-red-circle-000.png"
+    session.log(
+        f"try it: {trainkit} infer --model-size tiny-gemma3mm --prompt 'What is in the picture?' --image {image}"
+    )
 
 
 @nox.session(python=ML_PYTHON, default=False)

@@ -4,6 +4,7 @@
     python3 run.py test    # the test suite (nox's default sessions)
     python3 run.py demo    # the main job: fine-tune the tiny model on the demo data
     python3 run.py demo-images  # the image demo: the Gemma 3 vision twin learns coloured shapes
+    python3 run.py docs-serve   # the documentation site at http://127.0.0.1:8000/trainkit/
 
 Creates `.venv-tools` with nox on first use; nox then builds one virtual
 environment per session. Extra arguments go to nox (`python3 run.py test -s lint`).
@@ -70,12 +71,12 @@ def ensure_chromium() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("test", "demo", "demo-images"):
+    if not argv or argv[0] not in ("test", "demo", "demo-images", "docs-serve"):
         print(__doc__, file=sys.stderr)
         return 2
     command, extra = argv[0], argv[1:]
     nox = [str(tools_python()), "-m", "nox", "-f", str(ROOT / "noxfile.py")]
-    if command in ("demo", "demo-images"):
+    if command in ("demo", "demo-images", "docs-serve"):
         nox += ["-s", command.replace("-", "_"), "--", *extra]
     else:
         ensure_chromium()
