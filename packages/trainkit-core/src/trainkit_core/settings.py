@@ -207,8 +207,15 @@ class ApiSettings(BaseSettings):
     api_fetch_image_urls: bool = Field(
         default=False,
         description=(
-            "Let generation requests name images by http(s) URL, which the server then fetches: it will "
-            "fetch any URL a client names (SSRF), so enable it only where clients are trusted."
+            "Let generation requests name images by http(s) URL, which the server then fetches: only from "
+            "public addresses (loopback, private, link-local and metadata addresses are refused, on every redirect)."
+        ),
+    )
+    api_image_fetch_allowed_hosts: str = Field(
+        default="",
+        description=(
+            "Comma-separated host names or IP addresses that remote image fetches may reach even though they "
+            "are not public (e.g. an image server on the same private network); empty: public addresses only."
         ),
     )
     api_image_fetch_timeout_s: float = Field(
