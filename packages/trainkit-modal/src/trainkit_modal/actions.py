@@ -58,7 +58,10 @@ def run_action(
             hint="--action datasets lists the local datasets",
         )
     if action == "ping":
-        result = provider.spawn("ping").wait(timeout=CALL_TIMEOUT_S)
+        # With --model-size, seed 000's ping: the job in that size's image and on its GPU
+        # (image, volumes, CUDA device, whether HF_TOKEN is set), as `trainkit ping --model-size`.
+        job, kwargs = ("gpu_ping", {"model_size": model_size}) if model_size else ("ping", {})
+        result = provider.spawn(job, **kwargs).wait(timeout=CALL_TIMEOUT_S)
         _say(json.dumps(result, indent=2, default=str))
         return result
     if action == "datasets":
