@@ -126,7 +126,9 @@ def _set_up(conn: sqlite3.Connection) -> None:
     for attempt in range(400):
         try:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS d (name TEXT, key BLOB, value BLOB, PRIMARY KEY (name, key))")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS d (name TEXT, key BLOB, value BLOB, touched REAL, PRIMARY KEY (name, key))"
+            )
             conn.execute("CREATE TABLE IF NOT EXISTS names (name TEXT PRIMARY KEY)")
             return
         except sqlite3.OperationalError as exc:
@@ -151,10 +153,31 @@ def _db() -> Iterator[sqlite3.Connection]:
 
 _NO_DEFAULT = object()
 
+#: Modal 1.6.4 (`modal/dict.py`): "An individual Dict entry will expire after 7 days of
+#: inactivity (no reads or writes)". The fake drops an entry idle that long at the next request.
+DICT_ENTRY_TTL_S = 7 * 24 * 3600.0
+
+
+def fake_now() -> float:
+    """The fake cloud's clock: the real time plus what `advance_clock` added (shared by every process)."""
+    offset = _root() / "clock_offset"
+    return time.time() + (float(offset.read_text()) if offset.exists() else 0.0)
+
+
+def advance_clock(seconds: float) -> None:
+    """Let `seconds` pass for the fake cloud (Dict entries age), in this process and its subprocesses."""
+    offset = _root() / "clock_offset"
+    before = float(offset.read_text()) if offset.exists() else 0.0
+    _root().mkdir(parents=True, exist_ok=True)
+    offset.write_text(repr(before + seconds))
+
 
 class Dict:
     #: (Dict name, method) -> how many requests this process made; tests reset it.
     calls: ClassVar[collections.Counter[tuple[str, str]]] = collections.Counter()
+
+    #: The fake clock at the request under way (set under the store's lock, see `_conn`).
+    _now: float = 0.0
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -181,17 +204,21 @@ class Dict:
         with _db() as conn:
             if conn.execute("SELECT 1 FROM names WHERE name=?", (self.name,)).fetchone() is None:
                 raise exception.NotFoundError(f"Dict '{self.name}' not found")
+            self._now = fake_now()
+            conn.execute("DELETE FROM d WHERE name=? AND touched < ?", (self.name, self._now - DICT_ENTRY_TTL_S))
             yield conn
 
     def get(self, key: Any, default: Any | None = None) -> Any:
         with self._conn() as conn:
             row = conn.execute("SELECT value FROM d WHERE name=? AND key=?", (self.name, pickle.dumps(key))).fetchone()
+            conn.execute("UPDATE d SET touched=? WHERE name=? AND key=?", (self._now, self.name, pickle.dumps(key)))
         return default if row is None else pickle.loads(row[0])
 
     def put(self, key: Any, value: Any, *, skip_if_exists: bool = False) -> bool:
         verb = "INSERT OR IGNORE" if skip_if_exists else "INSERT OR REPLACE"
         with self._conn() as conn:
-            cur = conn.execute(f"{verb} INTO d VALUES (?, ?, ?)", (self.name, pickle.dumps(key), pickle.dumps(value)))
+            row = (self.name, pickle.dumps(key), pickle.dumps(value), self._now)
+            cur = conn.execute(f"{verb} INTO d VALUES (?, ?, ?, ?)", row)
             return cur.rowcount == 1
 
     def update(self, other: Any = None, /, **kwargs: Any) -> None:
@@ -200,8 +227,8 @@ class Dict:
         with self._conn() as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(
-                "INSERT OR REPLACE INTO d VALUES (?, ?, ?)",
-                [(self.name, pickle.dumps(k), pickle.dumps(v)) for k, v in contents.items()],
+                "INSERT OR REPLACE INTO d VALUES (?, ?, ?, ?)",
+                [(self.name, pickle.dumps(k), pickle.dumps(v), self._now) for k, v in contents.items()],
             )
             conn.execute("COMMIT")
 
@@ -228,6 +255,7 @@ class Dict:
     def items(self) -> Iterator[tuple[Any, Any]]:
         with self._conn() as conn:
             rows = conn.execute("SELECT key, value FROM d WHERE name=?", (self.name,)).fetchall()
+            conn.execute("UPDATE d SET touched=? WHERE name=?", (self._now, self.name))
         return iter([(pickle.loads(k), pickle.loads(v)) for k, v in rows])
 
 

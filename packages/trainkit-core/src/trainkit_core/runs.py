@@ -160,11 +160,31 @@ class RunStore:
         if self._index is None:
             from trainkit_core.runs_index import INDEX_NAMESPACE, RunIndex
 
-            self._index = RunIndex(self.kv(INDEX_NAMESPACE), lambda: self.records)
+            self._index = RunIndex(self.kv(INDEX_NAMESPACE), lambda: self.records, history=self.history_records)
         return self._index
 
     def get(self, run_id: str) -> TrainingRun:
         return TrainingRun.from_id(run_id, store=self)
+
+    def history_records(self, prefix: str = "run-") -> dict[str, dict[str, Any]]:
+        """The records kept on the models volume (`write_history`) of the runs whose id starts with `prefix`.
+
+        The volume is the durable record: a provider's KV may forget an entry (Modal drops
+        a Dict entry after 7 days without a read or write), so the index is rebuilt from
+        these too. A record.json that is not a whole JSON object (a write cut short) is skipped.
+        """
+        if not self.models.exists("runs"):
+            return {}
+        found: dict[str, dict[str, Any]] = {}
+        for entry in self.models.listdir("runs"):
+            run_id = entry.path.rstrip("/").rsplit("/", 1)[-1]
+            if not entry.is_dir or not run_id.startswith(prefix):
+                continue
+            text = _history_text(self, run_id)
+            data = None if text is None else _json_object(text)
+            if data is not None and data.get("id", run_id) == run_id:
+                found[run_id] = data
+        return found
 
     def page(
         self,
@@ -215,6 +235,9 @@ class RunStore:
         candidates = self.index.candidates(statuses=wanted, group=group_id, after=after)
         while chunk := list(itertools.islice(candidates, max(1, min(limit + 1 - len(found), 500)))):
             texts = get_many_text(self.records, [run_id for run_id, _ in chunk])  # one query on SQLite
+            for run_id, _ in chunk:
+                if texts.get(run_id) is None and (text := _history_text(self, run_id)) and _json_object(text):
+                    texts[run_id] = text  # the KV forgot the record: the volume keeps it
             for run_id, entry in chunk:
                 facts, item = self._read_listed(run_id, texts.get(run_id), as_json=as_json)
                 if not self.index.check(run_id, entry, facts, group=group_id) or facts is None:
@@ -917,6 +940,23 @@ class TrainingRun(BaseModel):
 
         self.update_shared(attach)
         return component
+
+
+def _history_text(store: RunStore, run_id: str) -> str | None:
+    """A run's record.json on the models volume as text, or None when there is none."""
+    path = f"{history_dir(run_id)}/record.json"
+    try:
+        return store.models.read_bytes(path).decode() if store.models.exists(path) else None
+    except (OSError, UnicodeDecodeError, TrainkitError):
+        return None
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _stored(store: RunStore, run_id: str) -> Any:

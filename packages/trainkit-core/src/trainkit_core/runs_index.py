@@ -159,9 +159,23 @@ def _entry_of(data: dict[str, Any], written: float) -> list[Any]:
 class RunIndex:
     """The index of one provider's runs (see the module docstring for the layout)."""
 
-    def __init__(self, kv: KVStore, records: Callable[[], KVStore]) -> None:
+    def __init__(
+        self,
+        kv: KVStore,
+        records: Callable[[], KVStore],
+        *,
+        history: Callable[[str], dict[str, dict[str, Any]]] | None = None,
+    ) -> None:
         self.kv = kv
         self._records = records
+        #: The durable copies of records by id prefix (the models volume), which a KV that
+        #: expires entries may have forgotten: a rebuild reads them too (the KV's copy wins).
+        self._history = history
+
+    def _all_records(self, prefix: str) -> dict[str, Any]:
+        found = dict(self._history(prefix)) if self._history is not None else {}
+        found.update(self.records.items(prefix))
+        return found
 
     @property
     def records(self) -> KVStore:
@@ -263,7 +277,7 @@ class RunIndex:
     def _bucket_from_records(self, bucket: str) -> dict[str, Any]:
         """A lost bucket, rebuilt from the records of its hour."""
         prefix = f"run-{bucket[:8]}-{bucket[8:]}"
-        return {key: _entry_of(data, 0.0) for key, data in self.records.items(prefix) if isinstance(data, dict)}
+        return {key: _entry_of(data, 0.0) for key, data in self._all_records(prefix).items() if isinstance(data, dict)}
 
     def _rebuild_bucket(self, bucket: str) -> Callable[[Any], Any]:
         def change(old: Any) -> Any:
@@ -280,7 +294,7 @@ class RunIndex:
         started = time.time()
         buckets: dict[str, dict[str, Any]] = {}
         groups: dict[str, list[str]] = {}
-        for key, data in self.records.items("run-"):
+        for key, data in self._all_records("run-").items():
             if not isinstance(data, dict):
                 continue
             entry = _entry_of(data, 0.0)

@@ -1,0 +1,79 @@
+"""Issue 46 (1): Modal drops a Dict entry after 7 days without a read or write (modal 1.6.4's `dict.py`).
+
+The models volume is the durable record: after an idle week through the strict fake, what
+a user made is still found there.
+"""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType
+
+from test_runs_listing import modal_store
+
+from trainkit_core.ids import new_run_id
+from trainkit_core.runs import RunStore, TrainingRun
+
+WEEK_AND_A_DAY = 8 * 24 * 3600.0
+
+
+def _finished_run(store: RunStore) -> TrainingRun:
+    run = TrainingRun(id=new_run_id(), created_at=time.time(), status="succeeded", metadata={"group_id": "g1"})
+    run.attach(store).save()
+    run.write_history()
+    return run
+
+
+def test_the_fake_dict_forgets_an_entry_idle_for_a_week_but_not_one_read_meanwhile(fake_modal: ModuleType) -> None:
+    d = fake_modal.Dict.from_name("idle-test", create_if_missing=True)
+    d.put("idle", 1)
+    d.put("used", 2)
+    fake_modal.advance_clock(6 * 24 * 3600.0)
+    assert d.get("used") == 2
+    fake_modal.advance_clock(2 * 24 * 3600.0)
+    assert d.get("idle") is None and d.get("used") == 2
+
+
+def test_a_run_is_still_loaded_after_an_idle_week(fake_modal: ModuleType) -> None:
+    store = modal_store(fake_modal)
+    run = _finished_run(store)
+    fake_modal.advance_clock(WEEK_AND_A_DAY)
+    loaded = TrainingRun.from_id(run.id, store=modal_store(fake_modal))
+    assert (loaded.id, loaded.status, loaded.group_id) == (run.id, "succeeded", "g1")
+
+
+def test_runs_list_still_lists_a_run_after_an_idle_week(fake_modal: ModuleType) -> None:
+    store = modal_store(fake_modal)
+    run = _finished_run(store)
+    fake_modal.advance_clock(WEEK_AND_A_DAY)
+    page, _ = modal_store(fake_modal).page(limit=20)
+    assert [r.id for r in page] == [run.id]
+
+
+def test_reindex_after_an_idle_week_finds_the_runs_on_the_volume(fake_modal: ModuleType) -> None:
+    store = modal_store(fake_modal)
+    older, newer = _finished_run(store), _finished_run(store)
+    fake_modal.advance_clock(WEEK_AND_A_DAY)
+    store = modal_store(fake_modal)
+    assert store.index.rebuild() == 2
+    assert [r.id for r in store.page(limit=20)[0]] == sorted([older.id, newer.id], reverse=True)
+    assert [r.id for r in store.page(group_id="g1", limit=20)[0]] == sorted([older.id, newer.id], reverse=True)
+
+
+def test_a_half_written_record_on_the_volume_is_skipped_and_the_others_listed(fake_modal: ModuleType) -> None:
+    store = modal_store(fake_modal)
+    whole, cut = _finished_run(store), _finished_run(store)
+    text = store.models.read_bytes(f"runs/{cut.id}/record.json")
+    store.models.write_bytes(f"runs/{cut.id}/record.json", text[: len(text) // 2])
+    fake_modal.advance_clock(WEEK_AND_A_DAY)
+    store = modal_store(fake_modal)
+    assert [r.id for r in store.page(limit=20)[0]] == [whole.id]
+    assert store.index.rebuild() == 1
+
+
+def test_a_record_in_the_dict_but_not_on_the_volume_is_listed(fake_modal: ModuleType) -> None:
+    store = modal_store(fake_modal)
+    run = TrainingRun(id=new_run_id(), created_at=time.time(), status="running")
+    run.attach(store).save()  # no history written yet
+    assert [r.id for r in store.list()] == [run.id]
+    assert store.index.rebuild() == 1
