@@ -6,12 +6,15 @@ a user made is still found there.
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from types import ModuleType
 
 from test_runs_listing import modal_store
 
 from trainkit_core.ids import new_run_id
+from trainkit_core.retention import GC_GRACE_S, collect_garbage
 from trainkit_core.runs import RunStore, TrainingRun
 
 WEEK_AND_A_DAY = 8 * 24 * 3600.0
@@ -77,3 +80,31 @@ def test_a_record_in_the_dict_but_not_on_the_volume_is_listed(fake_modal: Module
     run.attach(store).save()  # no history written yet
     assert [r.id for r in store.list()] == [run.id]
     assert store.index.rebuild() == 1
+
+
+def _dataset(folder: Path, answer: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "dataset.toml").write_text('name = "shout"\nformat = "chat"\ntrain = ["train.jsonl"]\n')
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": answer}]}
+    (folder / "train.jsonl").write_text(json.dumps(row) + "\n")
+    return folder
+
+
+def test_gc_after_an_idle_week_keeps_the_dataset_version_an_old_run_trained_on(
+    fake_modal: ModuleType, tmp_path: Path
+) -> None:
+    from trainkit_core.datasets.sync import sync_to_volume
+
+    store = modal_store(fake_modal)
+    data = store.provider.volume("data")
+    used = sync_to_volume(data, _dataset(tmp_path / "shout", "HI"))
+    unused = sync_to_volume(data, _dataset(tmp_path / "shout", "HELLO"))
+    sync_to_volume(data, _dataset(tmp_path / "shout", "HEY"))  # current
+    run = TrainingRun(id=new_run_id(), created_at=time.time(), status="succeeded", dataset_hash=used.hash)
+    run.attach(store).save()
+    run.write_history()
+    fake_modal.advance_clock(WEEK_AND_A_DAY)
+    store = modal_store(fake_modal)
+    removed = collect_garbage(store, data, dry_run=True, now=time.time() + 2 * GC_GRACE_S).paths
+    assert f"datasets/shout/versions/{unused.version}" in removed
+    assert not any(used.version in p for p in removed)

@@ -213,7 +213,11 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
     from trainkit_core.models.paths import DONE_MARKER
 
     now = time.time() if now is None else now
-    records = [v for _, v in store.records.items() if isinstance(v, dict)]
+    # The volume's copies too: a KV may forget a record (a Modal Dict entry idle for 7 days),
+    # and a version an old run trained on must stay as long as its history does.
+    by_id: dict[str, Any] = dict(store.history_records())
+    by_id.update(store.records.items())
+    records = [v for v in by_id.values() if isinstance(v, dict)]
     used_hashes = {str(r.get("dataset_hash")) for r in records if r.get("dataset_hash")}
     running = {str(r.get("id")) for r in records if r.get("status") in (*UNFINISHED, "preempted")}
     removal = Removal(dry_run=dry_run)
