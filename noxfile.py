@@ -128,9 +128,9 @@ def _install(
         if session.venv_backend == "uv":
             uv = nox.virtualenv.find_uv()[1]
             python = f"{session.virtualenv.location}/bin/python"
-            session.run(uv, "pip", "uninstall", "--python", python, *dists, external=True, silent=True)
+            session.run_install(uv, "pip", "uninstall", "--python", python, *dists, external=True, silent=True)
         else:
-            session.run("python", "-m", "pip", "uninstall", "-y", *dists, silent=True)
+            session.run_install("python", "-m", "pip", "uninstall", "-y", *dists, silent=True)
     # The training stack takes minutes to install: pip's own lines show that it works.
     long = any("train" in extras.get(p, "").split(",") for p in packages)
     session.log(f"installing {', '.join(names)}" + (f" and the groups {', '.join(groups)}" if groups else ""))
