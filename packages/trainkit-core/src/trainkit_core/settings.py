@@ -219,7 +219,10 @@ class ApiSettings(BaseSettings):
         ),
     )
     api_image_fetch_timeout_s: float = Field(
-        default=10.0, gt=0, le=300, description="Most seconds the web API spends fetching one remote image."
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Most seconds the web API spends fetching one remote image: connect, headers and body together.",
     )
 
     @field_validator("api_token", mode="before")
