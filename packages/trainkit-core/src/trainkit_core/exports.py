@@ -110,16 +110,56 @@ def read_export_info(volume: Volume, path: str) -> dict[str, Any]:
     return json.loads(volume.read_bytes(info))  # type: ignore[no-any-return]
 
 
+def check_download_dest(dest: Path) -> Path:
+    """`dest` checked as a folder a download may create (or fill, when empty); `UsageError` naming what is wrong.
+
+    Checked before anything runs (an export's merge takes minutes), so a dangling link,
+    a path under a file, a name longer than the file system allows or a folder that
+    cannot be made is a clear error at once, never a traceback after the work.
+    """
+    import os
+    import tempfile
+
+    dest = Path(dest)
+    for part in dest.absolute().parts:
+        if len(os.fsencode(part)) > 255:  # checked first: stat() of such a path raises
+            raise UsageError(f"folder name {part[:40]!r}… in {str(dest)[:80]!r}… is longer than 255 bytes")
+    if dest.is_symlink() and not dest.exists():
+        raise UsageError(f"{dest} is a link to nothing ({os.readlink(dest)!r})", hint="give a new folder")
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ConflictError(f"{dest} exists and is not an empty folder", hint="give a new folder")
+    existing = dest.absolute().parent
+    while not existing.exists() and not existing.is_symlink():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{dest} is under {existing}, which is not a folder", hint="give a new folder")
+    try:  # a folder can be made there (read-only, /proc, no permission): made and removed at once
+        os.rmdir(tempfile.mkdtemp(prefix=".tmp-download-check-", dir=existing))
+    except OSError as exc:
+        raise UsageError(
+            f"{dest} cannot be written: no folder can be made in {existing} ({exc.strerror or exc})",
+            hint="give a new folder",
+        ) from None
+    return dest
+
+
 def download(volume: Volume, path: str, dest: Path) -> int:
     """Stream a trained model or an export from the models volume into folder `dest`; bytes written.
 
     `dest` must not exist or be an empty folder, so nothing of the user's is overwritten.
     An export is fetched only once it is complete (its info file is written last).
+    Everything is written into a staging folder beside `dest` (``.tmp-…``) that is renamed
+    to `dest` only when whole: a download that fails, is interrupted (Ctrl-C) or killed
+    leaves nothing under `dest`, so it can simply be rerun. A full disk is an `OutOfSpaceError`.
     """
+    import os
+    import secrets
+    import shutil
+
+    from trainkit_core.errors import out_of_space, out_of_space_error
+
     path = parse_stored_path(path)
-    dest = Path(dest)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise ConflictError(f"{dest} exists and is not an empty folder", hint="give a new folder")
+    dest = check_download_dest(Path(dest))
     if path.startswith(f"{EXPORTS_DIR}/"):
         read_export_info(volume, path)
     elif path.startswith("runs/"):
@@ -129,6 +169,20 @@ def download(volume: Volume, path: str, dest: Path) -> int:
         from trainkit_core.models import check_model_path
 
         check_model_path(path, volume)
-    dest.mkdir(parents=True, exist_ok=True)
-    volume.get_directory(path, dest)
-    return sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())
+    staging = dest.absolute().parent / f".tmp-download-{secrets.token_hex(6)}"
+    try:
+        staging.parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+        volume.get_directory(path, staging)
+        written = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file())
+        os.replace(staging, dest)  # onto a missing or empty folder: whole, or not there at all
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if out_of_space(exc):
+            raise out_of_space_error(f"the download of {path}", str(dest.absolute().parent)) from None
+        if isinstance(exc, OSError):
+            raise UsageError(
+                f"cannot write {path} to {dest}: {exc.strerror or exc}", hint="give a new folder"
+            ) from None
+        raise
+    return written

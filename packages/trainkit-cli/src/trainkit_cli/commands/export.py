@@ -67,15 +67,15 @@ def export_command(
 ) -> None:
     """Export MODEL_PATH (trained/<run id>[/checkpoints/<step>]) as a merged model."""
     from trainkit_core.errors import UsageError
-    from trainkit_core.exports import download, start_export
+    from trainkit_core.exports import check_download_dest, download, start_export
 
     if quant is not None and not gguf:
         # Without --gguf no GGUF is written: a --quant that changed nothing would look obeyed.
         raise UsageError(f"--quant {quant} needs --gguf (it is the GGUF's type)", hint=f"add --gguf --quant {quant}")
     if out is None and not no_download:
         raise UsageError("give --merged OUT (the folder to write the merged model to), or --no-download")
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"{out} exists and is not an empty folder", hint="give a new folder for --merged")
+    if out is not None and not no_download:
+        check_download_dest(out)  # before the merge: a bad OUT costs no job
     path, handle = start_export(
         state.provider, model_path, dtype=dtype, gguf=(quant or "f16") if gguf else None, dataset=dataset
     )
