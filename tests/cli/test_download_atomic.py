@@ -141,3 +141,16 @@ def test_hostile_output_folders_are_clear_errors(trainkit_home: Path, tmp_path: 
             assert words in text and "Traceback" not in text, (args, text)
     assert a_file.read_text() == "mine" and dangling.is_symlink() and not (tmp_path / "nowhere").exists()
     assert not Path("/proc/trainkit-out").exists()
+
+
+@pytest.mark.parametrize(
+    ("dataset", "words"), [("../../etc", "dataset name"), ("a\x00b", "dataset name"), ("never-synced", "never synced")]
+)
+def test_an_export_dataset_is_checked_before_the_export_starts(
+    trainkit_home: Path, tmp_path: Path, dataset: str, words: str
+) -> None:
+    _export(trainkit_home)  # the run itself is absent: a job started would fail on it instead
+    args = ("export", f"trained/{RUN}", "--merged", str(tmp_path / "out"), "--gguf", "--dataset", dataset)
+    code, text = run_main(*args, env={"TRAINKIT_PROVIDER": "local"})
+    assert code in (2, 3) and words in text and "Traceback" not in text, text
+    assert not (tmp_path / "out").exists()

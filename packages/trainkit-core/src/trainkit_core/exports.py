@@ -95,6 +95,11 @@ def start_export(
         from trainkit_core.gguf_export import check_gguf_type
 
         extra = {"gguf": check_gguf_type(gguf), "dataset": dataset}
+    if dataset is not None:
+        # Before the merge (minutes of GPU on a real model): a malformed name or a dataset never synced.
+        from trainkit_core.datasets.validate import read_current_manifest
+
+        read_current_manifest(provider.volume("data"), dataset)
     check_model_path(ref.path, provider.volume("models"))
     handle = provider.spawn("export", model_path=ref.path, dtype=dtype, **extra)
     return export_path(ref), handle
