@@ -54,6 +54,34 @@ def test_serve_answers_on_loopback_and_stops(cli_env) -> None:
 
 
 @pytest.mark.slow
+def test_a_query_string_token_never_reaches_the_access_log(cli_env) -> None:
+    """`?token=` and the like are refused (only the header counts), and uvicorn's access log shows them redacted."""
+    port = free_port()
+    env = {**cli_env, "TRAINKIT_API_TOKEN": "serve-token-2"}
+    proc = trainkit("serve", "--port", str(port), "--log-level", "info", env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.communicate()[0]
+                assert time.monotonic() < deadline, "trainkit serve did not come up"
+                time.sleep(0.1)
+        base = f"http://127.0.0.1:{port}/v1/info"
+        for query in ("token", "access_token", "api_key", "Token"):
+            response = httpx.get(f"{base}?page=2&{query}=serve-token-2&x=1")
+            assert response.status_code == 401
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    assert "GET /v1/info?page=2&token=***&x=1 HTTP/1.1" in output  # the line is there, its value is not
+    assert "access_token=***&x=1" in output and "api_key=***" in output
+    assert "serve-token-2" not in output
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])
 def test_serve_refuses_a_network_address_without_a_token(cli_env, host) -> None:
     env = {k: v for k, v in cli_env.items() if k != "TRAINKIT_API_TOKEN"}

@@ -15,7 +15,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import JSONResponse
 
 from trainkit_api import __version__
-from trainkit_api.auth import require_token
+from trainkit_api.auth import install_log_redaction, require_token
 from trainkit_api.errors import install_error_handlers
 from trainkit_api.guard import RequestGuard
 from trainkit_api.limits import BodyLimit
@@ -70,6 +70,7 @@ def create_app(
     """
     settings = settings or Settings.from_env()
     provider = provider or get_provider(None, settings)
+    install_log_redaction()  # before uvicorn logs a request: query-string tokens never reach its access log
     app = FastAPI(
         title="trainkit",
         version=__version__,

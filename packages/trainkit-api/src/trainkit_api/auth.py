@@ -9,6 +9,8 @@ without one. The token never appears in a response or a log line.
 from __future__ import annotations
 
 import hmac
+import logging
+import re
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -35,3 +37,32 @@ async def require_token(request: Request, credentials: HTTPAuthorizationCredenti
         raise _unauthorized("missing bearer token: send 'Authorization: Bearer <TRAINKIT_API_TOKEN>'")
     if not token_matches(expected, credentials.credentials):
         raise _unauthorized("wrong bearer token")
+
+
+#: Query parameters whose values are credentials: a client may put its token there (it is refused, but still logged).
+_SECRET_QUERY = re.compile(r"([?&][^=&#]*(?:token|key|secret|password|passwd|auth|signature|sig)[^=&#]*=)[^&#]*", re.I)
+
+
+def redact_query_secrets(path: str) -> str:
+    """`path` with the value of every credential-like query parameter replaced by ``***``."""
+    return _SECRET_QUERY.sub(r"\1***", path)
+
+
+class RedactQuerySecrets(logging.Filter):
+    """A filter for uvicorn's access log: its line carries the path with the query string.
+
+    Why: `?token=` is refused (only the header counts), yet uvicorn would still write the
+    token into the log of `trainkit serve`; the record's string arguments are redacted.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_query_secrets(a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
+def install_log_redaction() -> None:
+    """Add `RedactQuerySecrets` to uvicorn's access logger, once (apps are made many times in one process)."""
+    logger = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactQuerySecrets) for f in logger.filters):
+        logger.addFilter(RedactQuerySecrets())
