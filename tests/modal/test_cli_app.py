@@ -152,3 +152,18 @@ def test_serve_without_the_web_api_says_so_the_same_way_everywhere(
     assert err.startswith("error: the web API is not installed (") and "is missing)" in err, err
     assert "hint: pip install trainkit-api" in err
     assert "test-token" not in out + err
+
+
+def test_a_stopped_app_is_still_found_after_an_idle_week(
+    cli_on_fake: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 46 (1): the `_app` Dict entry expires after 7 idle days; the models volume keeps the app's id."""
+    code, out, _ = run(capsys, "--provider", "modal", "app", "deploy", "--json")
+    deployed = json.loads(out)
+    code, out, _ = run(capsys, "--provider", "modal", "app", "stop", "--json")
+    assert code == 0 and json.loads(out)["state"] == "stopped"
+    cli_on_fake.advance_clock(8 * 24 * 3600.0)
+    code, out, _ = run(capsys, "--provider", "modal", "app", "status", "--json")
+    after = json.loads(out)
+    assert code == 0 and after["state"] == "stopped"
+    assert after["detail"]["app_id"] == deployed["detail"]["app_id"]

@@ -33,7 +33,7 @@ from trainkit_core.errors import NotFoundError, UsageError, web_api_missing
 from trainkit_core.hookspecs import DeploymentStatus
 from trainkit_core.settings import Settings
 from trainkit_modal import errors
-from trainkit_modal.records import APP_NAMESPACE, DEPLOYMENT_KEY, deployment_record
+from trainkit_modal.records import deployment_record, remember_deployment
 from trainkit_modal.spec import WEB_FUNCTION, load_stack, routing_spec
 
 if TYPE_CHECKING:
@@ -100,8 +100,6 @@ class ModalDeployment:
 
     def _remember(self, sdk: Any, status: DeploymentStatus) -> None:
         """Keep the deployed app's id, version and URLs, for `status()` once stopped and for runs."""
-        from trainkit_modal.kv import ModalKV
-
         app_id = str(status.detail.get("app_id") or "")
         if not app_id:
             return
@@ -114,7 +112,7 @@ class ModalDeployment:
             "web_url": status.url,
             "deployed_at": status.detail.get("deployed_at"),
         }
-        ModalKV.for_settings(sdk, self.settings, APP_NAMESPACE).put(DEPLOYMENT_KEY, record)
+        remember_deployment(sdk, self.settings, record)
 
     def _lookup(self, sdk: Any) -> Any | None:
         """The deployed app; else the stopped one whose id `deploy()` kept; None when there is none."""
