@@ -48,3 +48,25 @@ def test_an_export_with_a_quant_but_no_gguf_is_refused(server) -> None:
     assert refused.status_code == 422 and "quant" in refused.text, refused.text
     assert bad_type.status_code == 422 and "gguf" in bad_type.text
     assert not server.provider.volume("models").exists(f"exports/{run_id}/trainkit_export.json")
+
+
+def test_an_export_whose_latest_job_failed_is_not_done_with_the_old_export(server) -> None:
+    """Issue 46 (4): an older export at the path is not the answer for the export job started after it."""
+    import pytest
+
+    from trainkit_core.errors import TrainkitError
+
+    run_id = "run-20261201-010203-abcdef"
+    path = f"exports/{run_id}"
+    server.provider.volume("models").write_bytes(
+        f"{path}/trainkit_export.json", json.dumps({"format": "merged"}).encode()
+    )
+    # A real export job that fails (its model was never trained), kept as the path's latest job.
+    handle = server.provider.spawn("export", model_path=f"trained/{run_id}", dtype="auto")
+    server.provider.kv("api_exports").put(path, handle.call_id)
+    with pytest.raises(TrainkitError):
+        handle.wait(timeout=300)
+    with server.client() as client:
+        answer = client.get(f"/v1/exports/{run_id}")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "failed" and answer.json()["error"], answer.json()

@@ -93,6 +93,17 @@ def get_export(name: ExportName, state: ApiState = Depends(get_state)) -> Export
 
     path = f"exports/{name}"
     volume = state.provider.volume("models")
+    call_id = state.kv(CALLS_NAMESPACE).get(path)
+    if call_id is not None:
+        # The latest export job started here speaks first: an older export still at the path
+        # is not this job's result while it runs, nor after it failed.
+        call = state.provider.call(call_id).status()
+        if not call.done:
+            return ExportOut(export_path=path, status="running")
+        if call.state != "succeeded":
+            return ExportOut(
+                export_path=path, status="failed", error=call.error or f"the export job ended {call.state}"
+            )
     answer = result_or_job_state(state, CALLS_NAMESPACE, path, lambda: read_export_info(volume, path), "export")
     return ExportOut.model_validate({**answer, "export_path": path})
 
