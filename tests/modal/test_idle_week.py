@@ -108,3 +108,14 @@ def test_gc_after_an_idle_week_keeps_the_dataset_version_an_old_run_trained_on(
     removed = collect_garbage(store, data, dry_run=True, now=time.time() + 2 * GC_GRACE_S).paths
     assert f"datasets/shout/versions/{unused.version}" in removed
     assert not any(used.version in p for p in removed)
+
+
+def test_the_events_of_a_run_whose_history_was_written_survive_an_idle_week(fake_modal: ModuleType) -> None:
+    store = modal_store(fake_modal)
+    run = TrainingRun(id=new_run_id(), created_at=time.time(), status="succeeded").attach(store)
+    run.save()
+    run.events.append("progress", step=1, loss=2.0)
+    run.write_history()
+    fake_modal.advance_clock(WEEK_AND_A_DAY)
+    loaded = TrainingRun.from_id(run.id, store=modal_store(fake_modal))
+    assert [(e["type"], e.get("step")) for e in loaded.events.read()] == [("progress", 1)]

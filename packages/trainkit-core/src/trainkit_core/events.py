@@ -57,9 +57,12 @@ class EventLog:
     tries after it, so two writers never share a number. Readers strip ``_span``.
     """
 
-    def __init__(self, kv: KVStore, run_id: str) -> None:
+    def __init__(self, kv: KVStore, run_id: str, *, history: Callable[[], list[dict[str, Any]]] | None = None) -> None:
         self.kv = kv
         self.run_id = run_id
+        #: The durable copy of the events (the run's ``events.jsonl`` on the models volume),
+        #: read when the KV holds none: Modal drops a Dict entry idle for 7 days.
+        self._history = history
         self._last: int | None = None
         self._lock = threading.Lock()
         #: When set, a block of one event does not also write ``last`` (a hint readers
@@ -143,6 +146,9 @@ class EventLog:
             if span > 1:
                 block_end, block_time = seq + span - 1, float(event.get("time") or 0.0)
             events.append(event)
+        if not events and last == 0 and self._history is not None:
+            kept = [e for e in self._history() if int(e.get("seq") or 0) > int(after)]
+            return kept if limit is None else kept[:limit]
         return events
 
     def delete(self) -> None:

@@ -11,6 +11,7 @@ days). No heavy imports here.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -148,7 +149,8 @@ class RunStore:
         (`trainkit_core.event_batch`) sees every append of this process, in order."""
         log = self._logs.get(run_id)
         if log is None:
-            log = self._logs.setdefault(run_id, EventLog(self.kv(EVENTS_NAMESPACE), run_id))
+            history = functools.partial(_history_events, self, run_id)
+            log = self._logs.setdefault(run_id, EventLog(self.kv(EVENTS_NAMESPACE), run_id, history=history))
         return log
 
     def stop_flag(self, run_id: str) -> StopFlag:
@@ -949,6 +951,18 @@ def _history_text(store: RunStore, run_id: str) -> str | None:
         return store.models.read_bytes(path).decode() if store.models.exists(path) else None
     except (OSError, UnicodeDecodeError, TrainkitError):
         return None
+
+
+def _history_events(store: RunStore, run_id: str) -> list[dict[str, Any]]:
+    """A run's events as `write_history` kept them on the models volume; a cut-short last line is left out."""
+    path = f"{history_dir(run_id)}/events.jsonl"
+    try:
+        if not store.models.exists(path):
+            return []
+        lines = store.models.read_bytes(path).decode().splitlines()
+    except (OSError, UnicodeDecodeError, TrainkitError):
+        return []
+    return [event for line in lines if line.strip() and (event := _json_object(line)) is not None]
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
