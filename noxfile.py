@@ -518,7 +518,9 @@ def demo_images(session: nox.Session) -> None:
     _install(session, ["core", "cli"], extras={"core": "train"}, reuse=True)
     session.run("python", "scripts/make_shapes_dataset.py")
     trainkit = str(Path(session.bin) / "trainkit")
-    session.run(trainkit, "train", "--dataset", "shapes", "--model-size", "tiny-gemma3mm", *session.posargs)
+    # `run.py demo-images -- --steps 200` hands nox the user's `--` too.
+    options = session.posargs[1:] if session.posargs[:1] == ["--"] else session.posargs
+    session.run(trainkit, "train", "--dataset", "shapes", "--model-size", "tiny-gemma3mm", *options)
     image = "datasets/shapes/images/eval-red-circle-000.png"
     session.log(
         f"try it: {trainkit} infer --model-size tiny-gemma3mm --prompt 'What is in the picture?' --image {image}"
