@@ -152,8 +152,9 @@ def test_a_chat_completion_longer_than_the_web_limit_stays_openai_compatible(
     # An error known before the wait keeps its status and OpenAI's error object.
     assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "not_found_error", unknown.text
     assert answer.headers["content-type"] == "application/json"
-    if fault == "raise":  # failed within the limit: its own status, no keep-alive
-        assert answer.status_code == 500 and "no trained model" in json.loads(body)["error"]["message"], body
+    if fault == "raise":  # failed within the limit: the job's refusal keeps its own status, no keep-alive
+        assert answer.status_code == 404 and "no trained model" in json.loads(body)["error"]["message"], body
+        assert json.loads(body)["error"]["type"] == "not_found_error", body
         return
     assert answer.status_code == 200, body
     parsed = json.loads(body)
@@ -163,7 +164,7 @@ def test_a_chat_completion_longer_than_the_web_limit_stays_openai_compatible(
         assert headers_after < 2.5, headers_after
         assert body.startswith("  ") and body.strip() == body.lstrip(), body[:80]
     if fault == "slow-raise":  # the error after the response started: the body is OpenAI's error object
-        assert parsed["error"]["type"] == "job_error" and "no trained model" in parsed["error"]["message"], body
+        assert parsed["error"]["type"] == "not_found_error" and "no trained model" in parsed["error"]["message"], body
         return
     assert parsed["object"] == "chat.completion" and parsed["model"] == MODEL
     assert parsed["choices"][0]["message"] == {"role": "assistant", "content": "answered in attempt 1"}
@@ -191,6 +192,6 @@ def test_the_openai_client_reads_a_kept_alive_completion(
     assert waited > 1.0  # it did wait past the limit
     if fault == "slow-raise":  # status 200: the client raises nothing; the error object is the reply's `error`
         assert reply.model_extra is not None and reply.choices is None
-        assert reply.model_extra["error"]["type"] == "job_error" and "no trained model" in str(reply.model_extra)
+        assert reply.model_extra["error"]["type"] == "not_found_error" and "no trained model" in str(reply.model_extra)
         return
     assert reply.choices[0].message.content == "answered in attempt 1" and reply.model == MODEL
