@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from cli_helpers import run_main
 
 from trainkit_core.datasets.local import SHIPPED_DATASETS
@@ -31,6 +32,7 @@ def _token_line(out: str) -> str:
     return line
 
 
+@pytest.mark.ml  # the start needs trainkit-core[train]
 def test_the_start_prints_the_token_count_of_the_plan(tmp_path: Path) -> None:
     env = _env(tmp_path)
     code, planned = run_main("train", "--dataset", "demo", "--steps", "2", "--plan", env=env)

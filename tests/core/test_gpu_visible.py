@@ -21,6 +21,9 @@ from trainkit_core.runs import RunStore, TrainingRun
 from trainkit_core.settings import Settings
 from trainkit_core.training import gpu, job
 
+#: torch decides whether a GPU is usable: these run in the ml session.
+pytestmark = pytest.mark.ml
+
 OLD_DRIVER = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
 
 

@@ -200,6 +200,7 @@ def test_from_takes_the_trained_models_base_and_adapter_shape() -> None:
 # ------------------------------------------------------------------ graders
 
 
+@pytest.mark.ml  # the `regex` grader needs the `regex` package of trainkit-core[train]
 def test_built_in_graders() -> None:
     assert builtin.exact_match(" cold late. ", EXAMPLE) == 1.0 and builtin.exact_match("cold late", EXAMPLE) == 0.0
     assert builtin.contains("it is cold late. yes", EXAMPLE) == 1.0 and builtin.contains("cold", EXAMPLE) == 0.0
@@ -314,6 +315,7 @@ except GraderError as exc:
         (r"(\w+\s?)*$", "a" * 5000 + "!", "ran past"),
     ],
 )
+@pytest.mark.ml  # the GRPO reward path (trl) and the `regex` package of trainkit-core[train]
 def test_a_catastrophic_pattern_ends_on_the_grpo_grader_path(pattern: str, completion: str, outcome: object) -> None:
     """The run's `--reward-timeout` bounds the built-in regex grader's work; before issue 46 it never fired
     (`re` held the GIL) and the job hung until Modal's 2-hour limit. Run in a child process: the old code

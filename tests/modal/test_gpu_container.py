@@ -20,6 +20,9 @@ from trainkit_modal import container
 from trainkit_modal.kv import ModalKV
 from trainkit_modal.records import CALLS_NAMESPACE, ended_key
 
+#: torch decides whether a GPU is usable: these run in the ml session.
+pytestmark = pytest.mark.ml
+
 
 @pytest.fixture
 def old_driver_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
