@@ -68,7 +68,8 @@ def vision_server(tmp_path_factory: pytest.TempPathFactory, datasets: Path) -> I
         provider=ProviderSettings(home=tmp_path_factory.mktemp("api-vision-home")),
         datasets=DatasetSettings(datasets_dir=datasets),
         compute=ComputeSettings(infer_idle_timeout_s=15),
-        api=ApiSettings(api_token=TOKEN, api_fetch_image_urls=True),
+        # The picture is served from 127.0.0.1, which a fetch reaches only when allowed.
+        api=ApiSettings(api_token=TOKEN, api_fetch_image_urls=True, api_image_fetch_allowed_hosts="127.0.0.1"),
     )
     yield from serve(settings)
 
