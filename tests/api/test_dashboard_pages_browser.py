@@ -159,11 +159,13 @@ def test_the_runs_table_names_each_runs_method(page: Any, server: Server, tmp_pa
         method: seed_run(server, status="succeeded", losses=[1.0, 0.5], config={"method": method} if method else {})
         for method in ("sft", "dpo", "grpo", None)  # None: a record from before methods, an SFT run
     }
+    # The table replaces the empty state on the dashboard's next poll: wait for every row first.
+    for run in runs.values():
+        page.locator(f'tr[data-run-id="{run.id}"] td').nth(2).wait_for()
     headers = page.locator("#runs-table thead th").all_inner_texts()
     assert headers[2].lower() == "method"
     for method, run in runs.items():
         cell = page.locator(f'tr[data-run-id="{run.id}"] td').nth(2)
-        cell.wait_for()
         assert cell.inner_text() == (method or "sft").upper()
     shot(page, tmp_path, "runs-methods")
 
