@@ -228,6 +228,8 @@ def build_trainer(
     """trl's `SFTTrainer` over pre-tokenized rows (labels already masked), or raw rows a `data_collator` batches.
 
     `optimizer` None lets the trainer build its own (one learning rate for all).
+    `config.packing` packs the rows padding-free (`trainkit_core.training.packing`), where
+    the model keeps packed examples apart.
 
     A collator (`trainkit_core.vision_collator.VisionCollator`) gets its rows as they
     are: trl's own preparation and column removal are off.
@@ -235,11 +237,14 @@ def build_trainer(
     from trl import SFTConfig
 
     from datasets import Dataset  # type: ignore[attr-defined]  # (mypy sees the repo's datasets/ folder)
+    from trainkit_core.training import packing
 
+    if config.packing:
+        packing.check_model(model, backend, data_collator)  # never a packed row whose examples see each other
     args = SFTConfig(
         **trainer_arguments(backend, config, output_dir),
         max_length=config.max_seq_length,
-        packing=False,
+        **packing.sft_arguments(bool(config.packing)),
         include_num_input_tokens_seen="non_padding",
         remove_unused_columns=data_collator is None,
         dataset_kwargs={"skip_prepare_dataset": True} if data_collator is not None else None,

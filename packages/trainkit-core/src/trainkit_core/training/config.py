@@ -133,6 +133,11 @@ class TrainConfig(BaseModel):
         description="Learning rate of the vision tower and projector when finetune_vision_layers trains them "
         "(hf backend, sft); default the preset's, else learning_rate.",
     )
+    packing: bool = Field(
+        False,
+        description="SFT: pack several examples into each row of max_seq_length tokens, padding-free (position ids "
+        "restart per example, no attention across examples); batch_size then counts packed rows. Text only, hf backend.",
+    )
 
     @field_validator("dataset")
     @classmethod
@@ -234,6 +239,10 @@ class TrainConfig(BaseModel):
             for name in names:
                 if getattr(self, name) is not None and self.method != method:
                     raise ValueError(f"{name} is an option of --method {method}, not of {self.method}")
+        if self.packing and self.method != "sft":
+            raise ValueError(f"packing is an option of --method sft, not of {self.method}")
+        if self.packing and self.backend == "unsloth":
+            raise ValueError("packing runs on the hf backend only (unsloth's attention was never checked with it)")
         return self
 
     # ------------------------------------------------------------------ helpers
