@@ -50,6 +50,12 @@ def config_options(func: Any) -> Any:
             default=None,
             help="On an image dataset, also train the vision layers (Unsloth's switch; default: the preset's).",
         ),
+        click.option(
+            "--packing/--no-packing",
+            default=None,
+            help="SFT: pack several examples into each row of --max-seq-length tokens, padding-free (no attention "
+            "across examples); --batch-size then counts packed rows. Text only, hf backend.",
+        ),
         click.option("--gpu", default=None, help="GPU for this run (default TRAINKIT_GPU, else the preset's)."),
         click.option(
             "--keep-checkpoints",

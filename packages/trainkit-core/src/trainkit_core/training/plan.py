@@ -323,6 +323,17 @@ def make_plan(
     if len(counts) < len(train):
         notes.append(f"{len(train) - len(counts)} examples have no answer within max_seq_length and are dropped")
     examples = max(1, len(counts))
+    if config.packing and config.method == "sft":
+        # trl packs the examples into rows before batching: the steps count packed rows.
+        from trainkit_core.training.packing import packed_rows
+
+        capacity = config.max_seq_length or config.preset.max_seq_length
+        examples = max(1, packed_rows(counts, capacity))
+        notes.append(
+            f"--packing: {len(counts)} examples in {examples} packed rows of up to {capacity} tokens"
+            + ("" if tokens_exact else " (from the estimated token counts)")
+            + f"; batch_size {config.batch_size or 1} counts rows"
+        )
     batch, accum = config.batch_size or 1, config.grad_accum or 1
     if config.method == "grpo":
         from trainkit_core.training.methods import grpo_batch

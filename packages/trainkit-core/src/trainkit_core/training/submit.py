@@ -149,7 +149,7 @@ def _names_images(data: bytes) -> bool:
 
 
 def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
-    """A dataset with pictures cannot train the text-only `tiny` model: said now, not after a model load."""
+    """A dataset with pictures cannot train the text-only `tiny` model, nor with DPO/GRPO or `--packing`: said now."""
     from trainkit_core.presets import TINY_BASE_MODEL
 
     if images and config.model_id == TINY_BASE_MODEL:
@@ -161,6 +161,12 @@ def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
         raise UsageError(
             f"dataset {config.dataset!r} has images; --method {config.method} trains on text only so far",
             hint="train image data with --method sft",
+        )
+    if images and config.packing:
+        raise UsageError(
+            f"dataset {config.dataset!r} has images; --packing packs text only (the vision collator batches whole "
+            "conversations with their pixels, and trl refuses packing for vision data)",
+            hint="train without --packing",
         )
 
 
