@@ -138,6 +138,26 @@ class TrainConfig(BaseModel):
         description="SFT: pack several examples into each row of max_seq_length tokens, padding-free (position ids "
         "restart per example, no attention across examples); batch_size then counts packed rows. Text only, hf backend.",
     )
+    processes: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Train one run on N CPU processes (gloo, local provider): the distributed code path N GPUs run. "
+        "batch_size stays the global batch of a step and must divide by it.",
+    )
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
+        "auto",
+        description="How a run on several processes splits the work: ddp (a copy of the model per rank), fsdp, "
+        "or auto (ddp; the only one implemented for now).",
+    )
+    gpus: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="GPUs per node for this run (Issue 44); gpu's ':N' says the same and must agree. A provider that "
+        "cannot place that many refuses before anything starts.",
+    )
+    nodes: int = Field(1, ge=1, le=64, description="Machines for this run, where the provider declares it can.")
 
     @field_validator("dataset")
     @classmethod
@@ -243,9 +263,33 @@ class TrainConfig(BaseModel):
             raise ValueError(f"packing is an option of --method sft, not of {self.method}")
         if self.packing and self.backend == "unsloth":
             raise ValueError("packing runs on the hf backend only (unsloth's attention was never checked with it)")
+        if self.processes > 1 and (self.batch_size or 1) % self.processes:
+            raise ValueError(
+                f"batch_size {self.batch_size or 1} is the global batch of a step: it must be a multiple of "
+                f"processes {self.processes} (each process takes batch_size / processes)"
+            )
+        self._agree_on_gpu_count()
+        if self.strategy == "fsdp":
+            raise ValueError("strategy fsdp is not implemented yet (Issue 44); use ddp or auto")
         return self
 
     # ------------------------------------------------------------------ helpers
+
+    def _agree_on_gpu_count(self) -> None:
+        """`gpus` is the one source of truth; a ``gpu`` of ``"H100:2"`` sets it, a different `gpus` is refused.
+
+        Both spellings exist (``--gpu H100:2`` predates ``--gpus``), so they must never say two things.
+        """
+        kind, _, count = (self.gpu or "").partition(":")
+        if not count:
+            return
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"gpu {self.gpu!r}: the count after ':' must be a whole number of GPUs")
+        if "gpus" in self.model_fields_set and self.gpus != int(count):
+            raise ValueError(f"gpu {self.gpu!r} asks for {count} GPUs but gpus is {self.gpus}: give one of them")
+        object.__setattr__(self, "gpus", int(count))
+        self.model_fields_set.add("gpus")
+
 
     @classmethod
     def parse(cls, data: dict[str, Any] | None = None, **fields: Any) -> TrainConfig:
@@ -293,7 +337,7 @@ class TrainConfig(BaseModel):
             "warmup_steps": preset.warmup_steps,
             "lr_scheduler": preset.lr_scheduler,
             "weight_decay": preset.weight_decay,
-            "gpu": gpu_override or preset.gpu,
+            "gpu": _with_count(gpu_override or preset.gpu, self.gpus),
             "load_in_4bit": preset.load_in_4bit,
             "modules_to_save": list(preset.modules_to_save),
             "finetune_vision_layers": preset.finetune_vision_layers,

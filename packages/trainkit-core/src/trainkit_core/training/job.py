@@ -100,6 +100,11 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     store = RunStore.for_job(ctx)
     store.events(run_id).lazy_hint = True  # one store call per event written here, not two
     run = store.get(run_id)
+    from trainkit_core.training import distributed
+
+    if distributed.world_size(run.config) > 1 and not distributed.in_rank():
+        # Several processes (Issue 44): torchrun's ranks train; rank 0 keeps this run's record.
+        return distributed.launch(ctx, run, resume)
     same_call = bool(run.attempt_call_id) and run.attempt_call_id == ctx.call_id
     if run.ended():
         if same_call and run.status == "failed":
@@ -218,7 +223,8 @@ def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = 
 
 def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
     from trainkit_core.datasets.reader import read_synced
-    from trainkit_core.training.backends import build_trainer, load_model, select_backend
+    from trainkit_core.training import distributed
+    from trainkit_core.training.backends import build_trainer, cuda_available, load_model, select_backend
     from trainkit_core.training.gpu import check_gpu_visible
     from trainkit_core.training.progress import Reporter, make_callback
     from trainkit_core.training.vision import has_images, prepare_vision, vision_optimizer, with_vision_modules
@@ -378,6 +384,15 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         else:
             run.events.append("warning", message="no complete checkpoint to resume from; training from the start")
 
+    world = distributed.world_size(config)
+    if world > 1:
+        run.events.append(
+            "log",
+            message=f"training on {world} processes with ddp (strategy {config.strategy}: the model fits each "
+            f"process; {'nccl' if cuda_available() else 'gloo'}), global batch {config.batch_size or 1}",
+            processes=world,
+            strategy="ddp",
+        )
     run.enter_phase("training")
     try:
         result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -386,6 +401,8 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         # saved next on every way on (`saving`, a retry, a failure, a preemption).
         reporter.close(save=False)
     run.step = trainer.state.global_step
+    if not distributed.is_main_rank():
+        return "succeeded"  # rank 0 saves the one adapter and ends the run
     run.metrics.update(
         {
             "first_loss": reporter.first_loss,

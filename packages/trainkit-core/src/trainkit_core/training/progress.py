@@ -245,6 +245,11 @@ class Reporter:
 
     def checkpoint_saved(self, scratch_dir: Path, step: int) -> str:
         """Copy the trainer's checkpoint to the models volume; returns its volume path."""
+        from trainkit_core.training.distributed import is_main_rank
+
+        if not is_main_rank():  # rank 0 writes the run's one copy (Issue 44)
+            shutil.rmtree(scratch_dir, ignore_errors=True)
+            return ""
         started = time.time()
         rel = checkpoint_path(self.run.id, step)
         target = self.models_root / rel
@@ -266,6 +271,25 @@ class Reporter:
         return rel
 
 
+def _any_rank(flag: bool) -> bool:
+    """`flag` of any rank, on every rank (Issue 44): all ranks stop after the same step.
+
+    Each rank reads the stop flag itself, but they may see it at different steps; a rank
+    that stopped alone would leave the others waiting in the next gradient all-reduce.
+    Outside a distributed run it is `flag` itself.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return flag
+    import torch
+
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    value = torch.tensor([1 if flag else 0], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
 def make_callback(reporter: Reporter) -> Any:
     """A `TrainerCallback` driving `reporter`."""
     from transformers import TrainerCallback
@@ -281,7 +305,7 @@ def make_callback(reporter: Reporter) -> Any:
             reporter.log(state.global_step, state.max_steps, logs or {}, tokens)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-            if reporter.should_stop():
+            if _any_rank(reporter.should_stop()):
                 control.should_training_stop = True
                 control.should_save = True
             return control

@@ -1,0 +1,210 @@
+"""One run on several processes (Issue 44): the train job launches torch's elastic agent.
+
+A run whose config asks for a world size above 1 (`TrainConfig.processes`: CPU processes
+talking over gloo; on GPUs the same code path runs over nccl) is trained by N *ranks*, all of
+the same run id. The job the provider started (the *parent*) does not train: it starts
+``python -m torch.distributed.run`` (torchrun) as a child, which runs this module's `main` once
+per rank, and waits. trainkit writes no collective communication of its own: the HF/trl
+Trainer does DDP when it finds torchrun's environment (``RANK``, ``WORLD_SIZE`` ...).
+
+Who writes what, so that the run looks like any other run:
+
+- rank 0 runs the ordinary train job (`trainkit_core.training.job.train`): the one run
+  record, its events and progress, checkpoints and the adapter on the models volume;
+- every other rank trains with a *muted* store (`_MutedKV`: reads see the real store, so the
+  stop flag and the checkpoints reach it; its writes stay in its memory) and writes no file to
+  the models volume (`is_main_rank` gates the checkpoint copy and the adapter save);
+- the parent records the failure of a rank that died (torchrun ends the others; collective
+  timeouts are set in `trainer_arguments` so that no rank waits forever on a dead peer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainkit_core.errors import JobError
+
+if TYPE_CHECKING:
+    from trainkit_core.hookspecs import KVStore
+    from trainkit_core.jobs.context import JobContext
+    from trainkit_core.runs import TrainingRun
+
+#: How each provider's job context is built again inside a rank (a separate process).
+JOB_CONTEXTS = {"local": "trainkit_core.local.plugin:job_context"}
+
+#: Seconds a collective waits for a peer before the rank fails (a dead rank must not hang the run).
+COLLECTIVE_TIMEOUT_S = 300
+
+
+def world_size(config: dict[str, Any] | Any) -> int:
+    """The number of ranks a run's config asks for (processes; 1 when unset)."""
+    value = config.get("processes") if isinstance(config, dict) else getattr(config, "processes", 1)
+    return int(value or 1)
+
+
+def in_rank() -> bool:
+    """Whether this process is one of torchrun's ranks (its environment says so)."""
+    return "TRAINKIT_DIST_RANK_OF" in os.environ and "RANK" in os.environ
+
+
+def rank() -> int:
+    """This process's rank; 0 outside a distributed run."""
+    return int(os.environ.get("RANK", "0")) if in_rank() else 0
+
+
+def is_main_rank() -> bool:
+    """Whether this process writes the run's record and files (rank 0, or no distributed run at all)."""
+    return rank() == 0
+
+
+def launch(ctx: JobContext, run: TrainingRun, resume: bool) -> dict[str, Any]:
+    """Run the ranks of `run` through torchrun and wait; a rank's failure fails the run."""
+    from trainkit_core.training.job import _end
+
+    processes = world_size(run.config)
+    factory = JOB_CONTEXTS.get(ctx.provider)
+    if factory is None:
+        raise JobError(f"processes={processes} runs on the local provider only (this job runs on {ctx.provider})")
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={processes}",
+        "--max-restarts=0",
+        "-m",
+        "trainkit_core.training.distributed",
+        factory,
+        ctx.call_id,
+        run.id,
+        "resume" if resume else "fresh",
+    ]
+    env = {**os.environ, "TRAINKIT_DIST_RANK_OF": run.id, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    print(f"trainkit: run {run.id} on {processes} processes: {' '.join(command)}", flush=True)
+    tail: deque[str] = deque(maxlen=200)
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+    ) as agent:
+        assert agent.stdout is not None
+        for line in agent.stdout:  # the job's log gets every rank's output
+            sys.stdout.write(line)
+            tail.append(line)
+        sys.stdout.flush()
+        code = agent.wait()
+    run = run.store.get(run.id)
+    if code != 0:
+        error = failure_text(list(tail), code, processes)
+        if not run.ended():
+            _end(ctx, run, "failed", error=error)
+        raise JobError(f"run {run.id} failed: {run.error_message or error}")
+    return {"run_id": run.id, "status": run.status, "step": run.step, "metrics": run.metrics}
+
+
+def failure_text(lines: list[str], code: int, processes: int) -> str:
+    """Which rank failed and how, from torchrun's failure summary (its "Root Cause" block)."""
+    text = "".join(lines)
+    root = text.rfind("Root Cause")
+    block = text[root:] if root >= 0 else ""
+    found_rank = re.search(r"rank\s*:\s*(\d+)", block)
+    found_exit = re.search(r"exitcode\s*:\s*(-?\d+)", block)
+    found_error = re.findall(r"^\s*(\w+(?:Error|Exception)\b.*)$", text, re.MULTILINE)
+    where = f"rank {found_rank.group(1)} of {processes}" if found_rank else f"one of {processes} ranks"
+    how = f"exit code {found_exit.group(1)}" if found_exit else f"launcher exit code {code}"
+    if found_exit and found_exit.group(1) == "-9":
+        how += " (killed: SIGKILL)"
+    detail = f": {found_error[-1].strip()[:500]}" if found_error else ""
+    return f"{where} failed ({how}){detail}"
+
+
+class _MutedKV:
+    """A KV namespace that reads through to the real one and keeps its own writes in memory.
+
+    Ranks other than 0 run the same train code as rank 0; what they would write to the run's
+    record and events stays here, so the run has one record and one event stream.
+    """
+
+    def __init__(self, real: KVStore) -> None:
+        self._real = real
+        self._mine: dict[str, Any] = {}
+        self._deleted: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self._mine:
+            return self._mine[key]
+        if key in self._deleted:
+            return default
+        return self._real.get(key, default)
+
+    def put(self, key: str, value: Any) -> None:
+        self._mine[key] = json.loads(json.dumps(value))  # a copy, as a real store keeps
+        self._deleted.discard(key)
+
+    def put_if_absent(self, key: str, value: Any) -> bool:
+        if self.get(key) is not None:
+            return False
+        self.put(key, value)
+        return True
+
+    def delete(self, key: str) -> bool:
+        existed = self.get(key) is not None
+        self._mine.pop(key, None)
+        self._deleted.add(key)
+        return existed
+
+    def keys(self, prefix: str = "") -> list[str]:
+        real = [k for k in self._real.keys(prefix) if k not in self._deleted]
+        return sorted(set(real) | {k for k in self._mine if k.startswith(prefix)})
+
+    def items(self, prefix: str = "") -> list[tuple[str, Any]]:
+        return [(k, self.get(k)) for k in self.keys(prefix)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)  # batch writes and the like: the real store's
+
+
+def _other_rank(ctx: JobContext, run_id: str) -> None:
+    """A rank above 0: train with a muted store and a throwaway history folder."""
+    from trainkit_core.runs import RunStore
+    from trainkit_core.training.job import _train
+    from trainkit_core.volumes.folder import FolderVolume
+
+    history = tempfile.mkdtemp(prefix=f"trainkit-{run_id}-rank{rank()}-history-")
+    muted: dict[str, _MutedKV] = {}
+
+    def kv(namespace: str) -> Any:
+        return muted.setdefault(namespace, _MutedKV(ctx.kv(namespace)))
+
+    store = RunStore(kv, FolderVolume(Path(history)))
+    run = store.get(run_id)
+    os.environ["HF_HOME"] = str(ctx.path("hf-cache"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"trainkit-{run_id}-rank{rank()}-"))
+    # Rank 0 decides whether the run resumes; the latest complete checkpoint is what it resumes
+    # from, and a fresh run has none: resuming here follows rank 0 either way.
+    _train(ctx, run, scratch, resume=True)
+
+
+def main() -> None:
+    """Entry point of one rank (torchrun runs it N times)."""
+    from trainkit_core.jobs.detached import import_object
+    from trainkit_core.settings import Settings
+
+    factory, call_id, run_id, mode = sys.argv[1:5]
+    ctx = import_object(factory)(Settings.from_env(), call_id)
+    if rank() == 0:
+        from trainkit_core.training.job import train
+
+        train(ctx, run_id, resume=mode == "resume")
+    else:
+        _other_rank(ctx, run_id)
+
+
+if __name__ == "__main__":
+    main()
