@@ -56,6 +56,19 @@ def config_options(func: Any) -> Any:
             help="SFT: pack several examples into each row of --max-seq-length tokens, padding-free (no attention "
             "across examples); --batch-size then counts packed rows. Text only, hf backend.",
         ),
+        click.option(
+            "--processes",
+            default=None,
+            type=int,
+            help="Train the run on N CPU processes (gloo, local provider; Issue 44); --batch-size stays the global "
+            "batch of a step and must divide by N.",
+        ),
+        click.option(
+            "--strategy",
+            default=None,
+            type=click.Choice(["auto", "ddp", "fsdp"]),
+            help="How a run on several processes splits the work (auto: ddp).",
+        ),
         click.option("--gpu", default=None, help="GPU for this run (default TRAINKIT_GPU, else the preset's)."),
         click.option(
             "--keep-checkpoints",
