@@ -48,8 +48,10 @@ class Placement:
 
     #: GPU kind (``"A100-80GB"``); None for a CPU job.
     gpu: str | None = None
-    #: How many GPUs of that kind (0 for a CPU job).
+    #: How many GPUs of that kind on each node (0 for a CPU job).
     gpu_count: int = 0
+    #: How many machines (nodes) the job spans, each with `gpu_count` GPUs; 1 for every job but a multi-node run.
+    nodes: int = 1
     #: Host memory in GB; None when the job does not say (the provider's default).
     memory_gb: int | None = None
     #: Longest the job may run, in seconds (a longer training run resumes from its checkpoint).
@@ -91,7 +93,13 @@ def placement_for(job: str, config: Mapping[str, Any], settings: Settings) -> Pl
     wanted = config.get("gpu") if isinstance(config.get("gpu"), str) else ""
     gpu, count = split_gpu(wanted or settings.compute.gpu or (preset.gpu if preset else ""))
     timeout = settings.compute.train_timeout_s if job == "train" else JOB_TIMEOUT_S[job]
-    return Placement(gpu=gpu, gpu_count=count, memory_gb=HOST_MEMORY_GB.get(size), timeout_s=timeout)
+    # A run's `gpus`/`nodes` (Issue 44) place its training; other jobs on its model (eval, infer) use one GPU.
+    asked = config.get("gpus") if job == "train" else None
+    if isinstance(asked, int) and asked > 1:
+        count = asked
+    nodes = config.get("nodes") if job == "train" else 1
+    nodes = nodes if isinstance(nodes, int) and nodes >= 1 else 1
+    return Placement(gpu=gpu, gpu_count=count, nodes=nodes, memory_gb=HOST_MEMORY_GB.get(size), timeout_s=timeout)
 
 
 def _run_behind(job: str, call: Mapping[str, Any]) -> str | None:

@@ -275,14 +275,43 @@ class Provider:
         A runner whose `spawn` takes ``placement`` gets the job's `Placement` (GPU, memory,
         timeout: `trainkit_core.placement`), so it can place the job without trainkit's presets.
         """
+        from trainkit_core.placement import placement_of
+
+        placement = placement_of(self, function, kwargs)
+        self.check_scale(placement.gpu_count, placement.nodes)
         runner = self.runner()
         if takes_placement(runner):
-            from trainkit_core.placement import placement_of
-
-            handle = runner.spawn(function, kwargs, placement=placement_of(self, function, kwargs))  # type: ignore[call-arg]
+            handle = runner.spawn(function, kwargs, placement=placement)  # type: ignore[call-arg]
         else:
             handle = runner.spawn(function, kwargs)
         return check_answer(handle, RunHandle, plugin=self.plugin or "?", hook="run_function", provider=self.name)  # type: ignore[no-any-return]
+
+    def check_scale(self, gpus: int, nodes: int) -> None:
+        """`UsageError` naming what this provider can do when a job asks for more GPUs or nodes than it declares.
+
+        Called before a run is recorded (`check_request`) and again by `spawn`, so a provider
+        never starts part of a job it cannot finish. One GPU is what every job asked for before
+        Issue 44, so it is never refused here (a CPU-only provider runs it on its CPU).
+        """
+        caps = self.capabilities
+        if nodes > caps.max_nodes:
+            raise UsageError(
+                f"provider {self.name!r} runs a job on at most {caps.max_nodes} node(s); this one asks for {nodes}",
+                hint=f"ask for --nodes {caps.max_nodes} or fewer, or use a provider that declares more (trainkit providers)",
+            )
+        if gpus > 1 and gpus > caps.max_gpus_per_node:
+            if self.name == "local":
+                hint = (
+                    f"this machine shows {caps.max_gpus_per_node} GPU(s) to CUDA; --processes {gpus} runs the same "
+                    "distributed code on CPU processes (gloo)"
+                )
+            else:
+                hint = f"ask for --gpus {max(caps.max_gpus_per_node, 1)} or fewer, or use a provider that declares more"
+            raise UsageError(
+                f"provider {self.name!r} runs a job on at most {caps.max_gpus_per_node} GPU(s) per node; "
+                f"this one asks for {gpus}",
+                hint=hint,
+            )
 
     def call(self, call_id: str) -> RunHandle:
         handle = self.runner().get(call_id)

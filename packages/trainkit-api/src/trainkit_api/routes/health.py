@@ -24,7 +24,7 @@ class Health(BaseModel):
 class Info(BaseModel):
     provider: str
     provider_description: str
-    capabilities: dict[str, bool]
+    capabilities: dict[str, bool | int]
     versions: dict[str, str]
     python: str
     auth: bool

@@ -102,8 +102,27 @@ def provider_manifest() -> ProviderManifest:
             run_functions=True,
             app_lifecycle=False,
             local_files=True,
+            max_gpus_per_node=visible_gpus(),
+            max_nodes=1,
         ),
     )
+
+
+def visible_gpus() -> int:
+    """How many NVIDIA GPUs CUDA will show a job here, without importing torch (the CLI starts fast).
+
+    The driver lists one folder per GPU under /proc/driver/nvidia/gpus; ``CUDA_VISIBLE_DEVICES``
+    narrows them as CUDA does (an empty value hides them all). 0 on a machine without the driver.
+    """
+    import os
+    from pathlib import Path
+
+    folder = Path("/proc/driver/nvidia/gpus")
+    present = len(list(folder.iterdir())) if folder.is_dir() else 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return present
+    return min(present, len([part for part in visible.split(",") if part.strip() and part.strip() != "-1"]))
 
 
 @hookimpl

@@ -49,6 +49,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -249,7 +250,10 @@ class ProviderContract:
         assert provider.name == self.provider_name
         assert isinstance(provider.capabilities, Capabilities)
         assert set(provider.capabilities.as_dict()) == set(Capabilities.__dataclass_fields__)
-        assert all(isinstance(v, bool) for v in provider.capabilities.as_dict().values())
+        counts = {"max_gpus_per_node", "max_nodes"}
+        for name, value in provider.capabilities.as_dict().items():
+            assert isinstance(value, int if name in counts else bool), f"capability {name}: {value!r}"
+        assert provider.capabilities.max_gpus_per_node >= 0 and provider.capabilities.max_nodes >= 1
 
     def test_manifest_found_through_entry_points(self, provider: Provider) -> None:
         self.require_other_processes()
@@ -620,6 +624,33 @@ class ProviderContract:
         expected = placement_for("gpu_ping", {"model_size": "31b"}, provider.settings)
         assert expected.gpu and expected.gpu_count >= 1
         assert received == {"function": "gpu_ping", "kwargs": {"model_size": "31b"}, "placement": expected}
+
+    def test_run_beyond_the_declared_gpus_and_nodes_is_refused_before_it_starts(
+        self, provider: Provider, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A train job asking for more GPUs per node, or more nodes, than the provider declares never reaches its runner.
+
+        The refusal names what the provider can do (Issue 44), so a user knows what to ask for instead.
+        """
+        self.require(provider, "run_functions")
+        caps = provider.capabilities
+        runner = provider.runner()
+        started: list[str] = []
+        monkeypatch.setattr(runner, "spawn", lambda function, kwargs, **_: started.append(function))
+        monkeypatch.setattr(provider, "runner", lambda: runner)
+        runs = provider.kv("runs")
+        too_many = max(caps.max_gpus_per_node, 1) + 1
+        for run_id, asked, can in (
+            ("run-contract-gpus", {"gpus": too_many}, f"at most {caps.max_gpus_per_node} GPU(s) per node"),
+            ("run-contract-nodes", {"nodes": caps.max_nodes + 1}, f"at most {caps.max_nodes} node(s)"),
+        ):
+            runs.put(run_id, {"id": run_id, "config": {"model_size": "tiny", "dataset": "demo", **asked}})
+            try:
+                with pytest.raises(UsageError, match=re.escape(can)):
+                    provider.spawn("train", run_id=run_id, resume=False)
+            finally:
+                runs.delete(run_id)
+        assert started == []
 
     def test_run_failure_carries_the_job_error(self, provider: Provider) -> None:
         self.require(provider, "run_functions")

@@ -337,7 +337,7 @@ class TrainConfig(BaseModel):
             "warmup_steps": preset.warmup_steps,
             "lr_scheduler": preset.lr_scheduler,
             "weight_decay": preset.weight_decay,
-            "gpu": _with_count(gpu_override or preset.gpu, self.gpus),
+            "gpu": gpu_override or preset.gpu,
             "load_in_4bit": preset.load_in_4bit,
             "modules_to_save": list(preset.modules_to_save),
             "finetune_vision_layers": preset.finetune_vision_layers,
@@ -346,6 +346,10 @@ class TrainConfig(BaseModel):
         for key, default in defaults.items():
             if values.get(key) is None:
                 values[key] = default
+        count = (values["gpu"] or "").partition(":")[2]
+        if "gpus" not in self.model_fields_set and count.isdigit():
+            values["gpus"] = int(count)  # TRAINKIT_GPU=H100:2 asks for two, as a run's gpu does
+        values["gpu"] = _with_count(values["gpu"], values["gpus"])
         if values["steps"] == 1 and values["warmup_steps"]:
             # Warm-up starts at learning rate 0: a one-step run would learn nothing and fail its adapter gate.
             if self.warmup_steps:
@@ -366,6 +370,14 @@ class TrainConfig(BaseModel):
     def model_id(self) -> str:
         """The base model this config trains."""
         return self.base_model or self.preset.base_model
+
+
+def _with_count(gpu: str | None, gpus: int) -> str | None:
+    """The GPU kind with the run's count, as a provider spells it: ``("H100", 2)`` -> ``"H100:2"``."""
+    kind = (gpu or "").partition(":")[0]
+    if not kind:
+        return gpu
+    return f"{kind}:{gpus}" if gpus > 1 else kind
 
 
 def check_finite(value: Any) -> Any:

@@ -69,6 +69,7 @@ def check_request(
     from trainkit_core.training.methods import check_format
 
     config = checked_config(provider, config)
+    provider.check_scale(config.gpus, config.nodes)  # a provider that cannot place the run refuses before any record
     price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
     limits = check_budget(budget, price)
     try:
