@@ -280,7 +280,7 @@ class TrainConfig(BaseModel):
 
         Both spellings exist (``--gpu H100:2`` predates ``--gpus``), so they must never say two things.
         """
-        kind, _, count = (self.gpu or "").partition(":")
+        count = (self.gpu or "").partition(":")[2]
         if not count:
             return
         if not count.isdigit() or int(count) < 1:
@@ -289,7 +289,6 @@ class TrainConfig(BaseModel):
             raise ValueError(f"gpu {self.gpu!r} asks for {count} GPUs but gpus is {self.gpus}: give one of them")
         object.__setattr__(self, "gpus", int(count))
         self.model_fields_set.add("gpus")
-
 
     @classmethod
     def parse(cls, data: dict[str, Any] | None = None, **fields: Any) -> TrainConfig:
