@@ -41,7 +41,7 @@ a part that fails reports its error and the end of its log.
 Output: a table on stderr, then one JSON document on stdout (also written to
 ``--json-out``). Exit 0 when every part that ran passed, 1 when one failed, 2 when
 there is no CUDA GPU (use ``--dry-run-cpu``: `tiny`, hf backend, CPU; the test suite
-runs it so the script cannot rot). Procedure and wheel list: docs/records/gpu-check.md.
+runs it so the script cannot rot). Procedure and wheel list: docs/developer/records/gpu-check.md.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ working tree, 64 MiB a call in all. Unsloth's wheel (28.6 MB) carries its web "s
 and CLI, and bitsandbytes' (43.1 MB) a library for every CUDA and ROCm version; the
 check needs neither, so both are trimmed here (files dropped, their RECORD lines with
 them; nothing else changed) to fit beside the rest. The list, the sizes and the
-procedure are in docs/records/gpu-check.md.
+procedure are in docs/developer/records/gpu-check.md.
 
 Versions: Unsloth 2026.10.9 (the version installed and run here, see FACTS), with what
 it pins: trl <= 1.15.0 and datasets < 5 (constraints/ci.txt pins trl 1.16.0 and

@@ -45,7 +45,7 @@ def list_page_json(store: RunStore, *, status: str | None, group_id: str | None,
 
     Built from `RunStore.page_json`: a finished run whose record did not change since an
     earlier request of this server is not decoded, validated or encoded again, which
-    was four fifths of a page's CPU (bench/bench_api_jobs.py, docs/records/performance.md).
+    was four fifths of a page's CPU (bench/bench_api_jobs.py, docs/developer/records/performance.md).
     """
     page, has_more = store.page_json(status=status, group_id=group_id, limit=limit, after=after)
     next_after = json.dumps(page[-1][0]) if has_more else "null"
