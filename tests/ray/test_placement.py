@@ -16,7 +16,7 @@ from trainkit_core.settings import Settings
 placement = pytest.importorskip("trainkit_ray.placement")
 
 GIB = 1024**3
-#: docs/how-to/ray.md's table: Modal's GPU names (FACTS.md) -> the Ray accelerator type asked for.
+#: docs/how-to/ray.md's table: Modal's GPU names (docs/developer/facts.md) -> the Ray accelerator type asked for.
 DOCUMENTED = {
     "T4": "T4",
     "L4": "L4",

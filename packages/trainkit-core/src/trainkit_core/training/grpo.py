@@ -7,7 +7,7 @@ raises, answers NaN or hangs fails the run naming itself and the example. The la
 group (prompts, completions, rewards per grader) is kept by `RolloutKeeper` and
 recorded on the run at every logged step (`TrainingRun.record_latest_rollout`). On a
 CPU generation dominates and two torch threads are far slower than one on small
-matrices (FACTS.md), which `small_model_threads` already sets for the tiny model.
+matrices (docs/developer/facts.md), which `small_model_threads` already sets for the tiny model.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Sources of the defaults (also in docs/tutorials/preference-and-reward.md):
   notebooks (Zephyr recipe: lr 5e-6, beta 0.1); trl's `DPOConfig` defaults to beta 0.1
   and loss "sigmoid". The loss adds trl's "sft" term (`loss_type=["sigmoid", "sft"]`,
   the RPO recipe) because plain DPO on answers the starting model finds unlikely drives
-  both answers down (measured on tiny, FACTS.md 2026-12-01).
+  both answers down (measured on tiny, 2026-12-01: docs/developer/facts.md).
 - GRPO on the GPU presets: learning rate 5e-6, 8 generations per prompt, completions of
   at most 256 tokens, KL coefficient 0.0 (trl's `GRPOConfig` defaults since trl 0.19:
   beta 0.0; Unsloth's GRPO notebooks: lr 5e-6, 6-8 generations, 200-256 tokens).
