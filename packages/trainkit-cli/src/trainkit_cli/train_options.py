@@ -71,6 +71,16 @@ def config_options(func: Any) -> Any:
         ),
         click.option("--gpu", default=None, help="GPU for this run (default TRAINKIT_GPU, else the preset's)."),
         click.option(
+            "--gpus",
+            default=None,
+            type=int,
+            help="GPUs per node for the run (default 1; --gpu KIND:N says the same). A provider that cannot place "
+            "them refuses before anything starts.",
+        ),
+        click.option(
+            "--nodes", default=None, type=int, help="Machines for the run, where the provider can (default 1)."
+        ),
+        click.option(
             "--keep-checkpoints",
             default=None,
             type=int,
