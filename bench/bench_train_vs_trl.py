@@ -5,7 +5,7 @@ train` resolves for it (read from `TrainConfig`, not restated: 2-layer Gemma, Lo
 alpha=16 on the seven projections, embeddings and head trained in full, lr 1e-2 with
 warm-up and a cosine decay, batch 16, logging every step, one torch thread) and the
 same loss semantics (the assistant's answer and its end of turn; trainkit masks while
-tokenizing, trl with `assistant_only_loss`). Until issue 28 the bare side ran another
+tokenizing, trl with `assistant_only_loss`). Before the DPO and GRPO work the bare side ran another
 recipe (LoRA alone at a constant rate on two threads, 0.37x: not like for like).
 
 The two processes run at the same time and take turns step by step

@@ -45,7 +45,7 @@ def reconcile_run(run: Any) -> bool:
                 return False  # the job finished its record just now
             if run.status == "preempted":
                 # The job recorded a SIGINT (`training.job`) and its call ended without a restart:
-                # that, not the KeyboardInterrupt the call reports, is why the run ends (issue 46).
+                # that, not the KeyboardInterrupt the call reports, is why the run ends.
                 reason = PREEMPTED_NOT_RESTARTED
             elif status.state == "succeeded":
                 reason = "the job ended without finishing the run's record"

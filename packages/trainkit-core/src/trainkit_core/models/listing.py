@@ -93,7 +93,7 @@ def default_model_for_preset(volume: Volume, preset: str) -> ModelPath:
     """The `--model-size` form: the newest trained model of that preset, its default adapter.
 
     The hidden twins count too: `train --model-size tiny-gemma3mm` accepts them, so the
-    images tutorial's `infer --model-size tiny-gemma3mm` must as well (issue 50).
+    images tutorial's `infer --model-size tiny-gemma3mm` must as well.
     """
     from trainkit_core.presets import PRESETS, TWIN_PRESETS
 
