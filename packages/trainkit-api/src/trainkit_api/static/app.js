@@ -617,6 +617,7 @@ async function viewRun(runId) {
       ["Preset", runPreset(run)],
       ["Dataset", run.dataset_id || "–"], ["Progress", progressBar(run.step, run.total_steps)],
       ["Duration", fmtDuration(runDuration(run))],
+      ["GPUs", `${cfg.gpus ?? 1} per node x ${cfg.nodes ?? 1} node(s)${cfg.gpu ? ` (${cfg.gpu})` : ""}`],
       ["GPU time", `${fmtNum(run.gpu_seconds, 0)} GPU-s`], ["Cost", fmtCost(run.cost_usd)],
       done ? ["Final loss", fmtNum(runFinalLoss(run) ?? latestLoss)] : ["Latest loss", fmtNum(latestLoss ?? runFinalLoss(run))],
       ["Learning rate", fmtNum(cfg.learning_rate ?? cfg.lr)], ["LoRA r", cfg.lora_r ?? "–"],
