@@ -97,20 +97,34 @@ def _rank_pids(run_id: str) -> list[int]:
     return pids
 
 
-def test_a_killed_rank_fails_the_run_naming_it(local: Any) -> None:
+def _training_on_two_ranks(local: Any) -> Any:
+    """A long 2-process run, once both ranks are past their first step."""
     from trainkit_core.training.submit import start_run
 
-    handle = start_run(local, {**RECIPE, "steps": 400, "processes": 2})
+    handle = start_run(local, {**RECIPE, "steps": 1000, "processes": 2})
     store = local_store(local)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # until the ranks train
         run = store.get(handle.id)
         if run.step and run.step >= 1 and len(_rank_pids(run.id)) == 2:
-            break
+            return handle
         assert not run.ended(), run.error_message
         time.sleep(0.5)
-    else:
-        pytest.fail("the ranks never started training")
+    pytest.fail("the ranks never started training")
+
+
+def test_stop_reaches_both_ranks_and_one_adapter_is_saved(local: Any) -> None:
+    handle = _training_on_two_ranks(local)
+    local_store(local).get(handle.id).stop()
+    run = handle.wait(timeout=300)
+    assert run.status == "stopped", run.error_message
+    assert 1 <= run.step < 1000
+    assert _adapter(local, run.id)  # the one adapter, of the usual kind
+    assert not _rank_pids(handle.id)  # no rank left waiting for the other
+
+
+def test_a_killed_rank_fails_the_run_naming_it(local: Any) -> None:
+    handle = _training_on_two_ranks(local)
     victim = max(_rank_pids(handle.id))  # one rank, whichever
     os.kill(victim, signal.SIGKILL)
     run = handle.wait(timeout=300)

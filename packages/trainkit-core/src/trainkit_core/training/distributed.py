@@ -87,7 +87,13 @@ def launch(ctx: JobContext, run: TrainingRun, resume: bool) -> dict[str, Any]:
         run.id,
         "resume" if resume else "fresh",
     ]
-    env = {**os.environ, "TRAINKIT_DIST_RANK_OF": run.id, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    error_file = Path(tempfile.mkdtemp(prefix=f"trainkit-{run.id}-ranks-")) / "rank0-error.txt"
+    env = {
+        **os.environ,
+        "TRAINKIT_DIST_RANK_OF": run.id,
+        "TRAINKIT_DIST_ERROR_FILE": str(error_file),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
     print(f"trainkit: run {run.id} on {processes} processes: {' '.join(command)}", flush=True)
     tail: deque[str] = deque(maxlen=200)
     with subprocess.Popen(
@@ -101,11 +107,24 @@ def launch(ctx: JobContext, run: TrainingRun, resume: bool) -> dict[str, Any]:
         code = agent.wait()
     run = run.store.get(run.id)
     if code != 0:
+        # The launcher's first failure names the rank that died; rank 0 left what it saw (often
+        # only a peer's closed connection) for this job to add, as it does not end the run itself.
         error = failure_text(list(tail), code, processes)
+        seen = error_file.read_text().strip() if error_file.exists() else ""
+        error = f"{error}; rank 0: {seen}" if seen else error
+        error_file.unlink(missing_ok=True)
         if not run.ended():
             _end(ctx, run, "failed", error=error)
         raise JobError(f"run {run.id} failed: {run.error_message or error}")
+    error_file.unlink(missing_ok=True)
     return {"run_id": run.id, "status": run.status, "step": run.step, "metrics": run.metrics}
+
+
+def record_rank_error(text: str) -> None:
+    """Rank 0's error, for the launching job to put in the run's error (it ends the run, not the rank)."""
+    path = os.environ.get("TRAINKIT_DIST_ERROR_FILE")
+    if path and rank() == 0:
+        Path(path).write_text(text[:2000])
 
 
 def failure_text(lines: list[str], code: int, processes: int) -> str:
@@ -115,13 +134,12 @@ def failure_text(lines: list[str], code: int, processes: int) -> str:
     block = text[root:] if root >= 0 else ""
     found_rank = re.search(r"rank\s*:\s*(\d+)", block)
     found_exit = re.search(r"exitcode\s*:\s*(-?\d+)", block)
-    found_error = re.findall(r"^\s*(\w+(?:Error|Exception)\b.*)$", text, re.MULTILINE)
+    found_signal = re.search(r"\((SIG[A-Z]+)\)", block)
     where = f"rank {found_rank.group(1)} of {processes}" if found_rank else f"one of {processes} ranks"
     how = f"exit code {found_exit.group(1)}" if found_exit else f"launcher exit code {code}"
-    if found_exit and found_exit.group(1) == "-9":
-        how += " (killed: SIGKILL)"
-    detail = f": {found_error[-1].strip()[:500]}" if found_error else ""
-    return f"{where} failed ({how}){detail}"
+    if found_signal:
+        how += f", killed by {found_signal.group(1)}"
+    return f"{where} failed ({how})"
 
 
 class _MutedKV:

@@ -162,7 +162,9 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     except BaseException as exc:
         text = f"{type(exc).__name__}: {exc}"
         log.error("run %s failed: %s", run_id, traceback.format_exc())
-        if run.call_attempts < run.max_attempts:
+        if distributed.in_rank():
+            distributed.record_rank_error(text)  # the launching job ends the run, naming the rank that died
+        elif run.call_attempts < run.max_attempts:
             _retry_later(ctx, run, text)
         else:
             _end(ctx, run, "failed", error=text)

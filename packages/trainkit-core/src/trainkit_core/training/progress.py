@@ -306,6 +306,7 @@ def make_callback(reporter: Reporter) -> Any:
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
             if _any_rank(reporter.should_stop()):
+                reporter.stop_requested = True  # another rank saw the flag first: this run stopped too
                 control.should_training_stop = True
                 control.should_save = True
             return control
