@@ -63,3 +63,22 @@ def test_plan_with_a_token_modal_cannot_check_waits_a_bounded_time(plan_env: dic
     assert shown["estimated_cost_usd"] > 0
     assert any("modal store did not answer within" in n for n in shown["notes"]), shown["notes"]
     assert "Traceback" not in done.stderr and "as-not-a-real-secret" not in done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_plan_for_two_gpus_prints_the_global_batch_and_costs_twice(plan_env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 44 item 2: per-device batch x accumulation x world size, cost x N, time at a stated scaling."""
+    one = json.loads(plan(tmp_path, plan_env, "--json", "--steps", "20").stdout)
+    done = plan(tmp_path, plan_env, "--json", "--steps", "20", "--gpus", "2")
+    assert done.returncode == 0, done.stderr
+    two = json.loads(done.stdout)
+    assert two["gpu"] == "A10G:2" and two["gpus"] == 2 and two["world_size"] == 2
+    assert two["global_batch"] == two["per_device_batch"] * two["grad_accum"] * 2 == 2 * one["global_batch"]
+    assert "scaling efficiency (assumption)" in two["throughput_source"]
+    assert two["tokens_per_s"] == pytest.approx(one["tokens_per_s"] * 2 * 0.9)
+    assert two["strategy"].startswith("ddp on 2 ranks")
+    assert two["estimated_cost_usd"] == pytest.approx(
+        two["estimated_seconds"] / 3600 * 2 * two["usd_per_hour"], rel=1e-3
+    )
+    text = plan(tmp_path, plan_env, "--steps", "20", "--gpus", "2").stdout
+    assert f"global batch {two['global_batch']} = per-device batch {two['per_device_batch']} x accumulation" in text

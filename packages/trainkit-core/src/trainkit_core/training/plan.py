@@ -51,6 +51,8 @@ from trainkit_core.training.config import TrainConfig
 if TYPE_CHECKING:
     from trainkit_core.training.submit import CheckedRequest
 
+#: Share of linear speed-up the plan assumes for N GPUs (Issue 44): an assumption, see `make_plan`.
+SCALING_EFFICIENCY = 0.9
 #: Earlier runs a measured throughput is taken from (the newest).
 MEASURED_RUNS = 5
 #: Seconds a plan waits for the provider's store before planning without earlier runs
@@ -91,6 +93,14 @@ class Plan(BaseModel):
     estimated_cost_usd: float | None
     price_source: str
     notes: list[str] = []
+    #: Ranks that train the run (Issue 44): GPUs per node x nodes, or CPU processes; 1 for a one-device run.
+    world_size: int = 1
+    #: Examples (GRPO: completions) each rank takes per micro-batch.
+    per_device_batch: int = 1
+    #: Examples per optimizer step over all ranks: per-device batch x accumulation x world size.
+    global_batch: int = 1
+    #: How the ranks split the work, and why (empty for one device).
+    strategy: str = ""
 
     def lines(self) -> list[str]:
         """The plan as a person reads it (the CLI prints these)."""
@@ -103,6 +113,9 @@ class Plan(BaseModel):
         return [
             f"plan: {self.model} on {self.provider} ({self.gpu}), dataset {self.dataset}",
             f"  {self.examples} examples ({self.eval_examples} held out), batch {self.batch_size} x {self.grad_accum}",
+            f"  global batch {self.global_batch} = per-device batch {self.per_device_batch} x accumulation "
+            f"{self.grad_accum} x world size {self.world_size}",
+            *([f"  strategy {self.strategy}"] if self.strategy else []),
             f"  {self.steps} steps = {self.epochs:g} epoch{'' if self.epochs == 1 else 's'}"
             f" ({self.steps_per_epoch} steps per epoch)",
             f"  {tokens}; {self.tokens_total:,} tokens in all",
@@ -340,7 +353,20 @@ def make_plan(
 
         batch = grpo_batch(batch, config.num_generations or 1)
     # GRPO's batch counts completions: num_generations of each prompt.
-    per_epoch = max(1, math.ceil(math.ceil(examples * _completions_per_example(config) / batch) / accum))
+    # Issue 44: `--gpus`/`--nodes` multiply the per-device batch; `--processes` (E1's CPU ranks) splits
+    # batch_size, which stays the global batch of a micro-step there.
+    world = max(config.processes, config.gpus * config.nodes)
+    per_device = max(1, batch // config.processes) if config.processes > 1 else batch
+    global_batch = per_device * accum * world
+    per_epoch = max(1, math.ceil(examples * _completions_per_example(config) / global_batch))
+    strategy = ""
+    if world > 1:
+        strategy = (
+            f"ddp on {world} ranks: each holds a whole copy of the LoRA model (fsdp is not implemented yet; "
+            f"backend {'hf' if config.backend != 'unsloth' else 'unsloth'})"
+        )
+        if config.load_in_4bit and config.gpus * config.nodes > 1:
+            notes.append("QLoRA (4-bit) runs under ddp only: sharding its 4-bit weights (fsdp) is not supported here")
     if config.steps is not None:
         steps = config.steps
         epochs = round(steps / per_epoch, 3)
@@ -377,6 +403,11 @@ def make_plan(
         source = f"throughput table {load_throughput().get('date', '')}: {table.get('source', '')}"
     else:
         rate, source = None, f"no throughput figure for {preset or config.model_id} on {gpu}"
+    if rate is not None and config.gpus * config.nodes > 1:
+        # ASSUMPTION, not measured: DDP keeps about 90% of linear scaling on one NVLink node (PyTorch's
+        # DDP paper, Li et al. 2020, reports ~90% and above for large models); never measured by trainkit.
+        rate = rate * config.gpus * config.nodes * SCALING_EFFICIENCY
+        source += f"; x {config.gpus * config.nodes} GPUs at {SCALING_EFFICIENCY:.0%} scaling efficiency (assumption)"
     seconds = None if rate is None else round(startup + tokens_total * work / rate, 1)
 
     price = price_for_run(provider, "" if gpu == "cpu" else config.gpu or "")
@@ -384,7 +415,11 @@ def make_plan(
     if usd is not None and float(usd) == 0.0:
         cost: float | None = 0.0  # free (the local provider): however long it takes
     else:
-        cost = None if seconds is None or usd is None else round(seconds / 3600 * max(1, gpus) * float(usd), 6)
+        cost = (
+            None
+            if seconds is None or usd is None
+            else round(seconds / 3600 * max(1, gpus) * config.nodes * float(usd), 6)
+        )
     return Plan(
         dataset=config.dataset,
         model=config.model_id,
@@ -410,4 +445,8 @@ def make_plan(
         estimated_cost_usd=cost,
         price_source=str(price.get("source") or ""),
         notes=notes,
+        world_size=world,
+        per_device_batch=per_device,
+        global_batch=global_batch,
+        strategy=strategy,
     )
