@@ -1,4 +1,4 @@
-"""Issue 44 by hand: tokens/s of one tiny SFT run on 1 process against the same run on 2 (gloo).
+"""Several processes by hand: tokens/s of one tiny SFT run on 1 process against the same run on 2 (gloo).
 
 Both runs go through the local provider (`trainkit train --processes N` as a user runs it),
 with the same recipe and global batch; tokens/s is the trainer's own count over the training

@@ -1,4 +1,4 @@
-"""Generate the shipped DPO and GRPO demo datasets, ``demo-prefs`` and ``demo-prompts`` (Issue 50).
+"""Generate the shipped DPO and GRPO demo datasets, ``demo-prefs`` and ``demo-prompts``.
 
 They sit beside ``demo`` in ``trainkit_core/data/datasets/`` so that the preference and
 reward tutorial (``docs/tutorials/preference-and-reward.md``) runs as written from any

@@ -291,7 +291,7 @@ class Provider:
 
         Called before a run is recorded (`check_request`) and again by `spawn`, so a provider
         never starts part of a job it cannot finish. One GPU is what every job asked for before
-        Issue 44, so it is never refused here (a CPU-only provider runs it on its CPU).
+        runs could ask for several, so it is never refused here (a CPU-only provider runs it on its CPU).
         """
         caps = self.capabilities
         if nodes > caps.max_nodes:

@@ -31,7 +31,7 @@ MANIFEST = ProviderManifest(
         durable_kv=True,
         run_functions=True,
         app_lifecycle=True,
-        # Issue 44: a run's `gpus` reaches Modal as gpu="<kind>:N" (`with_options`, Modal's limit of 8 per
+        # A run's `gpus` reaches Modal as gpu="<kind>:N" (`with_options`, Modal's limit of 8 per
         # container: spec.MAX_GPU_COUNT, not imported here so the manifest stays cheap). Multi-node
         # (clusters) is not declared yet.
         max_gpus_per_node=8,

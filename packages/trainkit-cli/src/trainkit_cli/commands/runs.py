@@ -132,7 +132,7 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     out.print(f"  dataset {run.dataset_id} ({run.dataset_hash[:12]}), model {_run_row(run)['model']}")
     start = f", from {run.config['from_model']}" if run.config.get("from_model") else ""
     out.print(f"  method {run.method}{start}")
-    gpus, nodes = run.config.get("gpus") or 1, run.config.get("nodes") or 1  # Issue 44: what the run asked for
+    gpus, nodes = run.config.get("gpus") or 1, run.config.get("nodes") or 1  # what the run asked for
     out.print(f"  gpus {gpus} per node ({run.config.get('gpu') or 'no GPU kind'}), nodes {nodes}")
     out.print(
         f"  created {_fmt_time(run.created_at)}, started {_fmt_time(run.started_at)}, ended {_fmt_time(run.ended_at)}"

@@ -630,7 +630,7 @@ class ProviderContract:
     ) -> None:
         """A train job asking for more GPUs per node, or more nodes, than the provider declares never reaches its runner.
 
-        The refusal names what the provider can do (Issue 44), so a user knows what to ask for instead.
+        The refusal names what the provider can do, so a user knows what to ask for instead.
         """
         self.require(provider, "run_functions")
         caps = provider.capabilities

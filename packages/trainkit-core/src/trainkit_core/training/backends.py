@@ -289,12 +289,12 @@ def _sft_trainer_class(backend: str) -> Any:
 
     class SFTTrainerOnCpu(SFTTrainer):  # type: ignore[misc]
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[no-untyped-def]
-            vocab = self.model.config.get_text_config().vocab_size  # `model` may be DDP-wrapped (Issue 44)
+            vocab = self.model.config.get_text_config().vocab_size  # `model` may be DDP-wrapped
             if self.args.device.type != "cpu" or inputs["labels"].numel() * vocab > SMALL_LOGITS:
                 return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
             loss = _sum_over_labels(model, inputs, return_outputs, num_items_in_batch)
             if self.args.average_tokens_across_devices and num_items_in_batch is not None:
-                # As the Trainer's own loss (Issue 44): `num_items_in_batch` counts every rank's tokens and
+                # As the Trainer's own loss: `num_items_in_batch` counts every rank's tokens and
                 # DDP averages the gradients, so each rank's sum is scaled by the number of ranks.
                 scale = self.accelerator.num_processes
                 loss = (loss[0] * scale, loss[1]) if return_outputs else loss * scale
@@ -325,7 +325,7 @@ def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> di
     cuda = cuda_available()
     bf16 = cuda and _bf16_supported()
     world = world_size(config)
-    # Several processes (Issue 44): batch_size stays the global batch, each rank takes its share;
+    # Several processes: batch_size stays the global batch, each rank takes its share;
     # gloo on CPU; a bounded collective timeout, so a rank never waits forever on a dead peer.
     distributed = (
         {

@@ -1,4 +1,4 @@
-"""One run on several processes (Issue 44): the train job launches torch's elastic agent.
+"""One run on several processes: the train job launches torch's elastic agent.
 
 A run whose config asks for a world size above 1 (`TrainConfig.processes`: CPU processes
 talking over gloo; on GPUs the same code path runs over nccl) is trained by N *ranks*, all of

@@ -103,7 +103,7 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     from trainkit_core.training import distributed
 
     if distributed.world_size(run.config) > 1 and not distributed.in_rank():
-        # Several processes (Issue 44): torchrun's ranks train; rank 0 keeps this run's record.
+        # Several processes: torchrun's ranks train; rank 0 keeps this run's record.
         return distributed.launch(ctx, run, resume)
     same_call = bool(run.attempt_call_id) and run.attempt_call_id == ctx.call_id
     if run.ended():

@@ -51,7 +51,7 @@ from trainkit_core.training.config import TrainConfig
 if TYPE_CHECKING:
     from trainkit_core.training.submit import CheckedRequest
 
-#: Share of linear speed-up the plan assumes for N GPUs (Issue 44): an assumption, see `make_plan`.
+#: Share of linear speed-up the plan assumes for N GPUs: an assumption, see `make_plan`.
 SCALING_EFFICIENCY = 0.9
 #: Earlier runs a measured throughput is taken from (the newest).
 MEASURED_RUNS = 5
@@ -93,7 +93,7 @@ class Plan(BaseModel):
     estimated_cost_usd: float | None
     price_source: str
     notes: list[str] = []
-    #: Ranks that train the run (Issue 44): GPUs per node x nodes, or CPU processes; 1 for a one-device run.
+    #: Ranks that train the run: GPUs per node x nodes, or CPU processes; 1 for a one-device run.
     world_size: int = 1
     #: Examples (GRPO: completions) each rank takes per micro-batch.
     per_device_batch: int = 1
@@ -353,7 +353,7 @@ def make_plan(
 
         batch = grpo_batch(batch, config.num_generations or 1)
     # GRPO's batch counts completions: num_generations of each prompt.
-    # Issue 44: `--gpus`/`--nodes` multiply the per-device batch; `--processes` (E1's CPU ranks) splits
+    # `--gpus`/`--nodes` multiply the per-device batch; `--processes` (E1's CPU ranks) splits
     # batch_size, which stays the global batch of a micro-step there.
     world = max(config.processes, config.gpus * config.nodes)
     per_device = max(1, batch // config.processes) if config.processes > 1 else batch

@@ -247,7 +247,7 @@ class Reporter:
         """Copy the trainer's checkpoint to the models volume; returns its volume path."""
         from trainkit_core.training.distributed import is_main_rank
 
-        if not is_main_rank():  # rank 0 writes the run's one copy (Issue 44)
+        if not is_main_rank():  # rank 0 writes the run's one copy
             shutil.rmtree(scratch_dir, ignore_errors=True)
             return ""
         started = time.time()
@@ -272,7 +272,7 @@ class Reporter:
 
 
 def _any_rank(flag: bool) -> bool:
-    """`flag` of any rank, on every rank (Issue 44): all ranks stop after the same step.
+    """`flag` of any rank, on every rank: all ranks stop after the same step.
 
     Each rank reads the stop flag itself, but they may see it at different steps; a rank
     that stopped alone would leave the others waiting in the next gradient all-reduce.
