@@ -1,4 +1,4 @@
-"""An eval report of image examples: the dashboard shows each example's picture beside its answers (issue 27).
+"""An eval report of image examples: the dashboard shows each example's picture beside its answers.
 
 Headless Chromium against the real API server of `test_dashboard_browser` (its
 fixtures). The report is stored the way the eval job stores it (`jobs/evaluate.py`):

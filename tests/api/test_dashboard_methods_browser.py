@@ -1,4 +1,4 @@
-"""The run page of a DPO and a GRPO run: the method, its own curves and the latest rollout (issue 28).
+"""The run page of a DPO and a GRPO run: the method, its own curves and the latest rollout.
 
 Headless Chromium against the real API server of `test_dashboard_browser` (its
 fixtures); the runs are written straight into the store the way the training job

@@ -1,4 +1,4 @@
-"""The dashboard's pages as a newcomer met them (issue 50 item 7), in headless Chromium.
+"""The dashboard's pages as a newcomer met them, in headless Chromium.
 
 Against the real API server of `test_dashboard_browser` (its fixtures: uvicorn on
 127.0.0.1, the `local` provider, a token); the runs are written straight into the

@@ -1,4 +1,4 @@
-"""The playground of a vision run takes a picture (issue 50 item 7), in headless Chromium.
+"""The playground of a vision run takes a picture, in headless Chromium.
 
 A tiny-gemma3mm run of 4 steps on a few shapes pictures, trained through the API of a
 real server on 127.0.0.1 (the local provider), the server and browser fixtures of

@@ -1,4 +1,4 @@
-"""A dry run refuses exactly what the start refuses, with the same answer (issue 46 item 17, issue 50 item 2).
+"""A dry run refuses exactly what the start refuses, with the same answer.
 
 `POST /v1/jobs?dry_run=true` and `POST /v1/jobs` go through the same checks: images on the
 text-only tiny model, image data with DPO or GRPO, an unknown DPO loss type, numbers that

@@ -51,7 +51,7 @@ def test_an_export_with_a_quant_but_no_gguf_is_refused(server) -> None:
 
 
 def test_an_export_whose_latest_job_failed_is_not_done_with_the_old_export(server) -> None:
-    """Issue 46 (4): an older export at the path is not the answer for the export job started after it."""
+    """An older export at the path is not the answer for the export job started after it."""
     import pytest
 
     from trainkit_core.errors import TrainkitError

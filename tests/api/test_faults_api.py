@@ -1,6 +1,6 @@
 """Faults and hostile input met through the web API: nothing lost, nothing corrupted, errors named.
 
-Each test is one class of bug that a fault probe found (issue 29); docs/developer/records/faults.md
+Each test is one class of bug that a fault probe found; docs/developer/records/faults.md
 lists them. One real server (uvicorn on 127.0.0.1) per module, with a token.
 """
 

@@ -1,4 +1,4 @@
-"""Hostile and careless input to the API: a 4xx in the error shape, never a 500 (issue 14).
+"""Hostile and careless input to the API: a 4xx in the error shape, never a 500.
 
 Each test covers a class of input a probe found answered with a 500, a redirect or a
 silent change: sequence numbers that `str.isdigit()` accepts but `int()` refuses,

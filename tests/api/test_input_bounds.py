@@ -1,4 +1,4 @@
-"""Every generation input has a bound, and an answer naming it (issue 46, items 15 and 17).
+"""Every generation input has a bound, and an answer naming it.
 
 Text and image data URLs are bounded before any model is near (a 413 naming the part);
 the model's context is the bound in tokens, checked where the model is loaded

@@ -1,4 +1,4 @@
-"""A table of malformed dataset files (issue 14): each refused at its file and line, none with a traceback.
+"""A table of malformed dataset files: each refused at its file and line, none with a traceback.
 
 Written as a careless user or an attacker would produce them: other encodings and
 byte order marks, cut-off lines, what Python's `json` accepts beyond RFC 8259, wrong

@@ -1,4 +1,4 @@
-"""``--gpus`` and ``--nodes`` on `train` (issue 44 item 1): refused on this CPU machine before any run is recorded."""
+"""``--gpus`` and ``--nodes`` on `train`: refused on this CPU machine before any run is recorded."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The CLI under hostile and careless input (issue 14): exit 1 or 2 with a message, never a traceback.
+"""The CLI under hostile and careless input: exit 1 or 2 with a message, never a traceback.
 
 Specific classes first (deep JSON, settings naming a file, unknown model sizes, the
 dataset naming rule, unknown keys under --strict, a blank API token), then a property

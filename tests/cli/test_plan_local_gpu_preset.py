@@ -1,4 +1,4 @@
-"""The plan of a GPU preset on the local provider says where it would really run (issue 32, item 4).
+"""The plan of a GPU preset on the local provider says where it would really run.
 
 From a folder outside the clone, with no datasets folder there: the demo dataset ships
 inside trainkit-core (item 5).

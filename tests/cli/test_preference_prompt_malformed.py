@@ -1,4 +1,4 @@
-"""Malformed preference (DPO) and prompt (GRPO) files, each refused at its file and line (issue 28).
+"""Malformed preference (DPO) and prompt (GRPO) files, each refused at its file and line.
 
 Like `test_dataset_malformed.py` for chat data: the validator's code, file and line, and
 `trainkit validate --local` exiting 2 with ``file:line`` and no traceback. Good files of

@@ -1,4 +1,4 @@
-"""`--provider` works where users type it: before the subcommand and after it (issue 32, item 2)."""
+"""`--provider` works where users type it: before the subcommand and after it."""
 
 from __future__ import annotations
 

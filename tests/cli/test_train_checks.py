@@ -1,4 +1,4 @@
-"""`trainkit train` checks once and plans what it starts (issue 46 item 17, issue 50 items 2 and 6).
+"""`trainkit train` checks once and plans what it starts.
 
 `--plan` and the plan a start prints come from the same checked request and count tokens
 the same way (a newcomer saw 76,478 tokens with --plan and 115,896 at the start); bad

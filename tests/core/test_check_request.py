@@ -1,4 +1,4 @@
-"""One check path for the plan and the start (issue 46 item 17, issue 50 items 2 and 6).
+"""One check path for the plan and the start.
 
 `make_plan` (the CLI's ``--plan``, the API's dry run) and `start_run` go through the same
 `check_request`: whatever the start refuses, the plan refuses with the same message, and

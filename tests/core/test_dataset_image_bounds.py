@@ -1,4 +1,4 @@
-"""Images of a dataset are bounded before they are read, and odd ones never crash (issue 46, items 16 and 17).
+"""Images of a dataset are bounded before they are read, and odd ones never crash.
 
 A file over the byte limit is refused from its size (a sparse file of gigabytes takes no
 disk, and must take no memory); a NUL byte in an image path is a problem at its file and

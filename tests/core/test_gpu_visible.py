@@ -1,4 +1,4 @@
-"""A train job on a machine given a GPU that its torch cannot use fails at once (issue 46, item 11).
+"""A train job on a machine given a GPU that its torch cannot use fails at once.
 
 This machine has no GPU: the system files the check reads (the NVIDIA device node, the
 driver's version) are laid out in a folder of the test's own, and torch's CUDA version is

@@ -1,4 +1,4 @@
-"""Asking for N GPUs and M nodes (issue 44 item 1): one source of truth, placement data, refusals before any record.
+"""Asking for N GPUs and M nodes: one source of truth, placement data, refusals before any record.
 
 `gpus` and a run's ``gpu`` of ``"H100:2"`` say the same thing and must agree; the placement a
 third-party provider reads carries the count and the nodes; the local provider on this CPU

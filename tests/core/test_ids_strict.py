@@ -1,4 +1,4 @@
-"""Ids and names are checked exactly (issue 14): no trailing newline, no other scripts' digits."""
+"""Ids and names are checked exactly: no trailing newline, no other scripts' digits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A prompt is bounded by the model's context (issue 46, item 15), checked before the model runs.
+"""A prompt is bounded by the model's context, checked before the model runs.
 
 On the tiny base (1024 positions) with a real, random LoRA adapter: a prompt whose tokens
 and `max_new_tokens` pass the context is refused with `InputTooLargeError` naming the

@@ -51,7 +51,7 @@ def test_messages_file_is_checked(cli_env: dict[str, str], tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_files_over_their_bound_are_refused_by_size_unread(cli_env: dict[str, str], tmp_path: Path) -> None:
-    """Issue 46: an --image or --messages file is measured before it is read (sparse: gigabytes, no disk)."""
+    """An --image or --messages file is measured before it is read (sparse: gigabytes, no disk)."""
     import subprocess as sp
 
     huge = tmp_path / "huge.png"

@@ -70,7 +70,7 @@ def test_kv_is_sqlite_in_wal_mode(trainkit_home: Path) -> None:
 def test_first_writers_of_a_fresh_home_all_succeed(tmp_path: Path) -> None:
     """Turning a new database file to WAL said "database is locked" to all but one opener at once.
 
-    CI met it in the fault tests (issue 29) as one of six parallel eval uploads answered 500.
+    CI met it in the fault tests as one of six parallel eval uploads answered 500.
     Each round is a fresh home whose first twelve writers start together.
     """
     # About one round in 25 failed before the fix.

@@ -1,4 +1,4 @@
-"""Issue 46 (5): two writers of one run never undo each other's metadata keys.
+"""Two writers of one run never undo each other's metadata keys.
 
 Seed 002: `from_stored_data` "snapshots its metadata keys"; a save merges what this
 handle changed into the stored record, so another handle's keys survive.

@@ -1,4 +1,4 @@
-"""Methods per run, `--from`, graders and their plugins, without torch (issue 28).
+"""Methods per run, `--from`, graders and their plugins, without torch.
 
 Against the real `local` provider (SQLite, folders): what `start_run` refuses before
 anything is written (a preference or prompt file given to the wrong method, a grader
@@ -309,7 +309,7 @@ except GraderError as exc:
 @pytest.mark.parametrize(
     ("pattern", "completion", "outcome"),
     [
-        # Issue 46's pattern from the data: `re` backtracks on it for ages while holding the GIL.
+        # A pattern from the data: `re` backtracks on it for ages while holding the GIL.
         ("(.|.)*(.|.)*(.|.)*QQQ", "a" * 60, {"scores": [0.0]}),
         # One that backtracks in the `regex` engine too: its time bound ends it.
         (r"(\w+\s?)*$", "a" * 5000 + "!", "ran past"),
@@ -317,7 +317,7 @@ except GraderError as exc:
 )
 @pytest.mark.ml  # the GRPO reward path (trl) and the `regex` package of trainkit-core[train]
 def test_a_catastrophic_pattern_ends_on_the_grpo_grader_path(pattern: str, completion: str, outcome: object) -> None:
-    """The run's `--reward-timeout` bounds the built-in regex grader's work; before issue 46 it never fired
+    """The run's `--reward-timeout` bounds the built-in regex grader's work; it once never fired
     (`re` held the GIL) and the job hung until Modal's 2-hour limit. Run in a child process: the old code
     would hang this test, so the only time asserted is a generous "it ends"."""
     import subprocess
@@ -346,7 +346,7 @@ def test_a_plugin_grader_holding_the_gil_is_stopped_by_its_timeout_and_holds_up_
 ) -> None:
     """A plugin grader backtracking in `re` (which holds the GIL) runs in a process of its own on the
     GRPO path: the job's other threads (its writers, the stop flag's reader) go on meanwhile, and its
-    timeout kills it. Before issue 46 it ran on a thread of the job, and this test hung."""
+    timeout kills it. It once ran on a thread of the job, and this test hung."""
     import threading
 
     from trainkit_core.training.grpo import RolloutKeeper, reward_functions

@@ -1,4 +1,4 @@
-"""DPO and GRPO learn on the tiny model after a short SFT run, with default options (issue 28).
+"""DPO and GRPO learn on the tiny model after a short SFT run, with default options.
 
 One short SFT run (the tiny preset's defaults) on the demo's opposites, whose answers
 end with a full stop one time in ten (`methods_demo`), is shared by the module. Then, each started with ``--from

@@ -1,4 +1,4 @@
-"""DPO and GRPO through the unsloth backend on the tiny model (the `unsloth` session only; issue 28).
+"""DPO and GRPO through the unsloth backend on the tiny model (the `unsloth` session only).
 
 The same chain as tests/core/test_methods_ml.py, with ``backend = "unsloth"`` at each
 step: a short SFT run on the demo's opposites, then DPO and GRPO started from it

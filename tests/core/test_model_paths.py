@@ -250,7 +250,7 @@ def test_cli_models_lists_json(cli_env: dict[str, str], trainkit_home: Path) -> 
 
 
 def test_default_model_for_twin_preset(models: FolderVolume) -> None:
-    """Issue 50: `train --model-size tiny-gemma3mm` is accepted, so `infer --model-size tiny-gemma3mm` must find it."""
+    """`train --model-size tiny-gemma3mm` is accepted, so `infer --model-size tiny-gemma3mm` must find it."""
     _write_model(models.root / "trained" / RUN, created=10.0, preset="tiny-gemma3mm")
     _write_model(models.root / "trained" / OTHER, created=20.0)
     assert default_model_for_preset(models, "tiny-gemma3mm").path == f"trained/{RUN}"

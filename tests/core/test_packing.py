@@ -1,4 +1,4 @@
-"""`--packing` (issue 44 item 5), torch-free: the field and flag, its refusals, and the plan's packed rows.
+"""`--packing`, torch-free: the field and flag, its refusals, and the plan's packed rows.
 
 The training side (each example's loss unchanged in a packed row, the mask, a run that
 learns) is in test_packing_ml.py.

@@ -1,4 +1,4 @@
-"""Padding-free packing (`--packing`, issue 44 item 5) on the tiny model: each example keeps its loss.
+"""Padding-free packing (`--packing`) on the tiny model: each example keeps its loss.
 
 The proof that packed examples neither see each other nor get wrong positions: a packed
 batch, as the trainer's own dataloader builds it, gives each example the loss it has alone

@@ -1,4 +1,4 @@
-"""A SIGINT to a real training worker of the local provider (issue 46, item 8).
+"""A SIGINT to a real training worker of the local provider.
 
 A SIGINT is how a provider preempts a job: the job records `preempted` (not terminal:
 a restart resumes it). The local provider restarts nothing, so the worker's call ends

@@ -1,4 +1,4 @@
-"""Secrets stay where they belong (issue 14).
+"""Secrets stay where they belong.
 
 `TRAINKIT_API_TOKEN` is the web API's alone: no job and no warm inference worker gets
 it. A token no client could send is refused when the settings are read. The warm
@@ -120,7 +120,7 @@ def test_an_empty_token_is_still_no_token(monkeypatch: pytest.MonkeyPatch) -> No
     ],
 )
 def test_hints_put_only_plain_words_into_commands(value: object, shown: str) -> None:
-    """No hint turns raw input into a command line (issue 14): anything but a plain word is a placeholder."""
+    """No hint turns raw input into a command line: anything but a plain word is a placeholder."""
     from trainkit_core.errors import hint_word
 
     assert hint_word(value, "NAME") == shown

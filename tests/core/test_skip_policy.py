@@ -1,4 +1,4 @@
-"""Under CI=true a skip for a missing package is a failure (tests/skip_policy.py; issue 32, item 8).
+"""Under CI=true a skip for a missing package is a failure (tests/skip_policy.py).
 
 pytest runs in a subprocess over two throw-away test files with the policy plugin,
 once as CI runs it and once as a developer does.

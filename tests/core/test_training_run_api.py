@@ -236,7 +236,7 @@ def test_substep_records_its_time_and_whether_it_ended_well(store: RunStore) -> 
 
 
 def test_wait_all_is_a_member_of_training_run_as_seed_002_lists_it(store: RunStore) -> None:
-    """Issue 50 (9): ``TrainingRun.wait_all(runs)`` and its ``.aio`` twin wait as the module function does."""
+    """``TrainingRun.wait_all(runs)`` and its ``.aio`` twin wait as the module function does."""
     runs = [_new(store, status="running", function_call_id="") for _ in range(2)]
     thread = _finish_later(store, [r.id for r in runs], 0.3)
     done = TrainingRun.wait_all(runs, poll_interval=0.05, timeout=60)

@@ -206,7 +206,7 @@ def test_readme_is_short_and_its_links_resolve() -> None:
     assert links
     for link in links:
         assert (ROOT / link).exists(), f"README links to {link}, which does not exist"
-    # One click each for a newcomer (issue 31).
+    # One click each for a newcomer.
     for page in ("docs/tutorials/modal.md", "docs/reference/dataset-format.md", "docs/how-to/write-a-provider.md"):
         assert f"]({page})" in text, f"README does not link to {page}"
 

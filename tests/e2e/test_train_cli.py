@@ -160,7 +160,7 @@ def test_plan_on_the_demo_counts_exactly_the_tokens_the_run_trained_on(env: Env,
     assert plan["examples"] == tokenized["examples"] and plan["steps"] == 120
     text = env.cli("train", "--dataset", "demo", "--model-size", "tiny", "--plan").stdout
     assert f"{tokenized['tokens']:,} tokens per epoch (exact, the tiny model's tokenizer" in text
-    # The plan printed before the start counts the same way (issue 50, item 6).
+    # The plan printed before the start counts the same way.
     assert f"{tokenized['tokens']:,} tokens per epoch (exact, the tiny model's tokenizer" in demo["err"]
     assert len(env.store.list()) == before  # a plan starts nothing
 

@@ -1,4 +1,4 @@
-"""Both vision twins through DPO and GRPO from the CLI, on text data (issue 28, the GPU path on a CPU).
+"""Both vision twins through DPO and GRPO from the CLI, on text data (the GPU path on a CPU).
 
 The twins are the classes of the real presets (`Gemma3ForConditionalGeneration` for
 4b/12b, `Gemma4ForConditionalGeneration` for 31b), with their tokenizers, chat formats

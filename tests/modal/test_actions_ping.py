@@ -1,6 +1,6 @@
 """Seed 000's `modal run … --action ping` (trainkit_modal.actions), against the offline fake Modal.
 
-Issue 50 (9): with `--model-size` the seed's ping reports the size's image and GPU and
+With `--model-size` the seed's ping reports the size's image and GPU and
 whether HF_TOKEN is set; the action used to ignore the size and run the light `ping`.
 """
 

@@ -157,7 +157,7 @@ def test_serve_without_the_web_api_says_so_the_same_way_everywhere(
 def test_a_stopped_app_is_still_found_after_an_idle_week(
     cli_on_fake: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 46 (1): the `_app` Dict entry expires after 7 idle days; the models volume keeps the app's id."""
+    """The `_app` Dict entry expires after 7 idle days; the models volume keeps the app's id."""
     code, out, _ = run(capsys, "--provider", "modal", "app", "deploy", "--json")
     deployed = json.loads(out)
     code, out, _ = run(capsys, "--provider", "modal", "app", "stop", "--json")

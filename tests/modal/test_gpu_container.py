@@ -1,4 +1,4 @@
-"""A Modal container given a GPU that its torch cannot use stops the job at once (issue 46, item 11).
+"""A Modal container given a GPU that its torch cannot use stops the job at once.
 
 The container's system files (the NVIDIA device node, the driver's version) are laid out
 in a folder of the test's own, torch's CUDA is the train image's (13.0), and

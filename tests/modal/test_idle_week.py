@@ -1,4 +1,4 @@
-"""Issue 46 (1): Modal drops a Dict entry after 7 days without a read or write (modal 1.6.4's `dict.py`).
+"""Modal drops a Dict entry after 7 days without a read or write (modal 1.6.4's `dict.py`).
 
 The models volume is the durable record: after an idle week through the strict fake, what
 a user made is still found there.

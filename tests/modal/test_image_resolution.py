@@ -77,7 +77,7 @@ def test_the_gpu_images_lock_the_cuda_wheels_of_the_index(tmp_path: Path) -> Non
 
 
 def test_todays_layers_were_unsatisfiable(tmp_path: Path) -> None:
-    """What issue 26 found, kept as proof that the check can fail: the train image's asks, layered as before
+    """What an earlier review found, kept as proof that the check can fail: the train image's asks, layered as before
     (torch from its index, then the rest from PyPI alone), cannot be resolved, and the error names why."""
     from trainkit_modal.locking import UnresolvableImage, check_layers
     from trainkit_modal.spec import load_stack, requested_packages

@@ -92,7 +92,7 @@ def test_gpu_ping_of_the_tiny_size(live: object) -> None:
 def test_the_train_image_builds_and_the_4b_gpu_ping_reports_the_cuda_device(live: object) -> None:
     """The locked train image (CUDA 13.0 torch from its index, the rest from PyPI, --no-deps) on the 4b GPU.
 
-    Issue 26: the first deploy could not build this image. This is the only check of the
+    The first deploy could not build this image. This is the only check of the
     CUDA build itself; the resolution is checked offline (`nox -s modal_resolve`).
     """
     from trainkit_modal.locking import read_lock

@@ -1,4 +1,4 @@
-"""A plan of a Modal run needs no Modal account and no network (issue 32, item 3).
+"""A plan of a Modal run needs no Modal account and no network.
 
 The CLI runs as a user runs it, in a subprocess from a folder outside the clone, with
 the Modal environment of `conftest.py` (no token, a server address that refuses
@@ -67,7 +67,7 @@ def test_plan_with_a_token_modal_cannot_check_waits_a_bounded_time(plan_env: dic
 
 @pytest.mark.slow
 def test_plan_for_two_gpus_prints_the_global_batch_and_costs_twice(plan_env: dict[str, str], tmp_path: Path) -> None:
-    """Issue 44 item 2: per-device batch x accumulation x world size, cost x N, time at a stated scaling."""
+    """Per-device batch x accumulation x world size, cost x N, time at a stated scaling."""
     one = json.loads(plan(tmp_path, plan_env, "--json", "--steps", "20").stdout)
     done = plan(tmp_path, plan_env, "--json", "--steps", "20", "--gpus", "2")
     assert done.returncode == 0, done.stderr

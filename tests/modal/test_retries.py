@@ -173,7 +173,7 @@ def test_a_generation_whose_container_crashed_runs_again_at_once(
     assert _generation_attempts(fake_modal) == [["crashed", "succeeded"]]
 
 
-# --------------------------------------------------------------------------- issue 46: Modal's service failing
+# --------------------------------------------------------------------------- Modal's service failing
 
 
 def _only_run(provider: Provider, timeout: float = 120.0) -> TrainingRun:
@@ -194,7 +194,7 @@ def test_a_service_error_while_polling_leaves_the_run_running_and_the_entry_poin
     deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`modal run --action train` waits through Modal's passing failures: its app (and the run's
-    container) stops when it returns. Before issue 46 the first `ServiceError` failed the run."""
+    container) stops when it returns. Before that fix the first `ServiceError` failed the run."""
     import fake_faults
 
     from trainkit_core.reconcile import reconcile_run

@@ -243,7 +243,7 @@ def test_a_stale_lock_is_refused_naming_the_requirement(monkeypatch: pytest.Monk
 
 
 def test_containers_get_every_setting_but_secrets_and_local_paths(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The deployed API and jobs read the settings the local ones do (issue 26: the body limit was lost)."""
+    """The deployed API and jobs read the settings the local ones do."""
     from trainkit_core.settings import settings_table
 
     given = settings(
@@ -285,14 +285,14 @@ def test_the_export_image_has_what_gguf_export_needs(monkeypatch: pytest.MonkeyP
 
 
 def test_a_key_of_images_toml_that_nothing_reads_is_refused(tmp_path: Path) -> None:
-    """A pin nobody installs would read as one the images have (issue 34's `export_gguf` was such a key)."""
+    """A pin nobody installs would read as one the images have."""
     path = tmp_path / "images.toml"
     path.write_text(specmod.IMAGES_FILE.read_text() + '\nexport_gguf = ["gguf==0.19.0"]\n')
     with pytest.raises(UsageError, match=r"images\.toml has keys trainkit_modal\.spec does not read: export_gguf"):
         specmod.load_stack(path)
 
 
-# --------------------------------------------------------------------------- issue 46: derived names, the modal pin
+# --------------------------------------------------------------------------- derived names, the modal pin
 
 
 def test_an_app_name_whose_dicts_modal_refuses_is_refused_when_the_spec_is_built(
