@@ -34,7 +34,7 @@ EXAMPLE = re.compile(r"<!-- example: ([\w-]+) -->\n```(\w*)\n(.*?)\n```", re.S)
 FENCE = re.compile(r"^```(\w*)\n(.*?)\n^```", re.M | re.S)
 #: What each marker means: run here (in order, by the tutorial test), or only parsed.
 MARKERS = {
-    "runs": "run by test_first_tutorial_runs",
+    "runs": "run in order by test_first_tutorial_runs and tests/docs/test_tutorials.py",
     "setup": "installs (the test environment already has it); parsed only",
     "needs-modal": "needs a Modal account; parsed only",
     "needs-gpu": "needs a CUDA GPU; parsed only",
