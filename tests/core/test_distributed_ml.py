@@ -91,7 +91,7 @@ def _rank_pids(run_id: str) -> list[int]:
             command = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        rank = b"trainkit_core.training.distributed" in command and b"torch.distributed.run" not in command
+        rank = b"trainkit_core.training.rank" in command and b"torch.distributed.run" not in command
         if rank and run_id.encode() in command:
             pids.append(int(entry.name))
     return pids
@@ -120,7 +120,15 @@ def test_stop_reaches_both_ranks_and_one_adapter_is_saved(local: Any) -> None:
     assert run.status == "stopped", run.error_message
     assert 1 <= run.step < 1000
     assert _adapter(local, run.id)  # the one adapter, of the usual kind
-    assert not _rank_pids(handle.id)  # no rank left waiting for the other
+    _ranks_end(handle.id)  # no rank left waiting for the other
+
+
+def _ranks_end(run_id: str) -> None:
+    """The ranks exit once the run ended (they may take a moment to finish their writes)."""
+    deadline = time.monotonic() + 120
+    while _rank_pids(run_id) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _rank_pids(run_id), "a rank of the ended run is still running"
 
 
 def test_a_killed_rank_fails_the_run_naming_it(local: Any) -> None:
@@ -130,4 +138,4 @@ def test_a_killed_rank_fails_the_run_naming_it(local: Any) -> None:
     run = handle.wait(timeout=300)
     assert run.status == "failed"
     assert "rank" in (run.error_message or "") and "SIGKILL" in (run.error_message or ""), run.error_message
-    assert not _rank_pids(handle.id)
+    _ranks_end(handle.id)

@@ -3,7 +3,7 @@
 A run whose config asks for a world size above 1 (`TrainConfig.processes`: CPU processes
 talking over gloo; on GPUs the same code path runs over nccl) is trained by N *ranks*, all of
 the same run id. The job the provider started (the *parent*) does not train: it starts
-``python -m torch.distributed.run`` (torchrun) as a child, which runs this module's `main` once
+``python -m torch.distributed.run`` (torchrun) as a child, which runs `trainkit_core.training.rank` once
 per rank, and waits. trainkit writes no collective communication of its own: the HF/trl
 Trainer does DDP when it finds torchrun's environment (``RANK``, ``WORLD_SIZE`` ...).
 
@@ -11,7 +11,7 @@ Who writes what, so that the run looks like any other run:
 
 - rank 0 runs the ordinary train job (`trainkit_core.training.job.train`): the one run
   record, its events and progress, checkpoints and the adapter on the models volume;
-- every other rank trains with a *muted* store (`_MutedKV`: reads see the real store, so the
+- every other rank trains with a *muted* store (`trainkit_core.training.rank._MutedKV`: reads see the real store, so the
   stop flag and the checkpoints reach it; its writes stay in its memory) and writes no file to
   the models volume (`is_main_rank` gates the checkpoint copy and the adapter save);
 - the parent records the failure of a rank that died (torchrun ends the others; collective
@@ -20,20 +20,19 @@ Who writes what, so that the run looks like any other run:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import JobError
 
 if TYPE_CHECKING:
-    from trainkit_core.hookspecs import KVStore
     from trainkit_core.jobs.context import JobContext
     from trainkit_core.runs import TrainingRun
 
@@ -65,10 +64,8 @@ def is_main_rank() -> bool:
     return rank() == 0
 
 
-def launch(ctx: JobContext, run: TrainingRun, resume: bool) -> dict[str, Any]:
-    """Run the ranks of `run` through torchrun and wait; a rank's failure fails the run."""
-    from trainkit_core.training.job import _end
-
+def launch(ctx: JobContext, run: TrainingRun, resume: bool, end: Callable[..., None]) -> dict[str, Any]:
+    """Run the ranks of `run` through torchrun and wait; a rank's failure fails the run (`end`: the job's)."""
     processes = world_size(run.config)
     factory = JOB_CONTEXTS.get(ctx.provider)
     if factory is None:
@@ -81,7 +78,7 @@ def launch(ctx: JobContext, run: TrainingRun, resume: bool) -> dict[str, Any]:
         f"--nproc-per-node={processes}",
         "--max-restarts=0",
         "-m",
-        "trainkit_core.training.distributed",
+        "trainkit_core.training.rank",
         factory,
         ctx.call_id,
         run.id,
@@ -114,7 +111,7 @@ def launch(ctx: JobContext, run: TrainingRun, resume: bool) -> dict[str, Any]:
         error = f"{error}; rank 0: {seen}" if seen else error
         error_file.unlink(missing_ok=True)
         if not run.ended():
-            _end(ctx, run, "failed", error=error)
+            end(ctx, run, "failed", error=error)
         raise JobError(f"run {run.id} failed: {run.error_message or error}")
     error_file.unlink(missing_ok=True)
     return {"run_id": run.id, "status": run.status, "step": run.step, "metrics": run.metrics}
@@ -140,89 +137,3 @@ def failure_text(lines: list[str], code: int, processes: int) -> str:
     if found_signal:
         how += f", killed by {found_signal.group(1)}"
     return f"{where} failed ({how})"
-
-
-class _MutedKV:
-    """A KV namespace that reads through to the real one and keeps its own writes in memory.
-
-    Ranks other than 0 run the same train code as rank 0; what they would write to the run's
-    record and events stays here, so the run has one record and one event stream.
-    """
-
-    def __init__(self, real: KVStore) -> None:
-        self._real = real
-        self._mine: dict[str, Any] = {}
-        self._deleted: set[str] = set()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        if key in self._mine:
-            return self._mine[key]
-        if key in self._deleted:
-            return default
-        return self._real.get(key, default)
-
-    def put(self, key: str, value: Any) -> None:
-        self._mine[key] = json.loads(json.dumps(value))  # a copy, as a real store keeps
-        self._deleted.discard(key)
-
-    def put_if_absent(self, key: str, value: Any) -> bool:
-        if self.get(key) is not None:
-            return False
-        self.put(key, value)
-        return True
-
-    def delete(self, key: str) -> bool:
-        existed = self.get(key) is not None
-        self._mine.pop(key, None)
-        self._deleted.add(key)
-        return existed
-
-    def keys(self, prefix: str = "") -> list[str]:
-        real = [k for k in self._real.keys(prefix) if k not in self._deleted]
-        return sorted(set(real) | {k for k in self._mine if k.startswith(prefix)})
-
-    def items(self, prefix: str = "") -> list[tuple[str, Any]]:
-        return [(k, self.get(k)) for k in self.keys(prefix)]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)  # batch writes and the like: the real store's
-
-
-def _other_rank(ctx: JobContext, run_id: str) -> None:
-    """A rank above 0: train with a muted store and a throwaway history folder."""
-    from trainkit_core.runs import RunStore
-    from trainkit_core.training.job import _train
-    from trainkit_core.volumes.folder import FolderVolume
-
-    history = tempfile.mkdtemp(prefix=f"trainkit-{run_id}-rank{rank()}-history-")
-    muted: dict[str, _MutedKV] = {}
-
-    def kv(namespace: str) -> Any:
-        return muted.setdefault(namespace, _MutedKV(ctx.kv(namespace)))
-
-    store = RunStore(kv, FolderVolume(Path(history)))
-    run = store.get(run_id)
-    os.environ["HF_HOME"] = str(ctx.path("hf-cache"))
-    scratch = Path(tempfile.mkdtemp(prefix=f"trainkit-{run_id}-rank{rank()}-"))
-    # Rank 0 decides whether the run resumes; the latest complete checkpoint is what it resumes
-    # from, and a fresh run has none: resuming here follows rank 0 either way.
-    _train(ctx, run, scratch, resume=True)
-
-
-def main() -> None:
-    """Entry point of one rank (torchrun runs it N times)."""
-    from trainkit_core.jobs.detached import import_object
-    from trainkit_core.settings import Settings
-
-    factory, call_id, run_id, mode = sys.argv[1:5]
-    ctx = import_object(factory)(Settings.from_env(), call_id)
-    if rank() == 0:
-        from trainkit_core.training.job import train
-
-        train(ctx, run_id, resume=mode == "resume")
-    else:
-        _other_rank(ctx, run_id)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,107 @@
+"""The entry point of one rank of a run on several processes (torchrun runs it N times).
+
+See `trainkit_core.training.distributed`: rank 0 runs the ordinary train job and keeps the
+run's record; the other ranks train with a muted store (`_MutedKV`) and write no file to the
+models volume. Kept apart from `distributed` because it calls the train job, which imports that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainkit_core.training.distributed import rank
+
+if TYPE_CHECKING:
+    from trainkit_core.hookspecs import KVStore
+    from trainkit_core.jobs.context import JobContext
+
+
+class _MutedKV:
+    """A KV namespace that reads through to the real one and keeps its own writes in memory.
+
+    Ranks other than 0 run the same train code as rank 0; what they would write to the run's
+    record and events stays here, so the run has one record and one event stream.
+    """
+
+    def __init__(self, real: KVStore) -> None:
+        self._real = real
+        self._mine: dict[str, Any] = {}
+        self._deleted: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key in self._mine:
+            return self._mine[key]
+        if key in self._deleted:
+            return default
+        return self._real.get(key, default)
+
+    def put(self, key: str, value: Any) -> None:
+        self._mine[key] = json.loads(json.dumps(value))  # a copy, as a real store keeps
+        self._deleted.discard(key)
+
+    def put_if_absent(self, key: str, value: Any) -> bool:
+        if self.get(key) is not None:
+            return False
+        self.put(key, value)
+        return True
+
+    def delete(self, key: str) -> bool:
+        existed = self.get(key) is not None
+        self._mine.pop(key, None)
+        self._deleted.add(key)
+        return existed
+
+    def keys(self, prefix: str = "") -> list[str]:
+        real = [k for k in self._real.keys(prefix) if k not in self._deleted]
+        return sorted(set(real) | {k for k in self._mine if k.startswith(prefix)})
+
+    def items(self, prefix: str = "") -> list[tuple[str, Any]]:
+        return [(k, self.get(k)) for k in self.keys(prefix)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)  # batch writes and the like: the real store's
+
+
+def _other_rank(ctx: JobContext, run_id: str) -> None:
+    """A rank above 0: train with a muted store and a throwaway history folder."""
+    from trainkit_core.runs import RunStore
+    from trainkit_core.training.job import _train
+    from trainkit_core.volumes.folder import FolderVolume
+
+    history = tempfile.mkdtemp(prefix=f"trainkit-{run_id}-rank{rank()}-history-")
+    muted: dict[str, _MutedKV] = {}
+
+    def kv(namespace: str) -> Any:
+        return muted.setdefault(namespace, _MutedKV(ctx.kv(namespace)))
+
+    store = RunStore(kv, FolderVolume(Path(history)))
+    run = store.get(run_id)
+    os.environ["HF_HOME"] = str(ctx.path("hf-cache"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"trainkit-{run_id}-rank{rank()}-"))
+    # Rank 0 decides whether the run resumes; the latest complete checkpoint is what it resumes
+    # from, and a fresh run has none: resuming here follows rank 0 either way.
+    _train(ctx, run, scratch, resume=True)
+
+
+def main() -> None:
+    """Entry point of one rank (torchrun runs it N times)."""
+    from trainkit_core.jobs.detached import import_object
+    from trainkit_core.settings import Settings
+
+    factory, call_id, run_id, mode = sys.argv[1:5]
+    ctx = import_object(factory)(Settings.from_env(), call_id)
+    if rank() == 0:
+        from trainkit_core.training.job import train
+
+        train(ctx, run_id, resume=mode == "resume")
+    else:
+        _other_rank(ctx, run_id)
+
+
+if __name__ == "__main__":
+    main()
