@@ -1,4 +1,4 @@
-"""Issue 44 without training: the config's processes and strategy, and how a dead rank is named."""
+"""Several processes without training: the config's processes and strategy, and how a dead rank is named."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One run on two CPU processes (Issue 44): torchrun's ranks over gloo, the code path N GPUs take.
+"""One run on two CPU processes: torchrun's ranks over gloo, the code path N GPUs take.
 
 A 2-process SFT run of tiny with global batch 2 (one example per rank and step) is compared
 with a 1-process run of batch 2 over the same data order: same first and last loss and the

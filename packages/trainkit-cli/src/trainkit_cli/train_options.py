@@ -60,7 +60,7 @@ def config_options(func: Any) -> Any:
             "--processes",
             default=None,
             type=int,
-            help="Train the run on N CPU processes (gloo, local provider; Issue 44); --batch-size stays the global "
+            help="Train the run on N CPU processes (gloo, local provider); --batch-size stays the global "
             "batch of a step and must divide by N.",
         ),
         click.option(

@@ -270,7 +270,7 @@ class TrainConfig(BaseModel):
             )
         self._agree_on_gpu_count()
         if self.strategy == "fsdp":
-            raise ValueError("strategy fsdp is not implemented yet (Issue 44); use ddp or auto")
+            raise ValueError("strategy fsdp is not implemented yet; use ddp or auto")
         return self
 
     # ------------------------------------------------------------------ helpers
