@@ -97,10 +97,3 @@ def test_the_plan_counts_packed_rows_and_the_cli_flag_reaches_it(datasets: Path)
     [note] = [n for n in packed["notes"] if n.startswith("--packing")]  # type: ignore[union-attr]
     assert f"50 examples in {rows} packed rows of up to 128 tokens" in note and "estimated" in note
     assert not [n for n in padded["notes"] if n.startswith("--packing")]  # type: ignore[union-attr]
-
-
-def test_the_api_job_body_accepts_packing() -> None:
-    from trainkit_api.training import JobCreate
-
-    assert JobCreate.model_validate({"dataset": "demo", "packing": True}).packing is True
-    assert "packing" in JobCreate.model_json_schema()["properties"]
