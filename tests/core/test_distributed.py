@@ -37,3 +37,22 @@ def test_the_dead_rank_is_named_from_torchruns_summary() -> None:
     lines = ["rank 0 training\n", *TORCHRUN_SUMMARY.splitlines(keepends=True)]
     assert failure_text(lines, 1, 2) == "rank 1 of 2 failed (exit code -9, killed by SIGKILL)"
     assert failure_text(["no summary\n"], 1, 2) == "one of 2 ranks failed (launcher exit code 1)"
+
+
+def test_a_muted_rank_never_writes_the_real_store(tmp_path) -> None:
+    """Ranks above 0 share the run's store only for reading: batch writes (events) stay in the rank too."""
+    from trainkit_core.kv_values import get_many, put_many
+    from trainkit_core.local.kv import LocalKV
+    from trainkit_core.training.rank import _MutedKV
+
+    real = LocalKV(tmp_path, "runs")
+    real.put("run-a/1", {"from": "rank 0"})
+    muted = _MutedKV(real)
+    put_many(muted, {"run-a/1": {"from": "rank 1"}, "run-a/2": {"from": "rank 1"}})
+    muted.put("run-a/3", {"from": "rank 1"})
+    assert real.items("run-a/") == [("run-a/1", {"from": "rank 0"})]
+    assert get_many(muted, ["run-a/1", "run-a/2", "run-a/3"]) == {
+        "run-a/1": {"from": "rank 1"},
+        "run-a/2": {"from": "rank 1"},
+        "run-a/3": {"from": "rank 1"},
+    }

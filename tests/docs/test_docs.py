@@ -335,24 +335,29 @@ def tutorial_script(path: Path) -> str:
     return "\n".join(parts) + "\n"
 
 
+def run_tutorial(page: Path, folder: Path, *, timeout: int = 900) -> str:
+    """Run the page's `runs` blocks in order in one shell in `folder`; their output (fails, showing its end, on a non-zero exit)."""
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHON": sys.executable,
+        "OMP_NUM_THREADS": "1",
+        "NO_COLOR": "1",
+    }
+    script = folder / "tutorial.sh"
+    script.write_text(tutorial_script(page))
+    done = subprocess.run(["bash", str(script)], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    return output
+
+
 @pytest.mark.ml
 @pytest.mark.e2e
 def test_first_tutorial_runs(tmp_path: Path, trainkit_home: Path) -> None:
     """Every `runs` example of the first tutorial, in order, in one shell, from a copy of the demo data."""
     shutil.copytree(ROOT / "datasets" / "demo", tmp_path / "datasets" / "demo")
-    bin_dir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        "PYTHON": sys.executable,
-        "OMP_NUM_THREADS": "1",
-        "NO_COLOR": "1",
-    }
-    script = tmp_path / "tutorial.sh"
-    script.write_text(tutorial_script(DOCS / "tutorials" / "first-fine-tune.md"))
-    done = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-4000:]
+    output = run_tutorial(DOCS / "tutorials" / "first-fine-tune.md", tmp_path, timeout=600)
     assert "succeeded" in output, output[-4000:]
     assert "exact" in output.lower(), "the eval table was not printed"
     assert re.search(r"trained/run-\S+: \d+ tokens", output), "infer did not answer with the tuned model"

@@ -1,4 +1,4 @@
-"""The tutorials beyond the first run as written: every `runs` block, in order, in one shell (Issue 50).
+"""The tutorials beyond the first run as written: every `runs` block, in order, in one shell.
 
 `test_docs.py::test_first_tutorial_runs` does this for the first tutorial; the same
 mechanism (`tutorial_script`) runs the others here, from an empty folder, on the data
@@ -8,38 +8,18 @@ block fails the script, and so the test.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from test_docs import DOCS, tutorial_script
-
-
-def run_tutorial(page: str, folder: Path) -> str:
-    """Run the page's `runs` blocks in `folder`; their output (the test fails, showing its end, on a non-zero exit)."""
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "PYTHON": sys.executable,
-        "OMP_NUM_THREADS": "1",
-        "NO_COLOR": "1",
-    }
-    script = folder / "tutorial.sh"
-    script.write_text(tutorial_script(DOCS / "tutorials" / page))
-    done = subprocess.run(["bash", str(script)], cwd=folder, env=env, capture_output=True, text=True, timeout=900)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-4000:]
-    return output
+from test_docs import DOCS, run_tutorial
 
 
 @pytest.mark.ml
 @pytest.mark.e2e
 def test_preference_and_reward_tutorial_runs(tmp_path: Path, trainkit_home: Path) -> None:
     """SFT on `demo` (200 steps, as the first tutorial), DPO on `demo-prefs`, GRPO on `demo-prompts`, as the page says."""
-    output = run_tutorial("preference-and-reward.md", tmp_path)
+    output = run_tutorial(DOCS / "tutorials" / "preference-and-reward.md", tmp_path)
     assert output.count("0 error(s), 0 warning(s)") == 2, "the shipped datasets did not validate clean"
     runs = re.findall(r"run (run-\S+): succeeded at step (\d+)/\2", output)
     assert len({run for run, _ in runs}) == 3, output[-4000:]
@@ -52,11 +32,10 @@ def test_preference_and_reward_tutorial_runs(tmp_path: Path, trainkit_home: Path
     assert "exact_match=" in output and "reward_mean" in output, output[-4000:]
 
 
-def test_tutorial_runner_fails_on_a_broken_command(tmp_path: Path, trainkit_home: Path, monkeypatch) -> None:
+def test_tutorial_runner_fails_on_a_broken_command(tmp_path: Path, trainkit_home: Path) -> None:
     """The runner is not lenient: a block with an unknown flag fails the run (what a renamed option would do)."""
     page = tmp_path / "tutorials" / "broken.md"
     page.parent.mkdir()
     page.write_text("<!-- example: runs -->\n```bash\ntrainkit validate demo-prefs --local --nosuchflag\n```\n")
-    monkeypatch.setattr(sys.modules[__name__], "DOCS", tmp_path)
     with pytest.raises(AssertionError, match="nosuchflag"):
-        run_tutorial("broken.md", tmp_path)
+        run_tutorial(page, tmp_path)

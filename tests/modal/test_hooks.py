@@ -365,3 +365,16 @@ def test_gpu_ping_runs_in_the_sizes_training_image_on_its_gpu(fake_modal: Module
     assert _call_record(fake_modal, handle.call_id)["name"] == "gpu_ping_12b"
     assert result["provider"] == "modal" and result["model_size"] == "12b"
     assert result["gpu"] is None  # the fake's containers have no GPU
+
+
+def test_several_processes_are_refused_on_modal_before_any_record(fake_modal: ModuleType) -> None:
+    """`--processes` rebuilds the job context in each rank, which only the local provider can: refused at the start."""
+    from trainkit_core.runs import RunStore
+    from trainkit_core.training.submit import start_run
+
+    provider = provider_on(fake_modal)
+    provider.deployment().deploy()
+    with pytest.raises(UsageError, match=r"processes=2 runs on the local provider only; provider 'modal'"):
+        start_run(provider, {"dataset": "demo", "model_size": "tiny", "processes": 2, "batch_size": 2, "steps": 1})
+    assert RunStore.for_provider(provider).list() == []
+    assert provider.kv("_calls").keys() == []

@@ -73,9 +73,9 @@ class Capabilities:
     app_lifecycle: bool = False
     #: Jobs see the files of the machine that starts them (a base model may be a folder there).
     local_files: bool = False
-    #: Most GPUs one job may use on one machine (Issue 44); a run asking for more is refused before it starts.
+    #: Most GPUs one job may use on one machine; a run asking for more is refused before it starts.
     max_gpus_per_node: int = 1
-    #: Most machines one job may span (Issue 44).
+    #: Most machines one job may span.
     max_nodes: int = 1
 
     def as_dict(self) -> dict[str, bool | int]:

@@ -93,7 +93,7 @@ def placement_for(job: str, config: Mapping[str, Any], settings: Settings) -> Pl
     wanted = config.get("gpu") if isinstance(config.get("gpu"), str) else ""
     gpu, count = split_gpu(wanted or settings.compute.gpu or (preset.gpu if preset else ""))
     timeout = settings.compute.train_timeout_s if job == "train" else JOB_TIMEOUT_S[job]
-    # A run's `gpus`/`nodes` (Issue 44) place its training; other jobs on its model (eval, infer) use one GPU.
+    # A run's `gpus`/`nodes` place its training; other jobs on its model (eval, infer) use one GPU.
     asked = config.get("gpus") if job == "train" else None
     if isinstance(asked, int) and asked > 1:
         count = asked

@@ -154,7 +154,7 @@ class TrainConfig(BaseModel):
         1,
         ge=1,
         le=64,
-        description="GPUs per node for this run (Issue 44); gpu's ':N' says the same and must agree. A provider that "
+        description="GPUs per node for this run; gpu's ':N' says the same and must agree. A provider that "
         "cannot place that many refuses before anything starts.",
     )
     nodes: int = Field(1, ge=1, le=64, description="Machines for this run, where the provider declares it can.")

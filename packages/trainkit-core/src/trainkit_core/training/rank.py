@@ -63,8 +63,8 @@ class _MutedKV:
     def items(self, prefix: str = "") -> list[tuple[str, Any]]:
         return [(k, self.get(k)) for k in self.keys(prefix)]
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)  # batch writes and the like: the real store's
+    # No `put_many`/`get_many`: the optional batch calls (`trainkit_core.kv_values`) then fall
+    # back to `put`/`get` here, so an event batch of this rank stays in its memory as well.
 
 
 def _other_rank(ctx: JobContext, run_id: str) -> None:

@@ -70,6 +70,7 @@ def check_request(
 
     config = checked_config(provider, config)
     provider.check_scale(config.gpus, config.nodes)  # a provider that cannot place the run refuses before any record
+    _check_processes(provider, config)
     price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written
     limits = check_budget(budget, price)
     try:
@@ -308,3 +309,18 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
     run.events.append("status", status="pending", resume_from_step=latest.step, steps=target)
     _spawn(provider, run, resume=True)
     return run
+
+
+def _check_processes(provider: Any, config: TrainConfig) -> None:
+    """`--processes N` needs a provider whose job context a rank can build again (`distributed.JOB_CONTEXTS`).
+
+    Refused here, before any record, instead of by the job once the run has started.
+    """
+    from trainkit_core.training.distributed import JOB_CONTEXTS
+
+    if config.processes > 1 and provider.name not in JOB_CONTEXTS:
+        raise UsageError(
+            f"processes={config.processes} runs on the {', '.join(sorted(JOB_CONTEXTS))} provider only; "
+            f"provider {provider.name!r} trains a run in one process",
+            hint="drop --processes, or ask for --gpus N where the provider declares several GPUs",
+        )
