@@ -40,8 +40,8 @@ def free_port() -> int:
 
 def fill_store(home: Path, count: int) -> None:
     """`count` finished runs (a few still running), in 10 sweep groups, a minute apart."""
-    from trainkit_core.local.kv import LocalKV
-    from trainkit_core.runs import TrainingRun
+    from trainkit_core.runs.training_run import TrainingRun
+    from trainkit_core.toolkit.sqlite_kv import LocalKV
 
     records = LocalKV(home, "runs")
     rng = random.Random(0)

@@ -34,9 +34,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def appends(home: Path, count: int) -> dict[str, tuple[float, float]]:
-    from trainkit_core.event_batch import EventBatcher
-    from trainkit_core.events import EventLog
-    from trainkit_core.local.kv import LocalKV
+    from trainkit_core.runs.event_batch import EventBatcher
+    from trainkit_core.runs.events import EventLog
+    from trainkit_core.toolkit.sqlite_kv import LocalKV
 
     kv = LocalKV(home, "events")
     rates = {}
@@ -88,7 +88,7 @@ def train_once(home: Path, steps: int, delay_s: float, calls: Counter[str] | Non
     from trainkit_core import Settings, get_provider
     from trainkit_core.ids import new_run_id
     from trainkit_core.local.plugin import job_context
-    from trainkit_core.runs import RunStore, TrainingRun
+    from trainkit_core.runs.training_run import RunStore, TrainingRun
     from trainkit_core.testing.slow_kv import slow_factory
     from trainkit_core.training.config import TrainConfig
     from trainkit_core.training.job import train
@@ -145,7 +145,7 @@ def main() -> None:
 
         if args.no_training:
             return
-        from trainkit_core.presets import get_preset
+        from trainkit_core.models.presets import get_preset
 
         steps = args.steps or int(get_preset("tiny").steps or 0)
         os.environ["HF_HOME"] = str(home / "hf")

@@ -40,8 +40,8 @@ from pathlib import Path
 import torch
 from datasets import Dataset
 from peft import LoraConfig, get_peft_model
-from trainkit_core.chat_format import GEMMA3, render, render_prompt
-from trainkit_core.tiny_model import build_model, build_tokenizer
+from trainkit_core.models.chat_format import GEMMA3, render, render_prompt
+from trainkit_core.models.tiny_model import build_model, build_tokenizer
 
 method, data_dir, out, cfg = sys.argv[1], Path(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
 steps = cfg["steps"]
@@ -123,7 +123,7 @@ def _datasets(root: Path) -> None:
 def _mean_rewards(home: Path, run_id: str) -> list[float]:
     """The mean reward of each step of a trainkit run, from its progress events."""
     from trainkit_core import get_provider
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_core.settings import DatasetSettings, ProviderSettings, Settings
 
     provider = get_provider("local", Settings(provider=ProviderSettings(home=home), datasets=DatasetSettings()))

@@ -66,9 +66,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    from trainkit_core import tiny_model
-    from trainkit_core.chat_format import GEMMA3, encode_for_training, render
     from trainkit_core.evals.scoring import evaluate
+    from trainkit_core.models import tiny_model
+    from trainkit_core.models.chat_format import GEMMA3, encode_for_training, render
     from trainkit_core.training.backends import build_trainer, load_hf
     from trainkit_core.training.config import TrainConfig
 

@@ -38,8 +38,8 @@ import torch
 from datasets import Dataset
 from peft import LoraConfig, get_peft_model
 from trl import SFTConfig, SFTTrainer
-from trainkit_core.chat_format import GEMMA3, render
-from trainkit_core.tiny_model import build_model, build_tokenizer
+from trainkit_core.models.chat_format import GEMMA3, render
+from trainkit_core.models.tiny_model import build_model, build_tokenizer
 
 data_dir, out, cfg = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
 rows = [json.loads(line) for line in (data_dir / "train.jsonl").read_text().splitlines() if line.strip()]

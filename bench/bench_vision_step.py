@@ -40,7 +40,7 @@ from peft import LoraConfig, get_peft_model
 from PIL import Image
 from transformers import AutoModelForImageTextToText, AutoProcessor
 from trl import SFTConfig, SFTTrainer
-from trainkit_core.twins import ensure_twin_base
+from trainkit_core.models.twins import ensure_twin_base
 
 data, work, cfg = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3])
 folder = ensure_twin_base("trainkit/tiny-gemma3mm", work / "hf")

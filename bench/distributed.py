@@ -21,7 +21,7 @@ from typing import Any
 
 
 def one(local: Any, processes: int, steps: int, batch: int) -> float:
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_core.training.submit import start_run
 
     run = start_run(local, {"dataset": "demo", "steps": steps, "batch_size": batch, "processes": processes})

@@ -70,8 +70,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
-    from trainkit_core.chat_format import encode_for_training, get_format, render
-    from trainkit_core.tiny_model import build_tokenizer, ensure_tiny_base
+    from trainkit_core.models.chat_format import encode_for_training, get_format, render
+    from trainkit_core.models.tiny_model import build_tokenizer, ensure_tiny_base
     from trainkit_core.training.packing import packed_rows
 
     fmt = get_format("gemma3")

@@ -580,7 +580,7 @@ def child_probe(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _shape(spec: dict[str, Any]) -> dict[str, Any]:
     """Batch, accumulation and row length of the runs: the preset's, unless the spec overrides them."""
-    from trainkit_core.presets import get_preset
+    from trainkit_core.models.presets import get_preset
 
     preset = get_preset(spec["size"])
     shape = {"batch_size": preset.batch_size, "grad_accum": preset.grad_accum, "max_seq_length": preset.max_seq_length}
@@ -597,9 +597,9 @@ def child_build(spec: dict[str, Any]) -> dict[str, Any]:
     import torch
     from transformers import Gemma3ForConditionalGeneration
 
-    from trainkit_core.chat_format import GEMMA3, render
-    from trainkit_core.presets import get_preset
-    from trainkit_core.tiny_model import build_tokenizer
+    from trainkit_core.models.chat_format import GEMMA3, render
+    from trainkit_core.models.presets import get_preset
+    from trainkit_core.models.tiny_model import build_tokenizer
 
     preset = get_preset(size)
     started = time.monotonic()
@@ -725,8 +725,8 @@ class InProcessProvider:
 
 def _provider(settings: Any) -> InProcessProvider:
     import trainkit_core.local.plugin as local_plugin
-    from trainkit_core.plugins import build_plugin_manager, register
-    from trainkit_core.provider import get_provider
+    from trainkit_core.plugins.manager import build_plugin_manager, register
+    from trainkit_core.plugins.provider import get_provider
 
     pm = build_plugin_manager(load_entry_points=False)  # the checkout's own local provider, installed or not
     register(pm, local_plugin, name="local", module="trainkit_core.local.plugin")
@@ -797,7 +797,7 @@ class Observer:
             return Observed()
 
         def observed_gate(ctx: Any, run: Any, model: Any, tokenizer: Any, out_dir: Path, **options: Any) -> Any:
-            from trainkit_core.chat_format import get_format, render_prompt
+            from trainkit_core.models.chat_format import get_format, render_prompt
 
             observer.peak = _peak_memory()
             fmt = get_format(str(run.config.get("chat_format") or "gemma3"))
@@ -881,7 +881,7 @@ def _start(provider: InProcessProvider, ctx: Any, spec: dict[str, Any], *, steps
 
 
 def _call_job(provider: InProcessProvider, ctx: Any) -> dict[str, Any]:
-    from trainkit_core.jobs import resolve
+    from trainkit_core.plugins.jobs import resolve
 
     function, kwargs = provider.spawned[-1]
     try:
@@ -938,7 +938,7 @@ def child_train(spec: dict[str, Any]) -> dict[str, Any]:
         return {"status": "skipped", "reason": why}
     import torch
 
-    from trainkit_core.presets import get_preset
+    from trainkit_core.models.presets import get_preset
 
     preset = get_preset(spec["size"])
     shape = _shape(spec)
@@ -982,7 +982,7 @@ def compare_inference(ctx: Any, run_id: str, observer: Observer, *, quantized: b
     import torch
 
     from trainkit_core.inference.loading import ModelCache
-    from trainkit_core.models.paths import trained_dir
+    from trainkit_core.models.trained.paths import trained_dir
     from trainkit_core.training.post import _logits
 
     gc.collect()
@@ -1049,7 +1049,7 @@ def child_resume(spec: dict[str, Any]) -> dict[str, Any]:
     why = _import_backend(spec["backend"])
     if why:
         return {"status": "skipped", "reason": why}
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_core.training.submit import resume_run
 
     provider = _provider(settings)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from skip_policy import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401  (hooks)
 
-from trainkit_core.plugins import reset_plugin_manager
+from trainkit_core.plugins.manager import reset_plugin_manager
 
 _SWITCHES = (
     "TRAINKIT_LOAD_PLUGINS",
@@ -45,8 +45,8 @@ def _end_leftover_processes(home: Path) -> None:
     """
     import signal
 
-    from trainkit_core.local.kv import db_path
     from trainkit_core.local.runner import LocalRunner, alive
+    from trainkit_core.toolkit.sqlite_kv import db_path
 
     if db_path(home).exists():
         for handle in LocalRunner(home).unfinished():

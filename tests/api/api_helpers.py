@@ -20,8 +20,8 @@ import httpx
 import uvicorn
 
 from trainkit_api.app import create_app
-from trainkit_core.provider import Provider, get_provider
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.plugins.provider import Provider, get_provider
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.settings import ApiSettings, ProviderSettings, Settings
 
 TOKEN = "test-token-5f1d0c"

@@ -10,7 +10,7 @@ import pytest
 from api_helpers import TOKEN, Server, serve, settings_for
 
 from trainkit_api.app import create_app
-from trainkit_core.provider import get_provider
+from trainkit_core.plugins.provider import get_provider
 
 
 @pytest.fixture(scope="module")

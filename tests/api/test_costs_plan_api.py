@@ -7,7 +7,7 @@ import time
 from api_helpers import Server
 
 from trainkit_core.ids import new_run_id
-from trainkit_core.runs import TrainingRun
+from trainkit_core.runs.training_run import TrainingRun
 from trainkit_core.training.plan import cuda_device_name
 
 

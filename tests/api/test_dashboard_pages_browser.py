@@ -22,7 +22,7 @@ import pytest
 import test_dashboard_browser as dashboard
 from test_dashboard_browser import TINY_PNG, Server, seed_run
 
-from trainkit_core.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
+from trainkit_core.plugins.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
 
 # The fixtures of the dashboard's browser tests: one server and browser per module here too.
 server, browser, page = dashboard.server, dashboard.browser, dashboard.page
@@ -269,8 +269,8 @@ def test_the_app_page_of_a_provider_with_an_app_shows_it_and_deploys_and_stops(b
     import uvicorn
 
     from trainkit_api.app import create_app
-    from trainkit_core.plugins import build_plugin_manager, register
-    from trainkit_core.provider import get_provider
+    from trainkit_core.plugins.manager import build_plugin_manager, register
+    from trainkit_core.plugins.provider import get_provider
     from trainkit_core.settings import ApiSettings, ProviderSettings, Settings
 
     settings = Settings(provider=ProviderSettings(home=tmp_path / "home"), api=ApiSettings(api_token=dashboard.TOKEN))

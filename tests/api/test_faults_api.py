@@ -38,7 +38,7 @@ def test_parallel_eval_uploads_keep_every_example(server: Server) -> None:
 
 def test_what_a_client_adds_to_a_running_run_survives_the_jobs_saves(server: Server, tmp_path: Path) -> None:
     """The job holds its own copy of the record and writes it back at every progress save."""
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_core.training.background import JobWrites
 
     run = server.new_run(status="running", phase="training", step=1)

@@ -16,8 +16,8 @@ import pytest
 from api_helpers import TOKEN, Server, serve
 
 from trainkit_api.app import route_table
-from trainkit_core.metadata import MAX_BYTES, MAX_DEPTH
-from trainkit_core.presets import PRESETS
+from trainkit_core.models.presets import PRESETS
+from trainkit_core.runs.metadata import MAX_BYTES, MAX_DEPTH
 from trainkit_core.settings import ApiSettings, DatasetSettings, ProviderSettings, Settings
 
 #: A job on a dataset that exists nowhere: a request that gets past validation ends in a 404.

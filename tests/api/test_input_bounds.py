@@ -159,7 +159,7 @@ def test_through_the_infer_job_the_refusal_keeps_its_413(trainkit_home) -> None:
     from api_helpers import TOKEN, free_port, settings_for
 
     from trainkit_api.app import create_app
-    from trainkit_core.provider import get_provider
+    from trainkit_core.plugins.provider import get_provider
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
     from trainkit_fake_models import make_fake_model

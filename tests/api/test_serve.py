@@ -13,7 +13,7 @@ import pytest
 from api_helpers import free_port
 
 from trainkit_cli.commands.serve import is_loopback
-from trainkit_core.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
+from trainkit_core.plugins.hookspecs import Capabilities, DeploymentStatus, ProviderManifest, hookimpl
 
 
 def trainkit(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -135,7 +135,7 @@ class WebEndpointPlugin:
 
 @pytest.fixture
 def web_provider() -> Iterator[type[WebEndpointPlugin]]:
-    from trainkit_core.plugins import get_plugin_manager
+    from trainkit_core.plugins.manager import get_plugin_manager
 
     pm = get_plugin_manager()
     plugin = WebEndpointPlugin()

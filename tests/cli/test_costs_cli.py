@@ -9,7 +9,7 @@ from cli_helpers import run_main
 
 from trainkit_core import get_provider
 from trainkit_core.ids import new_run_id
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 
 
 def test_runs_list_and_show_give_each_runs_cost_and_the_groups_total() -> None:

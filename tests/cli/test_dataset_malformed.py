@@ -19,8 +19,8 @@ import pytest
 from cli_helpers import run_main
 
 from trainkit_core.datasets.examples import MAX_LINE_BYTES
+from trainkit_core.datasets.strict_json import MAX_DEPTH
 from trainkit_core.datasets.validate import validate_local
-from trainkit_core.strict_json import MAX_DEPTH
 
 SPEC = 'name = "{name}"\nformat = "{fmt}"\ntrain = ["train.jsonl"]\neval = ["eval.jsonl"]\n'
 

@@ -33,7 +33,7 @@ WEIGHTS = b"w" * 300_000
 _HELD = """
 import sys, time
 from pathlib import Path
-from trainkit_core.volumes.folder import FolderVolume
+from trainkit_core.toolkit.folder_volume import FolderVolume
 
 MARKER = Path(sys.argv[1])
 

@@ -18,7 +18,7 @@ from cli_helpers import run_main
 
 from trainkit_core.datasets.layout import blob_path, verified_path
 from trainkit_core.datasets.local import hash_file
-from trainkit_core.volumes.folder import FolderVolume
+from trainkit_core.toolkit.folder_volume import FolderVolume
 
 
 @pytest.fixture
@@ -250,7 +250,7 @@ def test_an_unchanged_dataset_needs_no_sync_lock_and_a_busy_one_names_no_host(
     """Parallel submissions of one unchanged dataset once failed on each other's sync lock (409)."""
     import socket
 
-    from trainkit_core.local.kv import LocalKV
+    from trainkit_core.toolkit.sqlite_kv import LocalKV
 
     first = cli_json("sync", "demo")
     held = {"host": socket.gethostname(), "pid": os.getpid(), "started_at": time.time()}  # a live holder

@@ -25,7 +25,7 @@ def test_runs_show_says_how_many_gpus_and_nodes_a_run_asked_for() -> None:
 
     from trainkit_core import get_provider
     from trainkit_core.ids import new_run_id
-    from trainkit_core.runs import RunStore, TrainingRun
+    from trainkit_core.runs.training_run import RunStore, TrainingRun
 
     store = RunStore.for_provider(get_provider("local"))
     config = {"dataset": "demo", "model_size": "12b", "gpu": "A100:2", "gpus": 2, "nodes": 1}

@@ -16,9 +16,9 @@ from cli_helpers import run_main
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from trainkit_core.datasets.strict_json import MAX_DEPTH
 from trainkit_core.ids import NAME_PATTERN
-from trainkit_core.presets import PRESETS
-from trainkit_core.strict_json import MAX_DEPTH
+from trainkit_core.models.presets import PRESETS
 
 GOOD = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
 

@@ -87,7 +87,7 @@ def test_a_plugin_that_fails_to_import_does_not_take_the_others_down(cli_env: di
 
 def test_a_misspelt_hook_is_named_with_the_right_one(cli_env: dict[str, str], tmp_path: Path) -> None:
     source = (
-        "from trainkit_core.hookspecs import hookimpl\n"
+        "from trainkit_core.plugins.hookspecs import hookimpl\n"
         "@hookimpl\n"
         "def kv_stroe(provider, settings, namespace):\n"
         "    return None\n"

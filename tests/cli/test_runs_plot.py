@@ -21,7 +21,7 @@ import pytest
 from trainkit_cli.plot import SPARK_BLOCKS, loss_series, sparkline
 from trainkit_core import get_provider
 from trainkit_core.ids import new_run_id
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 
 
 def trainkit(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from store_races import first_writers_all_succeed
 
-from trainkit_core.plugins import build_plugin_manager
-from trainkit_core.provider import get_provider
+from trainkit_core.plugins.manager import build_plugin_manager
+from trainkit_core.plugins.provider import get_provider
 from trainkit_core.settings import Settings
 from trainkit_core.testing import ProviderContract
 
@@ -62,7 +62,7 @@ def test_its_settings_are_listed_and_reach_its_jobs(cli_env: dict[str, str], tmp
 def test_staged_folders_stage_in_and_write_back_on_commit(tmp_path: Path) -> None:
     from trainkit_sqlvol import SqlVolume
 
-    from trainkit_core.jobs.staging import StagedVolumes
+    from trainkit_core.toolkit.staging import StagedVolumes
 
     volume = SqlVolume(tmp_path / "db.sqlite", "data")
     volume.write_bytes("keep.txt", b"kept")

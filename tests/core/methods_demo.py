@@ -96,11 +96,11 @@ def write_datasets(root: Path) -> None:
 
 def answers(provider: Any, model_path: str, prompts: list[str], max_new_tokens: int = 16) -> list[str]:
     """Greedy answers of a saved model (loaded as inference loads it) to `prompts`."""
-    from trainkit_core.chat_format import render_prompt
     from trainkit_core.evals.scoring import _generate, _stops
     from trainkit_core.inference.loading import load_adapter_model
-    from trainkit_core.models.card import read_card
-    from trainkit_core.models.paths import check_model_path
+    from trainkit_core.models.chat_format import render_prompt
+    from trainkit_core.models.trained.card import read_card
+    from trainkit_core.models.trained.paths import check_model_path
 
     volume = provider.volume("models")
     ref = check_model_path(model_path, volume)

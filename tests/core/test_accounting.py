@@ -14,8 +14,8 @@ import pytest
 from trainkit_core import get_provider
 from trainkit_core.errors import UsageError
 from trainkit_core.ids import new_run_id
-from trainkit_core.pricing import group_totals, load_table, price_for, price_for_run, split_gpu
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.pricing import group_totals, load_table, price_for, price_for_run, split_gpu
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.settings import Settings
 
 

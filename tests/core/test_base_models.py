@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from trainkit_core import get_provider
-from trainkit_core.base_models import chat_format_for_config, check_source, describe_config
 from trainkit_core.errors import UsageError
-from trainkit_core.models.layout import resolve_base_model
+from trainkit_core.models.base_models import chat_format_for_config, check_source, describe_config
+from trainkit_core.models.trained.layout import resolve_base_model
 from trainkit_core.training.config import TrainConfig
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainkit_core.chat_format import GEMMA3, GEMMA4, fold_system, get_format, render, render_prompt, segments
 from trainkit_core.errors import UsageError
+from trainkit_core.models.chat_format import GEMMA3, GEMMA4, fold_system, get_format, render, render_prompt, segments
 
 CONVERSATION = [
     {"role": "system", "content": "Be brief."},

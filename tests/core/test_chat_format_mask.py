@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from trainkit_core.chat_format import GEMMA3, GEMMA4, PROBE, ChatFormat, check_loss_mask, encode_for_training, render
 from trainkit_core.errors import JobError
+from trainkit_core.models.chat_format import (
+    GEMMA3,
+    GEMMA4,
+    PROBE,
+    ChatFormat,
+    check_loss_mask,
+    encode_for_training,
+    render,
+)
 
 pytestmark = pytest.mark.ml
 
 
 @pytest.fixture(scope="module")
 def tokenizer():  # type: ignore[no-untyped-def]
-    from trainkit_core.tiny_model import build_tokenizer
+    from trainkit_core.models.tiny_model import build_tokenizer
 
     return build_tokenizer([render(PROBE, GEMMA3), render(PROBE, GEMMA4)])
 

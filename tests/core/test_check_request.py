@@ -21,7 +21,7 @@ from PIL import Image
 from trainkit_core import get_provider
 from trainkit_core.datasets.local import find_local
 from trainkit_core.errors import NotFoundError, TrainkitError, UsageError
-from trainkit_core.runs import RunStore
+from trainkit_core.runs.training_run import RunStore
 from trainkit_core.settings import Settings
 from trainkit_core.training.plan import make_plan
 from trainkit_core.training.submit import check_request, start_run

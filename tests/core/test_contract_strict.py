@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from trainkit_core.hookspecs import Capabilities, ProviderManifest, hookimpl
-from trainkit_core.jobs.detached import DetachedRunHandle
-from trainkit_core.jobs.processes import alive, signal_group
-from trainkit_core.local.kv import LocalKV
 from trainkit_core.local.plugin import home_of
 from trainkit_core.local.runner import LocalRunner
-from trainkit_core.plugins import build_plugin_manager, register
-from trainkit_core.provider import Provider, get_provider
+from trainkit_core.plugins.hookspecs import Capabilities, ProviderManifest, hookimpl
+from trainkit_core.plugins.manager import build_plugin_manager, register
+from trainkit_core.plugins.provider import Provider, get_provider
 from trainkit_core.settings import Settings
 from trainkit_core.testing import ProviderContract
+from trainkit_core.toolkit.detached import DetachedRunHandle
+from trainkit_core.toolkit.processes import alive, signal_group
+from trainkit_core.toolkit.sqlite_kv import LocalKV
 
 
 class RecordOnlyCancel(DetachedRunHandle):

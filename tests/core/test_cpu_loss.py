@@ -30,13 +30,13 @@ EXAMPLES = [
 def trainer(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     from PIL import Image
 
-    from trainkit_core.chat_format import get_format
-    from trainkit_core.processors import load_processor
+    from trainkit_core.datasets.vision_collator import VisionCollator
+    from trainkit_core.models.chat_format import get_format
+    from trainkit_core.models.processors import load_processor
+    from trainkit_core.models.twins import ensure_twin_base
     from trainkit_core.training.backends import build_trainer, load_hf
     from trainkit_core.training.config import TrainConfig
     from trainkit_core.training.vision import with_vision_modules
-    from trainkit_core.twins import ensure_twin_base
-    from trainkit_core.vision_collator import VisionCollator
 
     size, fmt = TWINS[request.param]
     work = tmp_path_factory.mktemp("loss")

@@ -261,7 +261,7 @@ def test_sync_sends_only_changed_images_and_the_job_reads_them(tmp_path: Path, t
     from trainkit_core.datasets.reader import read_synced
     from trainkit_core.datasets.sync import sync_to_volume
     from trainkit_core.datasets.validate import validate_synced
-    from trainkit_core.volumes.folder import FolderVolume
+    from trainkit_core.toolkit.folder_volume import FolderVolume
 
     volume = FolderVolume(trainkit_home / "volumes" / "trainkit-data")
     folder = make(tmp_path, GOOD + image_line("images/two.png", answer="2"), files={"images/two.png": png("green")})

@@ -19,8 +19,8 @@ from trainkit_core.datasets.reader import read_synced
 from trainkit_core.datasets.sync import sync_dataset, sync_to_volume
 from trainkit_core.datasets.validate import DatasetInvalidError, validate_synced
 from trainkit_core.errors import ConflictError, NotFoundError, UsageError
-from trainkit_core.local.kv import LocalKV
-from trainkit_core.volumes.folder import FolderVolume
+from trainkit_core.toolkit.folder_volume import FolderVolume
+from trainkit_core.toolkit.sqlite_kv import LocalKV
 
 TRAIN_FILES = [f"part-{i}.jsonl" for i in range(6)]
 
@@ -135,8 +135,8 @@ KILLABLE = """
 import sys, time
 from pathlib import Path
 from trainkit_core.datasets.sync import sync_to_volume
-from trainkit_core.local.kv import LocalKV
-from trainkit_core.volumes.folder import FolderVolume
+from trainkit_core.toolkit.sqlite_kv import LocalKV
+from trainkit_core.toolkit.folder_volume import FolderVolume
 
 class SlowVolume(FolderVolume):
     sent = 0
@@ -275,7 +275,7 @@ def test_corrupt_current_json_is_named(tmp_path: Path, volume: FolderVolume) -> 
 
 def test_a_lock_this_process_failed_to_release_does_not_block_it(volume: FolderVolume, kv: LocalKV) -> None:
     """A store that refused the delete leaves our own lock behind; our next writer takes it over."""
-    from trainkit_core.kv_lock import kv_lock
+    from trainkit_core.toolkit.kv_lock import kv_lock
 
     with kv_lock(kv, "record/x", busy="busy"):
         left = kv.get("record/x")

@@ -41,8 +41,8 @@ def test_the_dead_rank_is_named_from_torchruns_summary() -> None:
 
 def test_a_muted_rank_never_writes_the_real_store(tmp_path) -> None:
     """Ranks above 0 share the run's store only for reading: batch writes (events) stay in the rank too."""
-    from trainkit_core.kv_values import get_many, put_many
-    from trainkit_core.local.kv import LocalKV
+    from trainkit_core.toolkit.kv_values import get_many, put_many
+    from trainkit_core.toolkit.sqlite_kv import LocalKV
     from trainkit_core.training.rank import _MutedKV
 
     real = LocalKV(tmp_path, "runs")

@@ -43,7 +43,7 @@ def _adapter(local: Any, run_id: str) -> dict[str, Any]:
     from safetensors.torch import load_file
 
     from trainkit_core.local.plugin import job_context
-    from trainkit_core.models.paths import trained_dir
+    from trainkit_core.models.trained.paths import trained_dir
 
     folder = job_context(local.settings, "test").path("models") / trained_dir(run_id)
     return load_file(str(folder / "adapter_model.safetensors"))
@@ -76,7 +76,7 @@ def test_two_processes_train_the_same_adapter_as_one(local: Any) -> None:
 
 
 def local_store(local: Any) -> Any:
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
 
     return RunStore.for_provider(local)
 

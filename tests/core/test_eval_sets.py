@@ -12,7 +12,7 @@ from trainkit_core import get_provider
 from trainkit_core.errors import NotFoundError, UsageError
 from trainkit_core.evals import client, sets
 from trainkit_core.evals.metrics import exact_match, perplexity, summarize, token_f1
-from trainkit_core.volumes.folder import FolderVolume
+from trainkit_core.toolkit.folder_volume import FolderVolume
 
 
 def _ex(q: str, a: str) -> dict:  # type: ignore[type-arg]

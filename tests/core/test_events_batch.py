@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from trainkit_core import get_provider
-from trainkit_core.event_batch import EventBatcher
-from trainkit_core.events import HINT_LAG, EventLog
-from trainkit_core.local.kv import LocalKV
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.event_batch import EventBatcher
+from trainkit_core.runs.events import HINT_LAG, EventLog
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.testing.slow_kv import SlowKV, slow_factory
+from trainkit_core.toolkit.sqlite_kv import LocalKV
 from trainkit_core.training.background import RecordWriter
 from trainkit_core.training.progress import Reporter
 

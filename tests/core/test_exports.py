@@ -8,7 +8,7 @@ import pytest
 
 from trainkit_core import get_provider
 from trainkit_core.errors import ConflictError, NotFoundError, UsageError
-from trainkit_core.exports import check_export_request, download, export_path, parse_stored_path
+from trainkit_core.export.merged import check_export_request, download, export_path, parse_stored_path
 from trainkit_core.settings import ProviderSettings, Settings
 
 RUN = "run-20261201-010203-abcdef"

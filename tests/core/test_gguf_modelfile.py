@@ -6,15 +6,15 @@ import re
 
 import pytest
 
-from trainkit_core.chat_format import GEMMA3, GEMMA4, ChatFormat, render_prompt
 from trainkit_core.errors import UsageError
-from trainkit_core.gguf_export import (
+from trainkit_core.export.gguf.writer import (
     check_gguf_architecture,
     check_gguf_type,
     modelfile_text,
     parse_modelfile,
     plain_chat_template,
 )
+from trainkit_core.models.chat_format import GEMMA3, GEMMA4, ChatFormat, render_prompt
 
 
 def _render_go_template(template: str, system: str, prompt: str, response: str) -> str:

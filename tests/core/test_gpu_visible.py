@@ -17,7 +17,7 @@ import pytest
 from trainkit_core.errors import JobError
 from trainkit_core.ids import new_run_id
 from trainkit_core.local.plugin import job_context
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.settings import Settings
 from trainkit_core.training import gpu, job
 

@@ -11,8 +11,8 @@ import pytest
 
 from trainkit_core import get_provider
 from trainkit_core.errors import UsageError
-from trainkit_core.placement import Placement, placement_for
-from trainkit_core.runs import RunStore
+from trainkit_core.plugins.placement import Placement, placement_for
+from trainkit_core.runs.training_run import RunStore
 from trainkit_core.settings import Settings
 from trainkit_core.training.config import TrainConfig
 from trainkit_core.training.submit import start_run

@@ -7,7 +7,7 @@ import pytest
 from trainkit_core.errors import UsageError
 from trainkit_core.evals.sets import check_report_id
 from trainkit_core.ids import check_name, check_run_id
-from trainkit_core.models.paths import parse_model_path
+from trainkit_core.models.trained.paths import parse_model_path
 
 RUN = "run-20260101-000000-abcdef"
 

@@ -108,9 +108,9 @@ def test_base_flag_switches_the_adapter_off(cache, two_models, volumes) -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainkit_core.chat_format import GEMMA3, render_prompt
     from trainkit_core.inference.generation import generate
-    from trainkit_core.tiny_model import ensure_tiny_base
+    from trainkit_core.models.chat_format import GEMMA3, render_prompt
+    from trainkit_core.models.tiny_model import ensure_tiny_base
 
     loaded = cache.get(two_models[0])
     tuned = generate(loaded, _req(two_models[0], max_new_tokens=20))

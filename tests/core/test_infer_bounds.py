@@ -41,7 +41,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 
 def prompt_of(loaded, tokens: int) -> str:  # type: ignore[no-untyped-def]
     """A prompt of about `tokens` tokens once rendered."""
-    from trainkit_core.chat_format import render_prompt
+    from trainkit_core.models.chat_format import render_prompt
 
     text = "snow blue " * tokens
     ids = loaded.tokenizer(render_prompt([{"role": "user", "content": text}], loaded.fmt), add_special_tokens=False)

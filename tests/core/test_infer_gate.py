@@ -25,9 +25,9 @@ def _setup(trainkit_home: Path, *, init: bool | str):  # type: ignore[no-untyped
     from transformers import AutoModelForCausalLM
 
     from trainkit_core.local.plugin import job_context
-    from trainkit_core.runs import TrainingRun
+    from trainkit_core.models.tiny_model import build_tokenizer, ensure_tiny_base
+    from trainkit_core.runs.training_run import TrainingRun
     from trainkit_core.settings import Settings
-    from trainkit_core.tiny_model import build_tokenizer, ensure_tiny_base
 
     ctx = job_context(Settings.from_env(), "test")
     base_dir = ensure_tiny_base(ctx.path("hf-cache"))

@@ -11,11 +11,11 @@ from store_races import first_writers_all_succeed
 
 from trainkit_core import get_provider
 from trainkit_core.errors import MissingExtraError, NotFoundError, UsageError
-from trainkit_core.local.kv import LocalKV, db_path
 from trainkit_core.local.plugin import LocalDeployment, volume_root
 from trainkit_core.settings import Settings
-from trainkit_core.volumes.folder import FolderVolume
-from trainkit_core.volumes.paths import clean_relative
+from trainkit_core.toolkit.folder_volume import FolderVolume
+from trainkit_core.toolkit.sqlite_kv import LocalKV, db_path
+from trainkit_core.toolkit.volume_paths import clean_relative
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../up", "/abs"])
@@ -107,8 +107,8 @@ def test_deploy_creates_the_volumes_and_the_store(trainkit_home: Path) -> None:
 
 
 def test_check_names_the_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from trainkit_core import jobs
     from trainkit_core.local import plugin
+    from trainkit_core.plugins import jobs
 
     monkeypatch.setitem(jobs.JOBS, "needs-gpu", "trainkit_core.jobs.ping:ping")
     monkeypatch.setitem(jobs.JOB_EXTRAS, "needs-gpu", "gpu")

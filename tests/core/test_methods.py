@@ -24,7 +24,7 @@ from trainkit_core.errors import NotFoundError, PluginLoadError, UsageError
 from trainkit_core.rewards import builtin
 from trainkit_core.rewards.registry import available_graders, check_reward_names, load_grader
 from trainkit_core.rewards.scoring import GraderError, call_grader, call_grader_batch
-from trainkit_core.runs import RunStore
+from trainkit_core.runs.training_run import RunStore
 from trainkit_core.training.config import TrainConfig
 from trainkit_core.training.submit import start_run
 

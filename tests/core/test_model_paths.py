@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from trainkit_core.errors import NotFoundError, UsageError
-from trainkit_core.models import (
+from trainkit_core.models.trained import (
     check_model_path,
     default_model_for_preset,
     list_trained_models,
     local_model_dir,
     parse_model_path,
 )
-from trainkit_core.volumes.folder import FolderVolume
+from trainkit_core.toolkit.folder_volume import FolderVolume
 
 RUN = "run-20261130-120000-abcdef"
 OTHER = "run-20261130-130000-123456"

@@ -37,8 +37,8 @@ def _conversations() -> list[list[dict[str, str]]]:
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A packing trainer of the tiny model (hf backend) over the examples, with its first packed batch."""
-    from trainkit_core.chat_format import encode_for_training, get_format, render
-    from trainkit_core.tiny_model import build_tokenizer, ensure_tiny_base
+    from trainkit_core.models.chat_format import encode_for_training, get_format, render
+    from trainkit_core.models.tiny_model import build_tokenizer, ensure_tiny_base
     from trainkit_core.training.backends import build_trainer, load_hf
     from trainkit_core.training.config import TrainConfig
 

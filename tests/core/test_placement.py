@@ -1,4 +1,4 @@
-"""What a job needs (`trainkit_core.placement`): public data any provider reads, and hands to a runner."""
+"""What a job needs (`trainkit_core.plugins.placement`): public data any provider reads, and hands to a runner."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from trainkit_core.placement import Placement, placement_for, placement_of, split_gpu
-from trainkit_core.presets import PRESETS
+from trainkit_core.models.presets import PRESETS
+from trainkit_core.plugins.placement import Placement, placement_for, placement_of, split_gpu
 from trainkit_core.settings import Settings
 
 
@@ -63,8 +63,8 @@ def test_the_facade_hands_a_train_calls_placement_read_from_its_run(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`spawn("train", run_id=…)` says nothing of the GPU; the placement comes from the run's config."""
-    from trainkit_core.provider import get_provider
-    from trainkit_core.runs import RUNS_NAMESPACE
+    from trainkit_core.plugins.provider import get_provider
+    from trainkit_core.runs.training_run import RUNS_NAMESPACE
 
     provider = get_provider("local", settings)
     provider.kv(RUNS_NAMESPACE).put("run-1", {"config": {"model_size": "12b", "dataset": "demo"}})
@@ -80,8 +80,8 @@ def test_the_facade_hands_a_train_calls_placement_read_from_its_run(
 
 def test_a_trained_model_runs_where_its_run_trained(settings: Settings) -> None:
     """Inference or eval of ``trained/<run id>…`` names no size: the run's config gives it (tiny: on CPU)."""
-    from trainkit_core.provider import get_provider
-    from trainkit_core.runs import RUNS_NAMESPACE
+    from trainkit_core.plugins.provider import get_provider
+    from trainkit_core.runs.training_run import RUNS_NAMESPACE
 
     provider = get_provider("local", settings)
     runs = provider.kv(RUNS_NAMESPACE)
@@ -107,6 +107,7 @@ def test_a_trained_model_runs_where_its_run_trained(settings: Settings) -> None:
 
 
 def test_the_runs_namespace_is_the_runs_modules() -> None:
-    from trainkit_core import placement, runs
+    from trainkit_core.plugins import placement
+    from trainkit_core.runs import training_run as runs
 
     assert placement.RUNS_NAMESPACE == runs.RUNS_NAMESPACE

@@ -18,7 +18,7 @@ import pytest
 
 from trainkit_core import get_provider
 from trainkit_core.ids import new_run_id
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.settings import Settings
 from trainkit_core.training.plan import load_throughput, make_plan
 

@@ -12,10 +12,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from trainkit_core import get_provider, list_providers
 from trainkit_core.errors import NotFoundError, PluginLoadError, ProviderError, UsageError
-from trainkit_core.hookspecs import Capabilities, ProviderManifest, hookimpl
-from trainkit_core.local.kv import LocalKV
-from trainkit_core.plugins import build_plugin_manager, check_pending, plugin_info, register
+from trainkit_core.plugins.hookspecs import Capabilities, ProviderManifest, hookimpl
+from trainkit_core.plugins.manager import build_plugin_manager, check_pending, plugin_info, register
 from trainkit_core.settings import Settings, settings_table
+from trainkit_core.toolkit.sqlite_kv import LocalKV
 
 
 class DictKV:

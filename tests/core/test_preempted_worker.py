@@ -45,7 +45,7 @@ def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     ids=["dpo", "grpo", "sft"],
 )
 def test_sigint_to_a_training_worker_ends_the_run_once_and_consistently(local: Any, config: dict[str, Any]) -> None:
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_core.training.submit import start_run
 
     run = start_run(local, config)

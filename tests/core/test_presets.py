@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainkit_core.errors import UsageError
-from trainkit_core.presets import PRESETS, TINY_BASE_MODEL, chat_format_for_model, get_preset
+from trainkit_core.models.presets import PRESETS, TINY_BASE_MODEL, chat_format_for_model, get_preset
 from trainkit_core.settings import Settings
 from trainkit_core.training.config import TrainConfig
 

@@ -11,8 +11,8 @@ import pytest
 
 from trainkit_core import get_provider
 from trainkit_core.errors import ConflictError, NotFoundError, UsageError
-from trainkit_core.retention import GC_GRACE_S, collect_garbage, delete_model, delete_run, unfinished_deletes
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.retention import GC_GRACE_S, collect_garbage, delete_model, delete_run, unfinished_deletes
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.settings import ProviderSettings, Settings
 
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from trainkit_core import get_provider, runs_index
-from trainkit_core.local.kv import LocalKV
-from trainkit_core.runs import RunStore, TrainingRun
-from trainkit_core.runs_index import INDEX_NAMESPACE, VersionedDoc, bucket_of
+from trainkit_core import get_provider
+from trainkit_core.runs import index as runs_index
+from trainkit_core.runs.index import INDEX_NAMESPACE, VersionedDoc, bucket_of
+from trainkit_core.runs.training_run import RunStore, TrainingRun
+from trainkit_core.toolkit.sqlite_kv import LocalKV
 
 
 def run_id(created: float, n: int) -> str:

@@ -89,7 +89,7 @@ def test_every_seed_variable_is_mapped_to_a_setting_that_exists() -> None:
 
 def test_every_attribute_and_method_of_the_seeds_training_run_is_mapped_to_one_that_exists() -> None:
     import trainkit_core
-    from trainkit_core.runs import TrainingRun
+    from trainkit_core.runs.training_run import TrainingRun
 
     rows = {_code(seed)[0]: _code(new)[0] for seed, new in _sections()["`TrainingRun` (seed 002)"]}
     missing = [name for name in SEED_002_NAMES if name not in rows]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from trainkit_core.errors import JobError, MissingExtraError
-from trainkit_core.runs import TrainingRun
+from trainkit_core.runs.training_run import TrainingRun
 from trainkit_core.training.config import TrainConfig
 from trainkit_core.training.job import _tracking
 

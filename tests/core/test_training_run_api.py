@@ -20,7 +20,7 @@ from trainkit_core import get_provider
 from trainkit_core.errors import JobError, JobTimeout, UsageError
 from trainkit_core.ids import new_run_id
 from trainkit_core.local.plugin import job_context
-from trainkit_core.runs import RunStore, TrainingRun, wait_all
+from trainkit_core.runs.training_run import RunStore, TrainingRun, wait_all
 from trainkit_core.settings import Settings
 from trainkit_core.training import job
 

@@ -15,7 +15,7 @@ import pytest
 from trainkit_core import get_provider
 from trainkit_core.errors import ConflictError, MissingExtraError, NotFoundError, UsageError
 from trainkit_core.ids import new_run_id
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
 from trainkit_core.training.progress import Reporter
 from trainkit_core.training.submit import resume_run, start_run

@@ -86,8 +86,8 @@ def provider(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyp
 def test_the_twin_has_its_real_models_structure(size: str, tmp_path: Path) -> None:
     from transformers import AutoConfig, AutoTokenizer
 
+    from trainkit_core.models.twins import TWINS, ensure_twin_base
     from trainkit_core.training.backends import model_kind
-    from trainkit_core.twins import TWINS, ensure_twin_base
 
     twin = TWINS[f"trainkit/{size}"]
     folder = ensure_twin_base(twin.base_model, tmp_path / "a")
@@ -127,8 +127,8 @@ def test_lora_targets_no_tower_not_even_gemma_4s_audio_tower(tmp_path: Path) -> 
     from peft import LoraConfig, get_peft_model
     from transformers import AutoTokenizer, Gemma4AudioConfig, Gemma4ForConditionalGeneration
 
+    from trainkit_core.models.twins import ensure_twin_base, gemma4_config
     from trainkit_core.training.backends import TARGET_MODULES
-    from trainkit_core.twins import ensure_twin_base, gemma4_config
 
     folder = ensure_twin_base("trainkit/tiny-gemma4", tmp_path)
     config = gemma4_config(AutoTokenizer.from_pretrained(folder))
@@ -164,7 +164,7 @@ def pipeline(request: pytest.FixtureRequest, provider: Any) -> dict[str, Any]:
     run = start_run(provider, {"dataset": "twinmini", "model_size": size, "steps": 100_000, "save_every": 3})
     _wait_for(lambda: run.reload().latest_checkpoint() is not None or run.done(), 600, "the first checkpoint")
     assert not run.done(), run.error_message
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
 
     RunStore.for_provider(provider).stop_flag(run.id).request("test")
     run.wait(timeout=600)
@@ -206,7 +206,7 @@ def test_the_twin_trains_checkpoints_stops_and_resumes(pipeline: dict[str, Any])
 def test_the_loss_mask_is_checked_on_the_twins_chat_format(pipeline: dict[str, Any]) -> None:
     from transformers import AutoTokenizer
 
-    from trainkit_core.chat_format import check_loss_mask, get_format
+    from trainkit_core.models.chat_format import check_loss_mask, get_format
 
     expected = EXPECTED[pipeline["size"]]["format"]
     checks = [e for e in pipeline["run"].events.read() if e.get("message") == "loss mask checked on the tokenizer"]
@@ -234,7 +234,7 @@ def test_no_adapter_weight_lands_in_a_vision_or_audio_tower(pipeline: dict[str, 
         keys = list(weights.keys())
     # Beside LoRA, only what the twin's preset trains in full (tiny-gemma3mm: its random
     # embeddings and head, the shapes demo's recipe), never a tower.
-    from trainkit_core.presets import get_preset
+    from trainkit_core.models.presets import get_preset
 
     in_full = get_preset(pipeline["size"]).modules_to_save
     full = [k for k in keys if any(k.endswith(f".{m}.weight") for m in in_full)]
@@ -299,9 +299,9 @@ def test_the_merged_export_keeps_the_twins_class_and_answers_as_infer(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainkit_core.chat_format import get_format, render_prompt
-    from trainkit_core.exports import download, start_export
+    from trainkit_core.export.merged import download, start_export
     from trainkit_core.inference import client
+    from trainkit_core.models.chat_format import get_format, render_prompt
 
     expected = EXPECTED[pipeline["size"]]
     model_path = f"trained/{pipeline['run'].id}"
@@ -335,8 +335,8 @@ def test_the_merged_export_keeps_the_twins_class_and_answers_as_infer(
 def test_training_from_a_local_folder(provider: Any, tmp_path: Path) -> None:
     """A Gemma 4 model saved in a folder whose name says nothing: its config.json decides the format and class."""
     from trainkit_core.inference.loading import ModelCache
+    from trainkit_core.models.twins import ensure_twin_base
     from trainkit_core.training.submit import start_run
-    from trainkit_core.twins import ensure_twin_base
 
     folder = tmp_path / "my-export"
     shutil.copytree(ensure_twin_base("trainkit/tiny-gemma4", Path(provider.volume("hf-cache").root)), folder)

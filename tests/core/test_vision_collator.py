@@ -51,16 +51,16 @@ EXAMPLES = [
 
 @pytest.fixture(scope="module", params=list(TWINS), ids=list(TWINS.values()))
 def twin(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Any]:
-    from trainkit_core.processors import load_processor
-    from trainkit_core.twins import ensure_twin_base
+    from trainkit_core.models.processors import load_processor
+    from trainkit_core.models.twins import ensure_twin_base
 
     folder = ensure_twin_base(request.param, tmp_path_factory.mktemp("hf"))
     return request.param, folder, load_processor(folder)
 
 
 def test_only_assistant_text_is_trained_on_the_real_processor_output(twin: tuple[str, Path, Any]) -> None:
-    from trainkit_core.chat_format import get_format
-    from trainkit_core.vision_collator import IGNORE, VisionCollator
+    from trainkit_core.datasets.vision_collator import IGNORE, VisionCollator
+    from trainkit_core.models.chat_format import get_format
 
     base, _, processor = twin
     fmt = get_format(TWINS[base])
@@ -92,9 +92,9 @@ def test_only_assistant_text_is_trained_on_the_real_processor_output(twin: tuple
 
 
 def test_a_mask_that_would_train_image_tokens_is_caught(twin: tuple[str, Path, Any]) -> None:
-    from trainkit_core.chat_format import get_format
+    from trainkit_core.datasets.vision_collator import check_vision_mask
     from trainkit_core.errors import JobError
-    from trainkit_core.vision_collator import check_vision_mask
+    from trainkit_core.models.chat_format import get_format
 
     base, _, processor = twin
     fmt = get_format(TWINS[base])

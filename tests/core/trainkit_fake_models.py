@@ -19,9 +19,9 @@ def make_fake_model(models_root: Path, hf_cache: Path, *, run_id: str | None = N
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from trainkit_core.chat_format import render
-    from trainkit_core.models.layout import make_card, write_card
-    from trainkit_core.tiny_model import TINY_BASE_PATH, build_tokenizer, ensure_tiny_base
+    from trainkit_core.models.chat_format import render
+    from trainkit_core.models.tiny_model import TINY_BASE_PATH, build_tokenizer, ensure_tiny_base
+    from trainkit_core.models.trained.layout import make_card, write_card
 
     run_id = run_id or new_run_id()
     base_dir = ensure_tiny_base(hf_cache)
@@ -50,6 +50,6 @@ def make_fake_model(models_root: Path, hf_cache: Path, *, run_id: str | None = N
 
 
 def _fmt():  # type: ignore[no-untyped-def]
-    from trainkit_core.chat_format import GEMMA3
+    from trainkit_core.models.chat_format import GEMMA3
 
     return GEMMA3

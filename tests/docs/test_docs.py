@@ -23,8 +23,8 @@ import click
 import pluggy
 import pytest
 
-from trainkit_core import hookspecs
-from trainkit_core.hookspecs import Capabilities
+from trainkit_core.plugins import hookspecs
+from trainkit_core.plugins.hookspecs import Capabilities
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -154,7 +154,7 @@ def test_every_capability_is_documented() -> None:
 
 def test_the_guide_answers_what_a_provider_author_asked() -> None:
     """The gaps a plugin author met writing a Ray provider from the README alone."""
-    from trainkit_core.hookspecs import FunctionRunner, KVStore, RunHandle
+    from trainkit_core.plugins.hookspecs import FunctionRunner, KVStore, RunHandle
     from trainkit_core.testing import ProviderContract
 
     text = (DOCS / "how-to" / "write-a-provider.md").read_text()
@@ -172,16 +172,18 @@ def test_the_guide_answers_what_a_provider_author_asked() -> None:
 
 
 def test_plugin_switches_are_documented() -> None:
-    """Every `TRAINKIT_*` variable `trainkit_core.plugins` reads is on the providers page."""
+    """Every `TRAINKIT_*` variable `trainkit_core.plugins.manager` reads is on the providers page."""
     import inspect
 
-    from trainkit_core import plugins
+    from trainkit_core.plugins import manager as plugins
 
     read = set(re.findall(r'"(TRAINKIT_[A-Z_]+)"', inspect.getsource(plugins)))
     assert {"TRAINKIT_LOAD_PLUGINS", "TRAINKIT_DISABLE_PLUGINS", "TRAINKIT_TRACE_PLUGINS"} <= read
     text = (DOCS / "concepts" / "providers.md").read_text()
     for switch in sorted(read):
-        assert f"`{switch}" in text, f"{switch} (trainkit_core.plugins) is not documented in concepts/providers.md"
+        assert f"`{switch}" in text, (
+            f"{switch} (trainkit_core.plugins.manager) is not documented in concepts/providers.md"
+        )
 
 
 def test_the_web_api_guide_lists_exactly_the_routes_of_the_schema() -> None:

@@ -20,8 +20,8 @@ from trainkit_core import get_provider
 from trainkit_core.datasets.sync import sync_dataset
 from trainkit_core.ids import new_run_id
 from trainkit_core.local.plugin import job_context
-from trainkit_core.pricing import price_for_run
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.pricing import price_for_run
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.settings import Settings
 from trainkit_core.training import budget, job
 from trainkit_core.training.budget import check_budget
@@ -124,7 +124,7 @@ def test_a_run_whose_budget_runs_out_mid_way_ends_stopped_with_its_adapter(
     assert sub["saving"]["adapter_gate"]["ok"] is True and sub["saving"]["save_adapter"]["ok"] is True
     assert sub["evaluating"]["eval"]["examples"] == 3
     # The seed's step_times: every phase, in order, with its start and its end.
-    from trainkit_core.runs import PHASES
+    from trainkit_core.runs.training_run import PHASES
 
     assert list(stored.step_times) == list(PHASES)
     ends = [(t["start"], t["end"]) for t in stored.step_times.values()]

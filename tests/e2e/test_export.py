@@ -215,7 +215,7 @@ def _tensorboard_scalars(folder: Path) -> dict[str, dict[int, float]]:
 @pytest.mark.skipif(not HAS_TENSORBOARD, reason="tensorboardX is not installed (pip install 'trainkit-core[tracking]')")
 def test_tensorboard_holds_the_loss_series_of_the_run_events(env: Env, model_path: str) -> None:
     from trainkit_core import get_provider
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_core.settings import ProviderSettings, Settings
 
     run_id = model_path.split("/")[1]

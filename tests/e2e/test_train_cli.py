@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from trainkit_core import get_provider
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.settings import ProviderSettings, Settings
 
 # Generous: each scenario takes well under a minute on 2 idle cores, but a shared,
@@ -179,8 +179,8 @@ def test_trained_dir_holds_a_loadable_adapter_and_its_description(env: Env, demo
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainkit_core.chat_format import encode_for_training, get_format
-    from trainkit_core.models.layout import resolve_base_model
+    from trainkit_core.models.chat_format import encode_for_training, get_format
+    from trainkit_core.models.trained.layout import resolve_base_model
 
     run = demo["run"]
     models = Path(env.provider.volume("models").root)  # type: ignore[attr-defined]

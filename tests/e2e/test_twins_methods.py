@@ -95,7 +95,7 @@ def test_the_twin_trains_with_the_method_and_its_adapter_answers(env: Env, size:
     from safetensors import safe_open
 
     from trainkit_core import get_provider
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_core.settings import DatasetSettings, ProviderSettings, Settings
 
     dataset, options, fields = METHODS[method]

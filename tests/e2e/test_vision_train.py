@@ -60,7 +60,7 @@ def trained(request: pytest.FixtureRequest, env: Env) -> dict[str, Any]:
     assert found, done.stdout
     run_id = found.group(1).split("/", 1)[1]
     from trainkit_core import get_provider
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_core.settings import DatasetSettings, ProviderSettings, Settings
 
     provider = get_provider("local", Settings(provider=ProviderSettings(home=env.home), datasets=DatasetSettings()))
@@ -159,9 +159,9 @@ def test_the_merged_export_keeps_the_towers_and_answers_like_infer_without_train
 ) -> None:
     import torch
 
+    from trainkit_core.datasets.vision_collator import image_placeholder, render_with_images
     from trainkit_core.inference.request import GenerateRequest
-    from trainkit_core.processors import load_processor
-    from trainkit_core.vision_collator import image_placeholder, render_with_images
+    from trainkit_core.models.processors import load_processor
 
     sys.path.insert(0, str(Path(__file__).parent))
     import bare_env
@@ -180,7 +180,7 @@ def test_the_merged_export_keeps_the_towers_and_answers_like_infer_without_train
         }
     )
     fmt = "gemma3" if model_type == "gemma3" else "gemma4"
-    from trainkit_core.chat_format import get_format
+    from trainkit_core.models.chat_format import get_format
 
     text, refs, _ = render_with_images(
         request.chat(), get_format(fmt), image_placeholder(processor), add_generation_prompt=True

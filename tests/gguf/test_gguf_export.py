@@ -78,8 +78,8 @@ def _export(env: Env, model_path: str, out: Path, quant: str) -> dict[str, Any]:
 def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(
     env: Env, model_path: str, infer_answers: list[str], tmp_path: Path
 ) -> None:
-    from trainkit_core.chat_format import GEMMA3
-    from trainkit_core.gguf_export import parse_modelfile
+    from trainkit_core.export.gguf.writer import parse_modelfile
+    from trainkit_core.models.chat_format import GEMMA3
 
     info = _export(env, model_path, tmp_path / "out", "f16")
     check = info["gguf"]["check"]
@@ -114,8 +114,8 @@ def test_without_the_query_scale_folded_in_llama_cpp_answers_differently(
     env: Env, model_path: str, infer_answers: list[str], tmp_path: Path
 ) -> None:
     """The check can fail: llama.cpp's own converter's rule (no query_pre_attn_scalar) changes the answers."""
-    from trainkit_core.chat_format import GEMMA3
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA3
 
     merged = tmp_path / "merged"
     env.cli("export", model_path, "--merged", str(merged))
@@ -150,7 +150,7 @@ def test_i_quants_and_bad_types_are_refused_before_a_job_starts(env: Env, model_
     done = env.cli("export", model_path, "--gguf", "--quant", "iq4_xs", "--merged", str(tmp_path / "x"), check=False)
     assert done.returncode == 2 and "iq4_xs" in done.stderr and not (tmp_path / "x").exists()
     from trainkit_core.errors import UsageError
-    from trainkit_core.gguf_export import check_gguf_architecture, check_gguf_type
+    from trainkit_core.export.gguf.writer import check_gguf_architecture, check_gguf_type
 
     with pytest.raises(UsageError, match="importance matrix"):
         check_gguf_type("q2_k_s")

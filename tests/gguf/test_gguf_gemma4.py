@@ -1,6 +1,6 @@
 """GGUF export of the Gemma 4 twin (`Gemma4ForConditionalGeneration`, the 31b preset's class), run in llama.cpp.
 
-The twin has the real 31B's layout at toy size (`trainkit_core.twins.gemma4_config`): 12 layers,
+The twin has the real 31B's layout at toy size (`trainkit_core.models.twins.gemma4_config`): 12 layers,
 5 sliding to 1 full, ending on a full one; head size 32 and 2 key/value heads on sliding
 layers, 64 and 1 on full ones; keys reused as values on full layers (no ``v_proj``);
 proportional RoPE (25 % of the head) on full layers; final logit soft-capping; tied
@@ -58,8 +58,8 @@ def exported(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_gemma4_twin_exports_in_f16_and_answers_as_infer(exported: Path) -> None:
-    from trainkit_core.chat_format import GEMMA4
-    from trainkit_core.gguf_export import parse_modelfile
+    from trainkit_core.export.gguf.writer import parse_modelfile
+    from trainkit_core.models.chat_format import GEMMA4
 
     info = json.loads((exported / "trainkit_export.json").read_text())
     assert info["architectures"] == ["Gemma4ForConditionalGeneration"]
@@ -180,8 +180,8 @@ def test_layer_scalars_and_the_partial_rotation_are_what_llama_cpp_computes(expo
     from safetensors.torch import load_file, save_file
     from transformers import Gemma4ForConditionalGeneration
 
-    import trainkit_core.gguf_export as gguf_export
-    from trainkit_core.chat_format import GEMMA4
+    import trainkit_core.export.gguf.writer as gguf_export
+    from trainkit_core.models.chat_format import GEMMA4
 
     folder = tmp_path / "scaled"
     shutil.copytree(exported, folder, ignore=shutil.ignore_patterns("*.gguf", "Modelfile"))
@@ -215,8 +215,8 @@ def test_the_gemma4_twin_in_q4_k_m_follows_its_type_plan_and_runs_in_llama_cpp(e
     import torch
     from transformers import Gemma4ForConditionalGeneration
 
-    from trainkit_core.chat_format import GEMMA4
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA4
 
     info = write_gguf(exported, tmp_path / "q.gguf", quant="q4_k_m", fmt=GEMMA4, name="q")
     tensors = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(tmp_path / "q.gguf")).tensors}
@@ -252,8 +252,8 @@ def test_a_text_only_gemma4_is_written_the_same_way(exported: Path, tmp_path: Pa
     import torch
     from transformers import AutoTokenizer, Gemma4ForCausalLM, Gemma4ForConditionalGeneration
 
-    from trainkit_core.chat_format import GEMMA4
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA4
 
     multimodal = Gemma4ForConditionalGeneration.from_pretrained(exported, dtype=torch.float32)
     model = Gemma4ForCausalLM(multimodal.config.text_config)
@@ -273,9 +273,9 @@ def test_layers_of_one_kind_with_different_heads_are_refused(exported: Path, tmp
     """llama.cpp knows one head size per kind of layer; a config whose layers differ otherwise is not written."""
     import shutil
 
-    from trainkit_core.chat_format import GEMMA4
     from trainkit_core.errors import UsageError
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA4
 
     folder = tmp_path / "odd"
     shutil.copytree(exported, folder, ignore=shutil.ignore_patterns("*.gguf", "Modelfile"))
@@ -299,10 +299,10 @@ def test_a_sentencepiece_style_vocabulary_on_gemma4_tokenizes_as_transformers_in
     from test_gguf_sentencepiece import HARD_TEXTS, _gemma_style_tokenizer, _order_sensitive_texts, _texts
     from transformers import Gemma4ForConditionalGeneration
 
-    from trainkit_core import twins
-    from trainkit_core.chat_format import GEMMA4, render_prompt
-    from trainkit_core.gguf_check import _tokenize
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.check import _tokenize
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models import twins
+    from trainkit_core.models.chat_format import GEMMA4, render_prompt
 
     tokenizer = _gemma_style_tokenizer(_texts(), size=640)
     tokenizer.add_special_tokens({"additional_special_tokens": [GEMMA4.turn_start, GEMMA4.end_of_turn]})

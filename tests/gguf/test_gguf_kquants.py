@@ -48,7 +48,7 @@ def _types(plan: dict) -> dict[str, str]:
 
 
 def test_the_type_mix_follows_llama_quantize_for_gemma_3_1b() -> None:
-    from trainkit_core.gguf_quantize import plan_tensor_types
+    from trainkit_core.export.gguf.quantize import plan_tensor_types
 
     shapes = _gemma3_1b_shapes()
     heads = {"n_layers": 26, "n_head": 4, "n_head_kv": 1}
@@ -86,7 +86,7 @@ def test_the_type_mix_follows_llama_quantize_for_gemma_3_1b() -> None:
 
 
 def test_an_untied_head_gets_q6_k_and_rows_that_split_into_256_keep_the_file_type() -> None:
-    from trainkit_core.gguf_quantize import plan_tensor_types
+    from trainkit_core.export.gguf.quantize import plan_tensor_types
 
     shapes = {"token_embd.weight": (1024, 512), "output.weight": (1024, 512), "output_norm.weight": (512,)}
     for i in range(8):
@@ -104,13 +104,13 @@ def test_an_untied_head_gets_q6_k_and_rows_that_split_into_256_keep_the_file_typ
 
 @pytest.fixture(scope="module")
 def tokenizer():  # type: ignore[no-untyped-def]
-    from trainkit_core.tiny_model import build_tokenizer
+    from trainkit_core.models.tiny_model import build_tokenizer
 
     return build_tokenizer(["one two three"])
 
 
 def _save(folder: Path, tokenizer, **shape: object) -> Path:  # type: ignore[no-untyped-def]
-    from trainkit_core.tiny_model import build_model
+    from trainkit_core.models.tiny_model import build_model
 
     build_model(tokenizer, **shape).save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
@@ -122,8 +122,8 @@ def _read_types(path: Path) -> dict[str, str]:
 
 
 def test_tiny_in_q4_k_m_falls_back_where_its_rows_are_short(tokenizer, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from trainkit_core.chat_format import GEMMA3
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA3
 
     folder = _save(tmp_path / "tiny", tokenizer)
     info = write_gguf(folder, tmp_path / "t.gguf", quant="q4_k_m", fmt=GEMMA3, name="tiny")
@@ -158,8 +158,8 @@ def test_k_quant_blocks_read_back_as_the_weights_and_run_in_llama_cpp(
     import numpy as np
     from safetensors.numpy import load_file
 
-    from trainkit_core.chat_format import GEMMA3
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA3
 
     shape = {"hidden_size": 256, "intermediate_size": 512, "head_dim": 64, "num_hidden_layers": 4}
     folder = _save(tmp_path / "wide", tokenizer, **shape, tie_word_embeddings=True)
@@ -207,8 +207,8 @@ def test_quantised_bytes_are_llama_cpps_own_and_bad_requests_are_refused(tmp_pat
     import numpy as np
 
     from trainkit_core.errors import JobError, UsageError
-    from trainkit_core.gguf_export import check_gguf_type
-    from trainkit_core.gguf_quantize import quantize
+    from trainkit_core.export.gguf.quantize import quantize
+    from trainkit_core.export.gguf.writer import check_gguf_type
 
     weights = np.random.default_rng(0).standard_normal((8, 512)).astype(np.float32)
     for name in ("Q8_0", "Q4_0", "Q5_1"):

@@ -53,7 +53,7 @@ def _gemma_style_tokenizer(texts: list[str], size: int) -> Any:
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from trainkit_core.chat_format import GEMMA3
+    from trainkit_core.models.chat_format import GEMMA3
 
     learner = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     learner.normalizer = normalizers.Replace(" ", SPACE)
@@ -113,7 +113,7 @@ def merged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any]:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from trainkit_core.tiny_model import build_model
+    from trainkit_core.models.tiny_model import build_model
 
     folder = tmp_path_factory.mktemp("merged")
     tokenizer = _gemma_style_tokenizer(_texts(), size=640)
@@ -149,12 +149,12 @@ def test_the_tokenizer_is_shaped_as_gemma_3s(merged: tuple[Path, Any, Any]) -> N
 def test_a_sentencepiece_style_gemma_exports_and_answers_as_infer(
     merged: tuple[Path, Any, Any], tmp_path: Path
 ) -> None:
-    from trainkit_core.chat_format import GEMMA3, render_prompt
-    from trainkit_core.gguf_check import compare, generate_with_llama_cpp
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.check import compare, generate_with_llama_cpp
+    from trainkit_core.export.gguf.writer import write_gguf
     from trainkit_core.inference.generation import generate
     from trainkit_core.inference.loading import LoadedModel
     from trainkit_core.inference.request import GenerateRequest
+    from trainkit_core.models.chat_format import GEMMA3, render_prompt
 
     folder, tokenizer, peft_model = merged
     dest = tmp_path / "model-f32.gguf"
@@ -203,9 +203,9 @@ def test_with_scores_not_in_the_merges_order_llama_cpp_tokenizes_differently(
 ) -> None:
     """The token check can fail: scores that do not follow the merges' ranks give llama.cpp other pieces;
     "equal" is what llama.cpp's converter writes from a tokenizer.json alone (-1000 for every piece)."""
-    from trainkit_core import gguf_export
-    from trainkit_core.chat_format import GEMMA3, render_prompt
-    from trainkit_core.gguf_check import generate_with_llama_cpp
+    from trainkit_core.export.gguf import writer as gguf_export
+    from trainkit_core.export.gguf.check import generate_with_llama_cpp
+    from trainkit_core.models.chat_format import GEMMA3, render_prompt
 
     folder, tokenizer, _ = merged
     read = gguf_export._vocabulary

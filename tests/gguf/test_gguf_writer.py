@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.ml, pytest.mark.gguf]
 
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from trainkit_core.tiny_model import build_model, build_tokenizer
+    from trainkit_core.models.tiny_model import build_model, build_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny")
     tokenizer = build_tokenizer(["one two three"])
@@ -34,8 +34,8 @@ def test_f32_file_holds_the_weights_with_gemmas_norm_and_query_scale_folded_in(
     import numpy as np
     from safetensors.numpy import load_file
 
-    from trainkit_core.chat_format import GEMMA3
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA3
 
     info = write_gguf(tiny_folder, tmp_path / "m.gguf", quant="f32", fmt=GEMMA3, name="tiny")
     config = json.loads((tiny_folder / "config.json").read_text())
@@ -64,8 +64,8 @@ def test_a_block_quantised_file_quantises_the_matrices_only(
     import numpy as np
     from safetensors.numpy import load_file
 
-    from trainkit_core.chat_format import GEMMA3
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA3
 
     write_gguf(tiny_folder, tmp_path / "q.gguf", quant=quant, fmt=GEMMA3, name="tiny")
     got = _tensors(tmp_path / "q.gguf")
@@ -91,9 +91,9 @@ def test_a_tokenizer_llama_cpp_would_read_differently_is_refused_not_written_wro
     the file, before anything is written."""
     import shutil
 
-    from trainkit_core.chat_format import GEMMA3
     from trainkit_core.errors import UsageError
-    from trainkit_core.gguf_export import write_gguf
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA3
 
     folder = tmp_path / "spm"
     shutil.copytree(tiny_folder, folder)
@@ -119,10 +119,10 @@ def test_a_tokenizer_llama_cpp_would_read_differently_is_refused_not_written_wro
 def test_rows_that_blocks_of_32_do_not_divide_are_refused_before_a_file_is_written(tmp_path: Path) -> None:
     """A legacy block type cannot store a row of 48 (ggml would abort the process); the k-quants fall back
     to f16 there, as llama-quantize does."""
-    from trainkit_core.chat_format import GEMMA3
     from trainkit_core.errors import UsageError
-    from trainkit_core.gguf_export import write_gguf
-    from trainkit_core.tiny_model import build_model, build_tokenizer
+    from trainkit_core.export.gguf.writer import write_gguf
+    from trainkit_core.models.chat_format import GEMMA3
+    from trainkit_core.models.tiny_model import build_model, build_tokenizer
 
     folder = tmp_path / "narrow"
     tokenizer = build_tokenizer(["one two three"])

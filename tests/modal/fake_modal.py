@@ -1184,7 +1184,8 @@ def worker_main() -> None:
             import fake_faults
 
             fake_faults.install()
-        from trainkit_core.settings import VOLUME_KINDS, Settings
+        from trainkit_core.plugins.hookspecs import VOLUME_KINDS
+        from trainkit_core.settings import Settings
         from trainkit_modal import container, spec
         from trainkit_modal.app import build_app
 

@@ -10,8 +10,8 @@ from types import ModuleType
 
 import pytest
 
-from trainkit_core.plugins import build_plugin_manager, register
-from trainkit_core.provider import Provider, get_provider
+from trainkit_core.plugins.manager import build_plugin_manager, register
+from trainkit_core.plugins.provider import Provider, get_provider
 from trainkit_core.settings import Settings
 from trainkit_modal.actions import run_action
 from trainkit_modal.plugin import ModalPlugin

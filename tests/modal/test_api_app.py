@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from trainkit_core.plugins import build_plugin_manager, register
-from trainkit_core.provider import get_provider
+from trainkit_core.plugins.manager import build_plugin_manager, register
+from trainkit_core.plugins.provider import get_provider
 from trainkit_core.settings import Settings
 from trainkit_modal.plugin import ModalPlugin
 

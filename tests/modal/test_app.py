@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from trainkit_core.jobs import JOBS
+from trainkit_core.plugins.jobs import JOBS
 from trainkit_core.settings import Settings
 from trainkit_modal import spec as specmod
 from trainkit_modal.app import build_app

@@ -9,7 +9,7 @@ from types import ModuleType
 import pytest
 
 from trainkit_cli.main import main
-from trainkit_core import plugins
+from trainkit_core.plugins import manager as plugins
 from trainkit_modal.plugin import ModalPlugin
 
 

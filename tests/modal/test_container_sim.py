@@ -95,8 +95,8 @@ def deployed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRe
     from container_sim.deploy import deploy_sim
 
     from trainkit_core.datasets.sync import sync_dataset
-    from trainkit_core.plugins import build_plugin_manager, register
-    from trainkit_core.provider import get_provider
+    from trainkit_core.plugins.manager import build_plugin_manager, register
+    from trainkit_core.plugins.provider import get_provider
     from trainkit_core.settings import Settings
     from trainkit_modal.plugin import ModalPlugin
 
@@ -233,7 +233,7 @@ def test_a_job_started_from_the_web_endpoint_succeeds(trained: dict[str, Any], d
     assert trained["status"] == "succeeded", f"{trained}\n{deployed.logs()}"
     assert trained["step"] == STEPS
     # The seed's step_times, through the fake Modal: every phase with its start and its end.
-    from trainkit_core.runs import PHASES
+    from trainkit_core.runs.training_run import PHASES
 
     times = trained["step_times"]
     assert list(times) == list(PHASES), times
@@ -327,7 +327,7 @@ def test_an_export_runs_as_a_job_and_writes_to_the_models_volume(
 ) -> None:
     """`POST /v1/exports`: the merge runs in the infer image's container, with a GGUF checked there in llama.cpp
     (the image's xllamacpp); then it downloads like any model."""
-    from trainkit_core.exports import download
+    from trainkit_core.export.merged import download
 
     with deployed.client() as client:
         started = client.post("/v1/exports", json={"model_path": f"trained/{trained['id']}", "gguf": "q8_0"})

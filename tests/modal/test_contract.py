@@ -21,8 +21,8 @@ import pytest
 
 pytest.importorskip("trainkit_core.testing")
 
-from trainkit_core.plugins import build_plugin_manager, register
-from trainkit_core.provider import Provider, get_provider
+from trainkit_core.plugins.manager import build_plugin_manager, register
+from trainkit_core.plugins.provider import Provider, get_provider
 from trainkit_core.settings import Settings
 from trainkit_core.testing import ProviderContract
 from trainkit_modal.plugin import ModalPlugin

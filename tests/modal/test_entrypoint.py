@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from trainkit_core.plugins import build_plugin_manager, register
-from trainkit_core.provider import get_provider
+from trainkit_core.plugins.manager import build_plugin_manager, register
+from trainkit_core.plugins.provider import get_provider
 from trainkit_core.settings import Settings
 from trainkit_modal.actions import ACTIONS
 from trainkit_modal.app import BuiltApp, build_app
@@ -212,7 +212,7 @@ def test_train_then_infer_on_the_tiny_model(
     calls = _calls(fake_modal)
     assert {c["app_id"] for c in calls} == {built.app.app_id}  # every job ran in the app `modal run` started
     import trainkit_modal.entrypoint as entrypoint
-    from trainkit_core.runs import PHASES, RunStore
+    from trainkit_core.runs.training_run import PHASES, RunStore
 
     run = RunStore.for_provider(entrypoint.provider()).get(run_id)
     assert run.modal_app_id == built.app.app_id  # the record names the app it ran in

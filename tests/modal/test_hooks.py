@@ -11,8 +11,8 @@ from types import ModuleType
 import pytest
 
 from trainkit_core.errors import JobError, NotFoundError, ProviderError, UsageError
-from trainkit_core.plugins import build_plugin_manager, register
-from trainkit_core.provider import Provider, get_provider
+from trainkit_core.plugins.manager import build_plugin_manager, register
+from trainkit_core.plugins.provider import Provider, get_provider
 from trainkit_core.settings import Settings
 from trainkit_modal.errors import TOKEN_HINT
 from trainkit_modal.kv import ModalKV, dict_name
@@ -269,7 +269,7 @@ def test_gated_run_without_secret_is_refused(fake_modal: ModuleType) -> None:
 
 
 def test_infer_goes_to_the_warm_class_of_the_trained_models_size(fake_modal: ModuleType) -> None:
-    if "infer" not in __import__("trainkit_core.jobs", fromlist=["JOBS"]).JOBS:
+    if "infer" not in __import__("trainkit_core.plugins.jobs", fromlist=["JOBS"]).JOBS:
         pytest.skip("no infer job yet")
     provider = provider_on(fake_modal)
     provider.deployment().deploy()
@@ -329,7 +329,7 @@ def test_infer_for_an_expired_run_record_reads_the_models_card(
     """Dict entries expire after 7 idle days; the model's card on the models volume still gives its size."""
     import json
 
-    from trainkit_core.models.paths import CARD_FILE
+    from trainkit_core.models.trained.paths import CARD_FILE
     from trainkit_modal.function_runner import ModalRunner
 
     monkeypatch.setenv("TRAINKIT_HF_SECRET", "huggingface")
@@ -369,7 +369,7 @@ def test_gpu_ping_runs_in_the_sizes_training_image_on_its_gpu(fake_modal: Module
 
 def test_several_processes_are_refused_on_modal_before_any_record(fake_modal: ModuleType) -> None:
     """`--processes` rebuilds the job context in each rank, which only the local provider can: refused at the start."""
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_core.training.submit import start_run
 
     provider = provider_on(fake_modal)

@@ -14,8 +14,8 @@ from types import ModuleType
 from test_runs_listing import modal_store
 
 from trainkit_core.ids import new_run_id
-from trainkit_core.retention import GC_GRACE_S, collect_garbage
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.retention import GC_GRACE_S, collect_garbage
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 
 WEEK_AND_A_DAY = 8 * 24 * 3600.0
 

@@ -1,4 +1,4 @@
-"""The Modal app reads its timeouts and GPUs from core's placement table (`trainkit_core.placement`)."""
+"""The Modal app reads its timeouts and GPUs from core's placement table (`trainkit_core.plugins.placement`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from trainkit_core.placement import placement_for
+from trainkit_core.plugins.placement import placement_for
 from trainkit_core.settings import Settings
 from trainkit_modal import spec
 

@@ -9,8 +9,8 @@ import pytest
 from test_runs_listing import modal_store
 
 from trainkit_core.errors import ConflictError
-from trainkit_core.retention import GC_GRACE_S, collect_garbage, delete_model, delete_run
-from trainkit_core.runs import TrainingRun
+from trainkit_core.runs.retention import GC_GRACE_S, collect_garbage, delete_model, delete_run
+from trainkit_core.runs.training_run import TrainingRun
 
 RUN = "run-20261201-010203-abcdef"
 

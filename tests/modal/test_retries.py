@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from trainkit_core.errors import JobError, ProviderError
-from trainkit_core.plugins import build_plugin_manager, register
-from trainkit_core.provider import Provider, get_provider
-from trainkit_core.runs import TrainingRun
+from trainkit_core.plugins.manager import build_plugin_manager, register
+from trainkit_core.plugins.provider import Provider, get_provider
+from trainkit_core.runs.training_run import TrainingRun
 from trainkit_core.settings import Settings
 from trainkit_core.training.submit import start_run
 from trainkit_modal.plugin import ModalPlugin
@@ -178,7 +178,7 @@ def test_a_generation_whose_container_crashed_runs_again_at_once(
 
 def _only_run(provider: Provider, timeout: float = 120.0) -> TrainingRun:
     """The one run of the store once its job has started (the entry point started it in another thread)."""
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -197,7 +197,7 @@ def test_a_service_error_while_polling_leaves_the_run_running_and_the_entry_poin
     container) stops when it returns. Before that fix the first `ServiceError` failed the run."""
     import fake_faults
 
-    from trainkit_core.reconcile import reconcile_run
+    from trainkit_core.runs.reconcile import reconcile_run
     from trainkit_modal.actions import run_action
 
     monkeypatch.setenv("FAKE_MODAL_FAULTS", json.dumps({"*": "hold"}))
@@ -248,7 +248,7 @@ def test_the_entry_point_waits_through_a_rate_limit_on_the_runs_record_and_a_fai
 
     import fake_faults
 
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
     from trainkit_modal.actions import run_action
     from trainkit_modal.errors import ModalUnavailable
 

@@ -12,9 +12,9 @@ from types import ModuleType
 
 import pytest
 
-from trainkit_core.plugins import build_plugin_manager, register
-from trainkit_core.provider import get_provider
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.plugins.manager import build_plugin_manager, register
+from trainkit_core.plugins.provider import get_provider
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.settings import Settings
 from trainkit_modal.plugin import ModalPlugin
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainkit_core.errors import UsageError
-from trainkit_core.jobs import JOBS
+from trainkit_core.plugins.jobs import JOBS
 from trainkit_core.settings import Settings
 from trainkit_modal import spec as specmod
 from trainkit_modal.spec import build_spec, target_for
@@ -309,8 +309,11 @@ def test_an_app_name_whose_dicts_modal_refuses_is_refused_when_the_spec_is_built
 
 def test_the_longest_app_name_taken_fits_every_dict_trainkit_names(monkeypatch: pytest.MonkeyPatch) -> None:
     from trainkit_api.routes import evals, exports
-    from trainkit_core import events, kv_lock, retention, runs, runs_index
     from trainkit_core.datasets import sync
+    from trainkit_core.runs import events, retention
+    from trainkit_core.runs import index as runs_index
+    from trainkit_core.runs import training_run as runs
+    from trainkit_core.toolkit import kv_lock
     from trainkit_modal import records
     from trainkit_modal.kv import dict_name
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core import get_provider
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]

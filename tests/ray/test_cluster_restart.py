@@ -18,7 +18,7 @@ import pytest
 from ray_cluster import LoopbackCluster
 from ray_helpers import REPO, RayEnv, wait_for
 
-from trainkit_core.local.kv import LocalKV
+from trainkit_core.toolkit.sqlite_kv import LocalKV
 
 pytestmark = [pytest.mark.timeout(600)]
 

@@ -9,7 +9,7 @@ import pytest
 from ray_helpers import RayEnv, wait_for
 
 from trainkit_core.errors import UsageError
-from trainkit_core.placement import Placement, placement_for
+from trainkit_core.plugins.placement import Placement, placement_for
 from trainkit_core.settings import Settings
 
 # Collected by other sessions too (where trainkit-ray is not installed and the folder is skipped).

@@ -21,7 +21,7 @@ from trainkit_api.guard import RequestGuard
 from trainkit_api.limits import BodyLimit
 from trainkit_api.routes import ROUTER_BUILDERS
 from trainkit_api.state import ApiState
-from trainkit_core.provider import Provider, get_provider
+from trainkit_core.plugins.provider import Provider, get_provider
 from trainkit_core.settings import Settings
 
 #: Routes that answer without a token: liveness only. (The dashboard's static page,

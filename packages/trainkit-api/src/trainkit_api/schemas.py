@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from trainkit_core.runs import TrainingRun
+from trainkit_core.runs.training_run import TrainingRun
 
 
 class JobList(BaseModel):

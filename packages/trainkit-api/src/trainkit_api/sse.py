@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from trainkit_core.events import EventLog
+from trainkit_core.runs.events import EventLog
 
 if TYPE_CHECKING:
     from trainkit_api.state import HistoryLog

@@ -14,10 +14,10 @@ from typing import Any
 
 from fastapi import Request
 
-from trainkit_core.events import EventLog
-from trainkit_core.hookspecs import KVStore
-from trainkit_core.provider import Provider
-from trainkit_core.runs import RunStore, TrainingRun, history_dir
+from trainkit_core.plugins.hookspecs import KVStore
+from trainkit_core.plugins.provider import Provider
+from trainkit_core.runs.events import EventLog
+from trainkit_core.runs.training_run import RunStore, TrainingRun, history_dir
 from trainkit_core.settings import Settings
 
 
@@ -53,7 +53,7 @@ class ApiState:
         """The run (`NotFoundError`/`UsageError` otherwise), fixed by the reconciler when its job is gone."""
         run = self.store.get(run_id)
         if reconcile and not run.ended():
-            from trainkit_core.reconcile import reconcile_run
+            from trainkit_core.runs.reconcile import reconcile_run
 
             reconcile_run(run)
         return run

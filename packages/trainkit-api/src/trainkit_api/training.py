@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from trainkit_api.state import ApiState
 from trainkit_core.errors import UsageError
 from trainkit_core.ids import NAME_PATTERN
-from trainkit_core.metadata import MAX_BYTES, MAX_DEPTH, check_metadata
-from trainkit_core.runs import TrainingRun
+from trainkit_core.runs.metadata import MAX_BYTES, MAX_DEPTH, check_metadata
+from trainkit_core.runs.training_run import TrainingRun
 from trainkit_core.training.config import TrainConfig, check_finite
 from trainkit_core.training.plan import Plan
 

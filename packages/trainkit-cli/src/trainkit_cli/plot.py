@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import MissingExtraError, UsageError
-from trainkit_core.runs import RunStore, history_dir
+from trainkit_core.runs.training_run import RunStore, history_dir
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 

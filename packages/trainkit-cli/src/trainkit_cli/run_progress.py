@@ -16,7 +16,7 @@ from trainkit_cli.state import console
 
 def refresh_run(run: Any) -> Any:
     """Reload the run and reconcile it when unfinished (a dead job becomes `failed`)."""
-    from trainkit_core.reconcile import reconcile_run
+    from trainkit_core.runs.reconcile import reconcile_run
 
     run.reload()
     if not run.ended():
@@ -64,7 +64,7 @@ def follow_run(run: Any, *, quiet: bool = False, interruptible: bool = True) -> 
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from trainkit_core.events import follow
+    from trainkit_core.runs.events import follow
 
     err = console(stderr=True)
     after = 0

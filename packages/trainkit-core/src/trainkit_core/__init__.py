@@ -24,8 +24,8 @@ if TYPE_CHECKING:
         TrainkitError,
         UsageError,
     )
-    from trainkit_core.provider import Provider, ProviderInfo, get_provider, list_providers
-    from trainkit_core.runs import TrainingRun, wait_all
+    from trainkit_core.plugins.provider import Provider, ProviderInfo, get_provider, list_providers
+    from trainkit_core.runs.training_run import TrainingRun, wait_all
     from trainkit_core.settings import Settings
 
 __version__ = "0.1.0"
@@ -41,13 +41,13 @@ _LAZY = {
     "ProviderError": "trainkit_core.errors",
     "TrainkitError": "trainkit_core.errors",
     "UsageError": "trainkit_core.errors",
-    "Provider": "trainkit_core.provider",
-    "ProviderInfo": "trainkit_core.provider",
-    "get_provider": "trainkit_core.provider",
-    "list_providers": "trainkit_core.provider",
+    "Provider": "trainkit_core.plugins.provider",
+    "ProviderInfo": "trainkit_core.plugins.provider",
+    "get_provider": "trainkit_core.plugins.provider",
+    "list_providers": "trainkit_core.plugins.provider",
     "Settings": "trainkit_core.settings",
-    "TrainingRun": "trainkit_core.runs",
-    "wait_all": "trainkit_core.runs",
+    "TrainingRun": "trainkit_core.runs.training_run",
+    "wait_all": "trainkit_core.runs.training_run",
 }
 
 __all__ = [

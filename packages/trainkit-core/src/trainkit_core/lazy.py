@@ -1,6 +1,6 @@
 """Package attributes imported on first use (PEP 562), so importing a package costs nothing.
 
-`trainkit --help` imports `trainkit_core.errors` and `trainkit_core.models.paths`;
+`trainkit --help` imports `trainkit_core.errors` and `trainkit_core.models.trained.paths`;
 without this, their packages' `__init__` would import pydantic, pluggy and the settings
 module for names the help text never uses.
 """

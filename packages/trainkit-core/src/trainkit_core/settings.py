@@ -18,8 +18,6 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from trainkit_core.hookspecs import VOLUME_KINDS
-
 VolumeKind = Literal["data", "models", "eval", "hf-cache"]
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -172,7 +170,7 @@ class VolumeSettings(BaseSettings):
 
         names = {"data": self.vol_data, "models": self.vol_models, "eval": self.vol_eval, "hf-cache": self.vol_hf_cache}
         if kind not in names:
-            raise UsageError(f"unknown volume kind {kind!r}; expected one of {', '.join(VOLUME_KINDS)}")
+            raise UsageError(f"unknown volume kind {kind!r}; expected one of {', '.join(names)}")
         return names[kind]
 
 

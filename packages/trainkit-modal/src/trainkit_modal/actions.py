@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from trainkit_core.errors import JobError, TrainkitError, UsageError
 
 if TYPE_CHECKING:
-    from trainkit_core.provider import Provider
+    from trainkit_core.plugins.provider import Provider
     from trainkit_modal.app import BuiltApp
 
 #: Seed 000's actions; as a `Literal`, Modal's CLI offers them as the choices of ``--action``.

@@ -3,7 +3,7 @@
 The functions `trainkit_modal.app` declares are thin closures around `run_job`. It
 gives the job function a `JobContext` whose key-value stores are `modal.Dict`s and
 whose volumes are the mount points of the `modal.Volume`s; the job code itself
-(`trainkit_core.jobs`) never imports modal. The volumes a job reads (`JOB_READS`) are
+(`trainkit_core.plugins.jobs`) never imports modal. The volumes a job reads (`JOB_READS`) are
 reloaded before it (a warm container may hold a stale view), and every volume is
 committed after it, failed or not, so that what it wrote is visible to every other
 container and to the user.
@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.settings import VOLUME_KINDS, Settings
+from trainkit_core.plugins.hookspecs import VOLUME_KINDS
+from trainkit_core.settings import Settings
 from trainkit_modal import spec
 from trainkit_modal.records import CALLS_NAMESPACE, ended_key, started_key
 
@@ -81,7 +82,7 @@ def reload_volumes(ctx: Any, kinds: tuple[str, ...], recover: Callable[[], None]
 
 def job_context(settings: Settings, call_id: str, sdk: Any, attempts: int = 1) -> Any:
     """The `JobContext` of a job running in this container, over modal `sdk`."""
-    from trainkit_core.jobs import JobContext
+    from trainkit_core.plugins.jobs import JobContext
     from trainkit_modal.kv import ModalKV
     from trainkit_modal.volume import commit_volume, reload_volume
 
@@ -111,7 +112,7 @@ def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None, call: Callable[..
     """
     if sdk is None:
         import modal as sdk
-    from trainkit_core.jobs import resolve
+    from trainkit_core.plugins.jobs import resolve
 
     settings = Settings.from_env()
     call_id = sdk.current_function_call_id() or f"local-{time.time_ns()}"
@@ -191,8 +192,8 @@ class WarmInference:
 
     def _prepare(self, request: dict[str, Any]) -> tuple[Any, Any]:
         from trainkit_core.inference.request import GenerateRequest
-        from trainkit_core.models import default_model_for_preset
-        from trainkit_core.volumes.folder import FolderVolume
+        from trainkit_core.models.trained import default_model_for_preset
+        from trainkit_core.toolkit.folder_volume import FolderVolume
 
         self.reload_models()
         req = GenerateRequest.parse(dict(request))

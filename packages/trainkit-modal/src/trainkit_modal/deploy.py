@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import NotFoundError, UsageError, web_api_missing
-from trainkit_core.hookspecs import DeploymentStatus
+from trainkit_core.plugins.hookspecs import DeploymentStatus
 from trainkit_core.settings import Settings
 from trainkit_modal import errors
 from trainkit_modal.records import deployment_record, remember_deployment
@@ -67,7 +67,7 @@ class ModalDeployment:
 
     def check(self, functions: list[str]) -> None:
         """Every job runs in the app's own images: check the settings and that the jobs exist."""
-        from trainkit_core.jobs import JOBS
+        from trainkit_core.plugins.jobs import JOBS
 
         routing_spec(self.settings)  # raises UsageError naming a setting Modal would refuse; builds no image
         unknown = [f for f in functions if f not in JOBS]

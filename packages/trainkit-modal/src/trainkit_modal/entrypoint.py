@@ -16,7 +16,7 @@ Modal's CLI imports it. The actions are `trainkit_modal.actions`.
 
 from __future__ import annotations
 
-from trainkit_core.provider import Provider, get_provider
+from trainkit_core.plugins.provider import Provider, get_provider
 from trainkit_core.settings import Settings
 from trainkit_modal.actions import Action, run_entrypoint
 from trainkit_modal.app import build_app

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import JobError, JobTimeout, NotFoundError, UsageError
-from trainkit_core.hookspecs import CallStatus
-from trainkit_core.provider import call_kwargs
-from trainkit_core.runs import RUNS_NAMESPACE
+from trainkit_core.plugins.hookspecs import CallStatus
+from trainkit_core.plugins.provider import call_kwargs
+from trainkit_core.runs.training_run import RUNS_NAMESPACE
 from trainkit_core.settings import Settings
 from trainkit_modal import errors, own_app
 from trainkit_modal.kv import ModalKV
@@ -36,7 +36,7 @@ from trainkit_modal.spec import (
 )
 
 if TYPE_CHECKING:
-    from trainkit_core.placement import Placement
+    from trainkit_core.plugins.placement import Placement
 
 #: Longest single blocking `get` while waiting (Modal's server holds the request that long).
 _WAIT_SLICE_S = 30.0
@@ -221,7 +221,7 @@ class ModalRunner:
     def _card_config(self, model_path: str) -> dict[str, Any] | None:
         """Size, base model and GPU of a trained model, from its card on the models volume; None if unreadable."""
         from trainkit_core.errors import TrainkitError
-        from trainkit_core.models import parse_model_path, read_card
+        from trainkit_core.models.trained import parse_model_path, read_card
         from trainkit_modal.volume import ModalVolume
 
         try:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from trainkit_core.errors import NotFoundError
-from trainkit_core.provider import call_kwargs
+from trainkit_core.plugins.provider import call_kwargs
 from trainkit_modal import errors
 from trainkit_modal.function_runner import ModalRunner
 from trainkit_modal.spec import INFER_JOB

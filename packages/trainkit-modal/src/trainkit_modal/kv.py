@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainkit_core.errors import UsageError
-from trainkit_core.kv_values import check_key, dump_value
 from trainkit_core.settings import Settings
+from trainkit_core.toolkit.kv_values import check_key, dump_value
 from trainkit_modal.errors import translate
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,63}$")

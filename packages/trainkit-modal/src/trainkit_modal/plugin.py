@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from trainkit_core.hookspecs import Capabilities, ProviderManifest, hookimpl
+from trainkit_core.plugins.hookspecs import Capabilities, ProviderManifest, hookimpl
 
 if TYPE_CHECKING:
     from trainkit_core.settings import Settings

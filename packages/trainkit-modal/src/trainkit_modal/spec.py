@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import UsageError
-from trainkit_core.placement import JOB_TIMEOUT_S, LIGHT_TIMEOUT_S
-from trainkit_core.settings import VOLUME_KINDS, Settings
+from trainkit_core.plugins.hookspecs import VOLUME_KINDS
+from trainkit_core.plugins.placement import JOB_TIMEOUT_S, LIGHT_TIMEOUT_S
+from trainkit_core.settings import Settings
 
 #: Where each volume kind is mounted in every container.
 MOUNT_PATHS: dict[str, str] = {
@@ -62,7 +63,7 @@ MAX_TIMEOUT_S = 24 * 3600
 #: Modal's `scaledown_window` bounds (modal 1.6.4, `_functions.py`).
 IDLE_WINDOW_RANGE = (2, 3600)
 
-#: Fallback GPU per size, used only when `trainkit_core.presets` is not installed.
+#: Fallback GPU per size, used only when `trainkit_core.models.presets` is not installed.
 _DEFAULT_GPUS = {"tiny": "", "4b": "A10G", "12b": "A100", "31b": "A100-80GB"}
 
 #: Jobs whose hardware depends on the model size, and the image each runs on.
@@ -260,7 +261,7 @@ def check_idle_window(seconds: int, *, setting: str = "TRAINKIT_INFER_IDLE_TIMEO
 def size_gpus() -> dict[str, str]:
     """Default GPU per model size: the training presets' when installed, else trainkit-modal's own table."""
     try:
-        from trainkit_core.presets import PRESETS
+        from trainkit_core.models.presets import PRESETS
     except ImportError:  # an older trainkit-core without presets
         return dict(_DEFAULT_GPUS)
     return {name: preset.gpu for name, preset in PRESETS.items()}
@@ -302,7 +303,7 @@ def base_model_of(kwargs: dict[str, Any]) -> str | None:
         if isinstance(value, str) and value:
             return value
     try:
-        from trainkit_core.presets import PRESETS
+        from trainkit_core.models.presets import PRESETS
     except ImportError:
         return None
     preset = PRESETS.get(size_of(kwargs))
@@ -322,7 +323,7 @@ def function_name(job: str, size: str | None = None) -> str:
 
 def target_for(spec: AppSpec, job: str, kwargs: dict[str, Any]) -> FunctionSpec:
     """The declared function or class that runs one call of `job` with `kwargs`."""
-    from trainkit_core.jobs import JOBS
+    from trainkit_core.plugins.jobs import JOBS
 
     if job not in JOBS:
         from trainkit_core.errors import NotFoundError
@@ -578,7 +579,7 @@ def build_spec(settings: Settings, *, images: bool = True) -> AppSpec:
     With ``images=False`` the images are left out (`routing_spec`): nothing reads package
     metadata or `images.toml`.
     """
-    from trainkit_core.jobs import JOBS
+    from trainkit_core.plugins.jobs import JOBS
 
     check_app_name(settings.provider.app_name)
     override = check_gpu(settings.compute.gpu) if settings.compute.gpu else ""

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import NotFoundError, UsageError
-from trainkit_core.hookspecs import FileEntry
-from trainkit_core.volumes.paths import clean_relative
+from trainkit_core.plugins.hookspecs import FileEntry
+from trainkit_core.toolkit.volume_paths import clean_relative
 from trainkit_modal.errors import translate
 
 #: `modal.volume.FileEntryType.DIRECTORY`

@@ -30,8 +30,8 @@ def answer_within_s() -> float:
 def web_app() -> Any:
     """The trainkit web API (an ASGI app) for the `@modal.asgi_app` function."""
     from trainkit_api.app import create_app
-    from trainkit_core.plugins import build_plugin_manager, register
-    from trainkit_core.provider import get_provider
+    from trainkit_core.plugins.manager import build_plugin_manager, register
+    from trainkit_core.plugins.provider import get_provider
     from trainkit_core.settings import Settings
 
     settings = Settings.from_env()

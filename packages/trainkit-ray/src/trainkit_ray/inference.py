@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.hookspecs import VOLUME_KINDS
+from trainkit_core.plugins.hookspecs import VOLUME_KINDS
 from trainkit_ray.connection import connect, find_actor
 from trainkit_ray.settings import RaySettings
 from trainkit_ray.storage import MountedStorage

@@ -25,7 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.hookspecs import VOLUME_KINDS, KVStore
+from trainkit_core.plugins.hookspecs import VOLUME_KINDS, KVStore
 from trainkit_ray.storage import MountedStorage
 
 CALLS_NAMESPACE = "_calls"
@@ -38,7 +38,7 @@ def end_call(calls: KVStore, call_id: str, state: str, **fields: Any) -> bool:
 
 
 def job_context(storage: MountedStorage, settings: Any, call_id: str, max_attempts: int) -> Any:
-    from trainkit_core.jobs import JobContext
+    from trainkit_core.plugins.jobs import JobContext
 
     paths = {kind: storage.volume_root(settings.volumes.name_for(kind)) for kind in VOLUME_KINDS}
     return JobContext(
@@ -97,7 +97,7 @@ class JobActor:
         if timeout:
             threading.Timer(float(timeout), self._time_out, args=(float(timeout),)).start()
         try:
-            from trainkit_core.jobs import resolve
+            from trainkit_core.plugins.jobs import resolve
             from trainkit_core.settings import Settings
 
             ctx = job_context(self.storage, Settings.from_env(), call_id, max_attempts)

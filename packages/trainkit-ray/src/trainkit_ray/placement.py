@@ -1,6 +1,6 @@
 """What a job asks Ray for: its `Placement` from core, turned into a Ray actor's options.
 
-Core computes every job's `trainkit_core.placement.Placement` (GPU kind and count, host
+Core computes every job's `trainkit_core.plugins.placement.Placement` (GPU kind and count, host
 memory, timeout) and hands it to `RayRunner.spawn`, so a 31b run gets a large GPU here
 without this package knowing trainkit's presets. CPUs are this provider's own setting
 (`TRAINKIT_RAY_JOB_CPUS`): a placement does not name them.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from trainkit_core.placement import Placement
+    from trainkit_core.plugins.placement import Placement
 
 #: Modal's GPU names -> Ray's accelerator types (`ray.util.accelerators`), where they differ.
 #: ``A100-80GB`` must not land on a 40 GB card, so it asks for ``A100-80G``, a label Ray does

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import NotFoundError
-from trainkit_core.hookspecs import VOLUME_KINDS, Capabilities, DeploymentStatus, ProviderManifest, hookimpl
+from trainkit_core.plugins.hookspecs import VOLUME_KINDS, Capabilities, DeploymentStatus, ProviderManifest, hookimpl
 from trainkit_ray.settings import ray_settings, storage_path, trainkit_settings
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class RayDeployment:
 
     def check(self, functions: list[str]) -> None:
         """Jobs run on the cluster's Python, so only their names are checked here."""
-        from trainkit_core.jobs import JOBS
+        from trainkit_core.plugins.jobs import JOBS
 
         for function in functions:
             if function not in JOBS:

@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import JobError, NotFoundError, UsageError
-from trainkit_core.jobs.detached import DetachedRunHandle
+from trainkit_core.toolkit.detached import DetachedRunHandle
 from trainkit_ray.connection import connect, find_actor
 from trainkit_ray.job_actor import CALLS_NAMESPACE, end_call
 from trainkit_ray.placement import actor_options
 
 if TYPE_CHECKING:
-    from trainkit_core.placement import Placement
+    from trainkit_core.plugins.placement import Placement
     from trainkit_core.settings import Settings
     from trainkit_ray.settings import RaySettings
 
@@ -48,7 +48,7 @@ class RayRunHandle(DetachedRunHandle):
         super().__init__(storage.kv(CALLS_NAMESPACE), call_id)
 
     def _raw(self) -> dict[str, Any]:
-        from trainkit_core.kv_values import get_many
+        from trainkit_core.toolkit.kv_values import get_many
 
         parts = ("proc", "end", "started", "cancel", "attempts")
         got = get_many(self._calls, [f"{self.call_id}/{part}" for part in parts])
@@ -132,15 +132,15 @@ class RayRunner:
         """
         import os
 
-        from trainkit_core.jobs import JOBS
-        from trainkit_core.provider import call_kwargs
+        from trainkit_core.plugins.jobs import JOBS
+        from trainkit_core.plugins.provider import call_kwargs
 
         if function not in JOBS:
             raise NotFoundError(f"unknown job function {function!r}; known: {', '.join(sorted(JOBS))}")
         if placement is None:
             raise UsageError(
                 f"RayRunner.spawn({function!r}) got no placement: start jobs through the provider "
-                "(Provider.spawn), which computes it (trainkit_core.placement)"
+                "(Provider.spawn), which computes it (trainkit_core.plugins.placement)"
             )
         arguments = call_kwargs(kwargs)
         resources = actor_options(placement, self.own.job_cpus)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import UsageError
-from trainkit_core.local.kv import LocalKV
-from trainkit_core.volumes.folder import FolderVolume
-from trainkit_core.volumes.paths import check_folder_setting, clean_relative, inside
+from trainkit_core.toolkit.folder_volume import FolderVolume
+from trainkit_core.toolkit.sqlite_kv import LocalKV
+from trainkit_core.toolkit.volume_paths import check_folder_setting, clean_relative, inside
 
 #: The folders under the storage path that are not volumes.
 LOGS, SECRETS = "logs", "secrets"

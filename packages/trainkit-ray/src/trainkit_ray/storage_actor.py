@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.hookspecs import FileEntry
+from trainkit_core.plugins.hookspecs import FileEntry
 from trainkit_ray.connection import connect, find_actor
 from trainkit_ray.errors import unwrap
 from trainkit_ray.settings import RaySettings
@@ -116,7 +116,7 @@ class RemoteKV:
         return self._do("get", key, default)
 
     def put(self, key: str, value: Any) -> None:
-        from trainkit_core.kv_values import check_key, dump_value
+        from trainkit_core.toolkit.kv_values import check_key, dump_value
 
         check_key(key)
         dump_value(value)  # refused here, before anything travels

@@ -51,7 +51,7 @@ class WebApiActor:
         os.environ.update(env)
         os.environ.update(MountedStorage(Path(storage)).read_secrets(SECRETS_NAME))
         from trainkit_api.app import create_app
-        from trainkit_core.provider import get_provider
+        from trainkit_core.plugins.provider import get_provider
         from trainkit_core.settings import Settings
 
         settings = Settings.from_env()

@@ -15,8 +15,8 @@ from trainkit_api.routes.runs import RunId
 from trainkit_api.schemas import EventPage, event_dicts
 from trainkit_api.sse import HEADERS, RECONCILE_S, parse_last_event_id, parse_seq, run_event_stream
 from trainkit_api.state import ApiState, event_log, get_state
-from trainkit_core.reconcile import reconcile_run
-from trainkit_core.runs import TrainingRun
+from trainkit_core.runs.reconcile import reconcile_run
+from trainkit_core.runs.training_run import TrainingRun
 
 #: Sequence numbers are parsed strictly (ASCII digits only), in the query and the header.
 Seq = Annotated[int, BeforeValidator(parse_seq)]

@@ -1,6 +1,6 @@
 """Merged exports: `POST /v1/exports` starts the ``export`` job, `GET /v1/exports/{name}` reads it.
 
-The same entry as `trainkit export` (`trainkit_core.exports.start_export`): the model
+The same entry as `trainkit export` (`trainkit_core.export.merged.start_export`): the model
 path is checked before a job starts; the merge runs beside the models volume and
 writes ``exports/<name>``, which `GET` reports once its info file is written (the last
 file), `running` before that and `failed` with the job's error when it died. The
@@ -80,7 +80,7 @@ class ExportOut(BaseModel):
 
 def start_export(body: ExportIn, state: ApiState = Depends(get_state)) -> ExportStarted:
     """Merge a trained model into its base (full safetensors weights) on the models volume."""
-    from trainkit_core.exports import start_export as start
+    from trainkit_core.export.merged import start_export as start
 
     path, handle = start(state.provider, body.model_path, dtype=body.dtype, gguf=body.gguf, dataset=body.dataset)
     state.kv(CALLS_NAMESPACE).put(path, handle.call_id)
@@ -89,7 +89,7 @@ def start_export(body: ExportIn, state: ApiState = Depends(get_state)) -> Export
 
 def get_export(name: ExportName, state: ApiState = Depends(get_state)) -> ExportOut:
     """A finished export's description, or `running` / `failed` while it has none."""
-    from trainkit_core.exports import read_export_info
+    from trainkit_core.export.merged import read_export_info
 
     path = f"exports/{name}"
     volume = state.provider.volume("models")

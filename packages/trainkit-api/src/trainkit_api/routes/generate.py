@@ -171,7 +171,7 @@ def _content(content: str | list[dict[str, Any]], where: str) -> str | list[dict
 
 def generate_request(body: ChatCompletionRequest) -> dict[str, Any]:
     """The trainkit generation request for an OpenAI chat-completion request."""
-    from trainkit_core.presets import PRESETS
+    from trainkit_core.models.presets import PRESETS
 
     model, base = body.model, False
     if model.endswith(":base"):

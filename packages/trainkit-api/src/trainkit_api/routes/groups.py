@@ -1,7 +1,7 @@
 """Sweep groups: the runs of a group and what they cost together.
 
 `GET /v1/groups/{group_id}` answers with the group's runs (id, status, GPU-seconds,
-cost) and its totals (`trainkit_core.pricing.group_totals`): the number a user
+cost) and its totals (`trainkit_core.runs.pricing.group_totals`): the number a user
 checks against a sweep's budget. Handlers are module-level functions; `build_router`
 only wires them.
 """
@@ -17,7 +17,7 @@ from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
 from trainkit_api.state import ApiState, get_state
 from trainkit_core.errors import NotFoundError
-from trainkit_core.pricing import group_totals
+from trainkit_core.runs.pricing import group_totals
 
 GroupId = Annotated[str, Path(min_length=1, max_length=200, description="A sweep's group id (`grp-…`).")]
 

@@ -43,7 +43,7 @@ router = APIRouter(prefix="/v1", tags=["models"], dependencies=[Depends(require_
 @router.get("/models", response_model=ModelList)
 def list_models(state: ApiState = Depends(get_state)) -> ModelList:
     """Trained models on the models volume, newest first."""
-    from trainkit_core.models import list_trained_models
+    from trainkit_core.models.trained import list_trained_models
 
     cards = [
         ModelCard(

@@ -1,6 +1,6 @@
 """`DELETE /v1/jobs/{job_id}`: delete a run and what it left behind.
 
-The same operation as `trainkit runs delete` (`trainkit_core.retention.delete_run`):
+The same operation as `trainkit runs delete` (`trainkit_core.runs.retention.delete_run`):
 409 with the reason for a run still running, a resumed delete when an earlier one was
 interrupted, and with `dry_run=true` only the list of what would go and its bytes.
 Handlers are module-level functions; `build_router` only collects them.
@@ -37,8 +37,8 @@ def delete_job(
     dry_run: Annotated[bool, Query(description="Only report what would be removed.")] = False,
 ) -> Deleted:
     """Delete a run: record, events, history and (unless keep_model) its trained model and checkpoints."""
-    from trainkit_core.retention import delete_run
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.retention import delete_run
+    from trainkit_core.runs.training_run import RunStore
 
     removal = delete_run(RunStore.for_provider(state.provider), job_id, keep_model=keep_model, dry_run=dry_run)
     return Deleted(

@@ -19,7 +19,7 @@ from trainkit_api.schemas import Checkpoint, CheckpointList, JobList
 from trainkit_api.state import ApiState, get_state
 from trainkit_api.training import DRY_RUN_RESPONSES, DryRun, JobCreate, JobResume, plan_job, resume_job, start_job
 from trainkit_core.ids import RUN_ID_PATTERN
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 
 RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN.pattern, description="A run id, `run-YYYYMMDD-HHMMSS-xxxxxx`.")]
 Status = Annotated[

@@ -2,7 +2,7 @@
 
 The merge runs as the provider's ``export`` job, next to the models volume (a cloud
 container on Modal), and writes ``exports/<run id>``; this command waits for it and
-then streams the export into OUT (`trainkit_core.exports.download`). With
+then streams the export into OUT (`trainkit_core.export.merged.download`). With
 ``--no-download`` it only leaves the export on the volume, for `trainkit models
 download` later.
 """
@@ -15,8 +15,8 @@ from typing import Any
 import click
 
 from trainkit_cli.state import CliState, console, human_size, json_option, pass_state, print_json
-from trainkit_core.exports import EXPORT_DTYPES
-from trainkit_core.gguf_export import GGUF_TYPES
+from trainkit_core.export.gguf.writer import GGUF_TYPES
+from trainkit_core.export.merged import EXPORT_DTYPES
 
 
 @click.command("export")
@@ -67,7 +67,7 @@ def export_command(
 ) -> None:
     """Export MODEL_PATH (trained/<run id>[/checkpoints/<step>]) as a merged model."""
     from trainkit_core.errors import UsageError
-    from trainkit_core.exports import check_download_dest, download, start_export
+    from trainkit_core.export.merged import check_download_dest, download, start_export
 
     if quant is not None and not gguf:
         # Without --gguf no GGUF is written: a --quant that changed nothing would look obeyed.

@@ -1,6 +1,6 @@
 """`trainkit gc`: remove dataset versions and files nothing references.
 
-The work is `trainkit_core.retention.collect_garbage`; `--dry-run` lists what would go
+The work is `trainkit_core.runs.retention.collect_garbage`; `--dry-run` lists what would go
 and the bytes it would free.
 """
 
@@ -17,8 +17,8 @@ from trainkit_cli.state import CliState, console, human_size, json_option, pass_
 @pass_state
 def gc_command(state: CliState, dry_run: bool, as_json: bool) -> None:
     """Remove dataset versions no run uses and is not current, their blobs, and abandoned temporary files."""
-    from trainkit_core.retention import collect_garbage
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.retention import collect_garbage
+    from trainkit_core.runs.training_run import RunStore
 
     removal = collect_garbage(RunStore.for_provider(state.provider), state.provider.volume("data"), dry_run=dry_run)
     if as_json:

@@ -25,7 +25,7 @@ def _messages(path: str) -> list[dict[str, Any]]:
     """
     import stat
 
-    from trainkit_core import strict_json
+    from trainkit_core.datasets import strict_json
     from trainkit_core.errors import InputTooLargeError, UsageError
     from trainkit_core.inference.request import MAX_REQUEST_BYTES
 

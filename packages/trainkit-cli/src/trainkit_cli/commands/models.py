@@ -28,7 +28,7 @@ def models_command(ctx: click.Context, state: CliState, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from trainkit_core.models import list_trained_models
+    from trainkit_core.models.trained import list_trained_models
 
     models = list_trained_models(state.provider.volume("models"))
     if as_json:

@@ -1,7 +1,7 @@
 """`trainkit models download PATH OUT` and `trainkit models rm PATH`: trained models and exports.
 
 `download` streams a trained model or an export to a local folder; `rm` removes one
-(`trainkit_core.retention.delete_model`).
+(`trainkit_core.runs.retention.delete_model`).
 
 Attached to the `models` group that `commands/models.py` defines (modules register in
 alphabetical order, so the group exists by the time this one runs).
@@ -35,7 +35,7 @@ def _models_group(cli: click.Group) -> click.Group:
 @pass_state
 def download_command(state: CliState, path: str, out: Path, as_json: bool) -> None:
     """Stream PATH (trained/<run id>[/checkpoints/<step>] or exports/<…>) into folder OUT (new or empty)."""
-    from trainkit_core.exports import download
+    from trainkit_core.export.merged import download
 
     written = download(state.provider.volume("models"), path, out)
     if as_json:
@@ -51,8 +51,8 @@ def download_command(state: CliState, path: str, out: Path, as_json: bool) -> No
 @pass_state
 def rm_command(state: CliState, paths: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     """Remove trained models (trained/<run id>, with checkpoints), checkpoints or exports (exports/<…>)."""
-    from trainkit_core.retention import delete_model
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.retention import delete_model
+    from trainkit_core.runs.training_run import RunStore
 
     store = RunStore.for_provider(state.provider)
     removed = [delete_model(store, path, dry_run=dry_run).as_dict() for path in dict.fromkeys(paths)]

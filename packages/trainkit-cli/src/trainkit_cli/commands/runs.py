@@ -19,7 +19,7 @@ from trainkit_cli.state import CliState, console, json_option, pass_state, print
 
 
 def _store(state: CliState) -> Any:
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
 
     return RunStore.for_provider(state.provider)
 
@@ -78,7 +78,7 @@ def list_runs(
         return
     from rich.table import Table
 
-    from trainkit_core.pricing import format_cost, group_totals
+    from trainkit_core.runs.pricing import format_cost, group_totals
 
     table = Table(box=None)
     for column in ("run", "status", "phase", "method", "step", "dataset", "model", "loss", "cost", "created", "group"):
@@ -139,7 +139,7 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     )
     if run.duration_seconds:
         out.print(f"  duration {run.duration_seconds:.1f} s")
-    from trainkit_core.pricing import format_cost
+    from trainkit_core.runs.pricing import format_cost
 
     price = run.price
     rate = price.get("usd_per_hour")
@@ -181,7 +181,7 @@ def logs(state: CliState, run_id: str, follow: bool, after: int, as_json: bool) 
     """Print a run's events (one JSON object per line with --json)."""
     import json
 
-    from trainkit_core.events import follow as follow_events
+    from trainkit_core.runs.events import follow as follow_events
 
     run = _store(state).get(run_id)
     events = (

@@ -2,7 +2,7 @@
 
 Attached to the `runs` group that `commands/runs.py` defines (modules register in
 alphabetical order, so that group exists by the time this one runs). The work is
-`trainkit_core.retention.delete_run`: a running run is refused with the reason, and a
+`trainkit_core.runs.retention.delete_run`: a running run is refused with the reason, and a
 delete that was interrupted is finished by running it again.
 """
 
@@ -24,8 +24,8 @@ from trainkit_cli.state import CliState, console, human_size, json_option, pass_
 @pass_state
 def delete_command(state: CliState, run_ids: tuple[str, ...], keep_model: bool, dry_run: bool, as_json: bool) -> None:
     """Delete runs: record, events, history and (unless --keep-model) the trained model and checkpoints."""
-    from trainkit_core.retention import delete_run
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.retention import delete_run
+    from trainkit_core.runs.training_run import RunStore
 
     store = RunStore.for_provider(state.provider)
     done = []

@@ -31,7 +31,7 @@ from trainkit_cli.state import CliState, console, json_option, pass_state, print
 def plot(state: CliState, run_ids: tuple[str, ...], out: Path | None, width: int, as_json: bool) -> None:
     """Plot the training loss of runs (several IDs are overlaid)."""
     from trainkit_cli.plot import loss_series, read_run_events, sparkline, write_loss_png
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
 
     store = RunStore.for_provider(state.provider)
     series = [loss_series(run_id, read_run_events(store, run_id)) for run_id in dict.fromkeys(run_ids)]

@@ -38,7 +38,7 @@ def sweep(
     **kwargs: Any,
 ) -> None:
     """Start one run per combination of the grid, then compare them."""
-    from trainkit_core.runs import wait_all
+    from trainkit_core.runs.training_run import wait_all
     from trainkit_core.training.sweep import compare, start_sweep
 
     err = console(stderr=True)
@@ -69,7 +69,7 @@ def sweep(
     wait_all(runs, timeout=timeout, poll_interval=2.0)
     rows = compare(runs)
     if as_json:
-        from trainkit_core.pricing import group_totals
+        from trainkit_core.runs.pricing import group_totals
 
         print_json({"group_id": group_id, "runs": rows, "totals": group_totals(runs)})
         return
@@ -78,7 +78,7 @@ def sweep(
     keys = list(dict.fromkeys(k for row in rows for k in row["params"]))
     extra = list(dict.fromkeys(k for row in rows for k in row if k.startswith("eval_")))
     table = Table(title=f"sweep {group_id}")
-    from trainkit_core.pricing import format_cost, group_totals
+    from trainkit_core.runs.pricing import format_cost, group_totals
 
     for column in ("run", *keys, "status", "step", "first loss", "final loss", *extra, "time", "cost"):
         table.add_column(column)

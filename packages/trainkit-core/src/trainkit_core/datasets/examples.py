@@ -5,11 +5,11 @@ is exactly what training reads. Each accepted example is normalised to
 ``{"messages": [{"role", "content"}, ...]}``: a prompt/completion pair becomes a user
 turn and an assistant turn. Keys the format does not define (in an example or in a
 message) are reported as `unknown-key` warnings at their line and dropped (an error
-under ``--strict``). Each line must be strict JSON (`trainkit_core.strict_json`: no
+under ``--strict``). Each line must be strict JSON (`trainkit_core.datasets.strict_json`: no
 NaN, no duplicate keys, no lone surrogates) and at most `MAX_LINE_BYTES` long.
 A system message stays in the
 list (first only); the Gemma turn format folds it into the first user turn later
-(`trainkit_core.chat_format`), as ``system + "\\n\\n" + user``.
+(`trainkit_core.models.chat_format`), as ``system + "\\n\\n" + user``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from trainkit_core.datasets.images import as_openai, image_urls, parse_content, text_of
 from trainkit_core.datasets.problems import Problem
-from trainkit_core.strict_json import StrictJSONError, loads
+from trainkit_core.datasets.strict_json import StrictJSONError, loads
 
 ROLES = ("system", "user", "assistant")
 BOM = b"\xef\xbb\xbf"
@@ -176,7 +176,7 @@ def _parse_line(
 
 def _chat_markers(messages: tuple[tuple[str, Any], ...], file: str, line: int) -> list[Problem]:
     """Text of a chat format's turn markers inside content: it would let one example write turns of its own."""
-    from trainkit_core.chat_format import control_texts
+    from trainkit_core.models.chat_format import control_texts
 
     for index, (role, content) in enumerate(messages):
         for marker in control_texts():

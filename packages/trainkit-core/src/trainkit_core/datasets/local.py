@@ -30,7 +30,7 @@ from trainkit_core.datasets.layout import FileInfo, Manifest, dataset_hash
 from trainkit_core.datasets.problems import Problem
 from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, check_name, parse_spec
 from trainkit_core.errors import NotFoundError, UsageError
-from trainkit_core.volumes.paths import check_folder_setting
+from trainkit_core.toolkit.volume_paths import check_folder_setting
 
 
 @dataclass

@@ -57,11 +57,11 @@ from trainkit_core.datasets.local import DatasetFileError, build_manifest, find_
 from trainkit_core.datasets.problems import Report
 from trainkit_core.datasets.validate import DatasetInvalidError, LengthCheck, check_local
 from trainkit_core.errors import ConflictError, NotFoundError, ProviderError, UsageError
-from trainkit_core.hookspecs import KVStore, Volume
-from trainkit_core.kv_lock import kv_lock
+from trainkit_core.plugins.hookspecs import KVStore, Volume
+from trainkit_core.toolkit.kv_lock import kv_lock
 
 if TYPE_CHECKING:
-    from trainkit_core.provider import Provider
+    from trainkit_core.plugins.provider import Provider
     from trainkit_core.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from trainkit_core.datasets.local import DatasetFileError, dataset_file
 from trainkit_core.datasets.problems import Problem, Report
 from trainkit_core.datasets.spec import SPEC_FILE, DatasetSpec, check_name, parse_spec
 from trainkit_core.errors import NotFoundError, UsageError, hint_word
-from trainkit_core.hookspecs import Volume
+from trainkit_core.plugins.hookspecs import Volume
 
 #: Used when no model preset says otherwise.
 DEFAULT_MAX_TOKENS = 2048
@@ -293,7 +293,7 @@ class DatasetInvalidError(UsageError):
 def length_check_for(
     model_size: str | None = None, *, max_tokens: int | None = None, tokenizer: Any = None
 ) -> LengthCheck:
-    """The length rule for a model preset (`trainkit_core.presets`).
+    """The length rule for a model preset (`trainkit_core.models.presets`).
 
     The maximum is `max_tokens`, else the preset's ``max_seq_length``, else
     `DEFAULT_MAX_TOKENS`. Lengths are counted with `tokenizer` when given, else with the
@@ -302,7 +302,7 @@ def length_check_for(
     """
     preset = None
     if model_size is not None:  # an empty --model-size is an unknown size, not "none given"
-        from trainkit_core.presets import get_preset
+        from trainkit_core.models.presets import get_preset
 
         preset = get_preset(model_size)
     limit = max_tokens or (preset.max_seq_length if preset else DEFAULT_MAX_TOKENS)
@@ -310,7 +310,7 @@ def length_check_for(
         tokenizer = _cached_tokenizer(preset.base_model)
     if tokenizer is None:
         return LengthCheck.estimate(limit)
-    from trainkit_core.chat_format import get_format, render
+    from trainkit_core.models.chat_format import get_format, render
 
     fmt = get_format(preset.chat_format if preset else "gemma3")
 

@@ -12,8 +12,8 @@ from typing import Any
 from trainkit_core.errors import UsageError
 from trainkit_core.evals import sets
 from trainkit_core.ids import check_name
-from trainkit_core.kv_lock import LOCKS_NAMESPACE
-from trainkit_core.models import check_model_path, read_card
+from trainkit_core.models.trained import check_model_path, read_card
+from trainkit_core.toolkit.kv_lock import LOCKS_NAMESPACE
 
 JOB_TIMEOUT_S = 3600.0
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from trainkit_core.chat_format import ChatFormat
 from trainkit_core.evals.metrics import exact_match, token_f1
+from trainkit_core.models.chat_format import ChatFormat
 
 
 def score_image_batch(
@@ -30,7 +30,7 @@ def score_image_batch(
     import torch
 
     from trainkit_core.datasets.images import load_image
-    from trainkit_core.vision_collator import IGNORE, VisionCollator, image_placeholder, render_with_images
+    from trainkit_core.datasets.vision_collator import IGNORE, VisionCollator, image_placeholder, render_with_images
 
     tokenizer = processor.tokenizer
     full = VisionCollator(processor, fmt)([{"messages": list(messages)} for messages in batch])

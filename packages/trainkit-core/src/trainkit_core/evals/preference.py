@@ -12,8 +12,8 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from trainkit_core.chat_format import ChatFormat, encode_for_training
 from trainkit_core.evals.scoring import BATCH_SIZE, _losses, _pad_id, _stops
+from trainkit_core.models.chat_format import ChatFormat, encode_for_training
 
 
 def with_answer(pair: dict[str, Any], side: str) -> list[dict[str, str]]:

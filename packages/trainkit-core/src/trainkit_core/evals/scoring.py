@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from trainkit_core.chat_format import ChatFormat, encode_for_training, render_prompt
 from trainkit_core.evals.metrics import exact_match, summarize, token_f1
+from trainkit_core.models.chat_format import ChatFormat, encode_for_training, render_prompt
 
 #: Generation stops at the end of turn, or after the reference's length plus this margin.
 LENGTH_MARGIN = 16

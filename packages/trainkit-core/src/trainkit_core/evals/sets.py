@@ -15,11 +15,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trainkit_core import strict_json
+from trainkit_core.datasets import strict_json
 from trainkit_core.errors import NotFoundError, UsageError
-from trainkit_core.hookspecs import KVStore, Volume
 from trainkit_core.ids import check_name, new_stamped_id
-from trainkit_core.kv_lock import kv_lock
+from trainkit_core.plugins.hookspecs import KVStore, Volume
+from trainkit_core.toolkit.kv_lock import kv_lock
 
 REPORT_ID_PATTERN = re.compile(r"^ev-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 ROLES = ("system", "user", "assistant")

@@ -17,7 +17,7 @@ from typing import Any
 
 from trainkit_core import errors
 from trainkit_core.inference.request import GenerateRequest
-from trainkit_core.models import check_model_path, default_model_for_preset
+from trainkit_core.models.trained import check_model_path, default_model_for_preset
 
 #: How long the client waits for an infer job when there is no warm server.
 JOB_TIMEOUT_S = 1800.0

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from trainkit_core.chat_format import render_prompt
 from trainkit_core.inference.loading import LoadedModel
 from trainkit_core.inference.request import GenerateRequest
+from trainkit_core.models.chat_format import render_prompt
 
 
 def stop_token_ids(loaded: LoadedModel) -> list[int]:
@@ -30,8 +30,8 @@ def stop_token_ids(loaded: LoadedModel) -> list[int]:
 
 def image_inputs(loaded: LoadedModel, turns: list[dict[str, Any]]) -> Any:
     """The processor's inputs (ids, pixel values, token types) for a conversation with images."""
+    from trainkit_core.datasets.vision_collator import image_placeholder, render_with_images
     from trainkit_core.errors import UsageError
-    from trainkit_core.vision_collator import image_placeholder, render_with_images
 
     if loaded.processor is None:
         raise UsageError(f"{loaded.ref.path} (base {loaded.card.base_model}) is a text-only model: it takes no images")

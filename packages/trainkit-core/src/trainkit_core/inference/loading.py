@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.chat_format import ChatFormat, get_format
 from trainkit_core.errors import UsageError
-from trainkit_core.models import ModelPath, TrainedModelCard, check_model_path, local_model_dir, read_card
-from trainkit_core.volumes.folder import FolderVolume
+from trainkit_core.models.chat_format import ChatFormat, get_format
+from trainkit_core.models.trained import ModelPath, TrainedModelCard, check_model_path, local_model_dir, read_card
+from trainkit_core.toolkit.folder_volume import FolderVolume
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,9 @@ def resolve_base(card: TrainedModelCard, hf_cache: Path | None) -> str:
     """Where to load the base model from: a local folder for `tiny`, else the hub id.
 
     The tiny base is built on the hf-cache volume (never downloaded); it is built again,
-    identically, when the cache was emptied (`trainkit_core.models.layout`).
+    identically, when the cache was emptied (`trainkit_core.models.trained.layout`).
     """
-    from trainkit_core.models.layout import resolve_base_model
+    from trainkit_core.models.trained.layout import resolve_base_model
 
     return resolve_base_model(card.model_dump(), hf_cache)
 
@@ -61,7 +61,7 @@ def load_base(source: str, *, device: str, quantize: bool, dtype: Any = None) ->
 
     kwargs: dict[str, Any] = {}
     if quantize and device == "cuda":
-        from trainkit_core.quantization import bnb_4bit_config
+        from trainkit_core.models.quantization import bnb_4bit_config
 
         kwargs["quantization_config"] = bnb_4bit_config()
         kwargs["device_map"] = {"": 0}
@@ -142,8 +142,8 @@ def check_fit(card: TrainedModelCard, model_dir: Path, tokenizer: Any, base: Any
 
 def _base_names(card: TrainedModelCard) -> set[str]:
     """The names an adapter's recorded base may carry for this card's base model."""
-    from trainkit_core.models.layout import base_model_path
-    from trainkit_core.presets import PRESETS
+    from trainkit_core.models.presets import PRESETS
+    from trainkit_core.models.trained.layout import base_model_path
 
     names = {card.base_model}
     extras = card.extras
@@ -284,7 +284,7 @@ class ModelCache:
                     self._bases.move_to_end(key)
                     check_base(card, folder, tokenizer, entry.model)
                 name = self._load_adapter(entry, ref, folder)
-                from trainkit_core.processors import load_processor
+                from trainkit_core.models.processors import load_processor
 
                 model_type = getattr(getattr(entry.model, "config", None), "model_type", None)
                 processor = load_processor(folder, model_type=model_type)

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from trainkit_core.jobs.context import JobContext
+from trainkit_core.plugins.job_context import JobContext
 
 
 def evaluate(
@@ -28,7 +28,7 @@ def evaluate(
     from trainkit_core.evals import sets
     from trainkit_core.evals.scoring import evaluate as run
     from trainkit_core.inference.loading import ModelCache
-    from trainkit_core.volumes.folder import FolderVolume
+    from trainkit_core.toolkit.folder_volume import FolderVolume
 
     os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # base models live on the hf-cache volume
     report_id = sets.check_report_id(report_id) if report_id else sets.new_report_id()

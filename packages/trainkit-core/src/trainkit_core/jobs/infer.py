@@ -9,15 +9,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from trainkit_core.jobs.context import JobContext
+from trainkit_core.plugins.job_context import JobContext
 
 
 def infer(ctx: JobContext, **request: Any) -> dict[str, Any]:
     from trainkit_core.inference.generation import generate
     from trainkit_core.inference.loading import ModelCache
     from trainkit_core.inference.request import GenerateRequest
-    from trainkit_core.models import default_model_for_preset
-    from trainkit_core.volumes.folder import FolderVolume
+    from trainkit_core.models.trained import default_model_for_preset
+    from trainkit_core.toolkit.folder_volume import FolderVolume
 
     os.environ["HF_HOME"] = str(ctx.path("hf-cache"))  # base models live on the hf-cache volume
     req = GenerateRequest.parse(request)

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from trainkit_core.jobs.context import JobContext
+from trainkit_core.plugins.job_context import JobContext
 
 
 def _gpu() -> dict[str, Any] | None:

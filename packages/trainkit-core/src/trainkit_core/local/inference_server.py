@@ -22,7 +22,7 @@ from typing import Any
 
 from trainkit_core import errors
 from trainkit_core.errors import ProviderError
-from trainkit_core.jobs.processes import alive
+from trainkit_core.toolkit.processes import alive
 
 START_TIMEOUT_S = 120.0
 REQUEST_TIMEOUT_S = 1800.0

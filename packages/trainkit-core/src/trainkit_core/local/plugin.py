@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainkit_core.errors import UsageError
-from trainkit_core.hookspecs import VOLUME_KINDS, Capabilities, DeploymentStatus, ProviderManifest, hookimpl
-from trainkit_core.jobs import JobContext
-from trainkit_core.jobs.extras import EXTRA_MODULES, check_extras
-from trainkit_core.local.kv import LocalKV, db_path
 from trainkit_core.local.runner import LocalRunner
-from trainkit_core.volumes.folder import FolderVolume
-from trainkit_core.volumes.paths import check_folder_setting, clean_relative
+from trainkit_core.plugins.hookspecs import VOLUME_KINDS, Capabilities, DeploymentStatus, ProviderManifest, hookimpl
+from trainkit_core.plugins.job_extras import EXTRA_MODULES, check_extras
+from trainkit_core.plugins.jobs import JobContext
+from trainkit_core.toolkit.folder_volume import FolderVolume
+from trainkit_core.toolkit.sqlite_kv import LocalKV, db_path
+from trainkit_core.toolkit.volume_paths import check_folder_setting, clean_relative
 
 if TYPE_CHECKING:
     from trainkit_core.settings import Settings

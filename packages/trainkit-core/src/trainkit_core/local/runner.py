@@ -1,6 +1,6 @@
 """Local job calls: detached processes whose records live in the local SQLite store.
 
-The runner itself is the public `trainkit_core.jobs.detached.DetachedRunner`, which any
+The runner itself is the public `trainkit_core.toolkit.detached.DetachedRunner`, which any
 provider can reuse; this module wires it to the local provider's home and re-exports
 the liveness helpers other local modules use.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainkit_core.jobs.detached import CALLS_NAMESPACE, CANCEL_GRACE_S, DetachedRunHandle, DetachedRunner
-from trainkit_core.jobs.processes import alive, describe_exit, process_start_time
-from trainkit_core.local.kv import LocalKV
+from trainkit_core.toolkit.detached import CALLS_NAMESPACE, CANCEL_GRACE_S, DetachedRunHandle, DetachedRunner
+from trainkit_core.toolkit.processes import alive, describe_exit, process_start_time
+from trainkit_core.toolkit.sqlite_kv import LocalKV
 
 if TYPE_CHECKING:
     from trainkit_core.settings import Settings

@@ -190,7 +190,7 @@ def _remove_record(home: Path) -> None:
 
 def serve(home: Path, idle_timeout_s: float) -> int:
     """Run until idle for `idle_timeout_s`; returns the exit status."""
-    from trainkit_core.jobs.processes import process_start_time
+    from trainkit_core.toolkit.processes import process_start_time
 
     worker = WarmWorker(home, idle_timeout_s)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(worker))

@@ -5,7 +5,7 @@ A plugin is a distribution declaring, in its ``pyproject.toml``::
     [project.entry-points."trainkit.rewards"]
     polite = "my_graders:polite"     # grade(completion: str, example: Mapping) -> float
 
-the same way providers are found (`trainkit_core.plugins`). Names are checked on the
+the same way providers are found (`trainkit_core.plugins.manager`). Names are checked on the
 client before a run starts (`check_reward_names`, which reads the entry points without
 importing them); the job loads them (`load_graders`), and an import failure names the
 plugin.

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import TrainkitError
-from trainkit_core.provider import Provider, get_provider
+from trainkit_core.plugins.provider import Provider, get_provider
 from trainkit_core.settings import Settings
 
 

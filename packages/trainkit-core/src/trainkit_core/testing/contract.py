@@ -16,7 +16,7 @@ what depends on a capability (`durable_kv`, `durable_volumes`, `run_functions`,
 does not. A declared capability must work: ``durable_kv`` means a second process
 sees the writes; ``stop`` means cancel ends what the job runs, not only its record
 (the job's heartbeat must stop); a call's `logs()` hold what the job printed; ``gpu``
-means the runner takes each job's `Placement` (`trainkit_core.placement`) and gets the
+means the runner takes each job's `Placement` (`trainkit_core.plugins.placement`) and gets the
 one of the job it starts.
 
 A plugin's own settings (its ``trainkit_settings`` model) are isolated per test: the
@@ -60,7 +60,7 @@ from typing import Any, ClassVar
 import pytest
 
 from trainkit_core.errors import JobError, JobTimeout, NotFoundError, ProviderError, TrainkitError, UsageError
-from trainkit_core.hookspecs import (
+from trainkit_core.plugins.hookspecs import (
     CALL_STATES,
     CallStatus,
     Capabilities,
@@ -72,9 +72,9 @@ from trainkit_core.hookspecs import (
     RunHandle,
     Volume,
 )
-from trainkit_core.plugins import build_plugin_manager, plugin_info
-from trainkit_core.provider import Provider, get_provider, list_providers
-from trainkit_core.runs import RunStore, TrainingRun, wait_all
+from trainkit_core.plugins.manager import build_plugin_manager, plugin_info
+from trainkit_core.plugins.provider import Provider, get_provider, list_providers
+from trainkit_core.runs.training_run import RunStore, TrainingRun, wait_all
 from trainkit_core.settings import Settings
 
 #: Paths that try to leave a volume; every volume method must refuse them.
@@ -600,7 +600,7 @@ class ProviderContract:
         """A provider that declares `gpu` gets, with a 31b job, the GPU that job needs, without trainkit's presets."""
         import inspect
 
-        from trainkit_core.placement import placement_for
+        from trainkit_core.plugins.placement import placement_for
 
         self.require(provider, "run_functions")
         self.require(provider, "gpu")

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainkit_core.hookspecs import KVStore
-from trainkit_core.kv_values import get_many, get_many_text
+from trainkit_core.plugins.hookspecs import KVStore
+from trainkit_core.toolkit.kv_values import get_many, get_many_text
 
 
 class SlowKV:

@@ -2,7 +2,7 @@
 
 Client side (no heavy imports): `TrainConfig`, `start_run`, `resume_run`. Job side
 (imports torch inside functions): `trainkit_core.training.job:train`. The layout a run
-leaves on the models volume is described in `trainkit_core.models.layout`.
+leaves on the models volume is described in `trainkit_core.models.trained.layout`.
 """
 
 from __future__ import annotations

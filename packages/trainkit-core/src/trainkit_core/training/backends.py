@@ -10,7 +10,7 @@ each backend its own way: hf trains the tower and projector in full
 (`training.vision.with_vision_modules`), unsloth gets the switch itself (LoRA on the
 tower's layers, as Unsloth's vision notebooks do). The models are trained
 with trl's `SFTTrainer` on pre-tokenized examples whose labels already carry the
-assistant-only mask (`trainkit_core.chat_format.encode_for_training`).
+assistant-only mask (`trainkit_core.models.chat_format.encode_for_training`).
 
 On CPU: `use_cpu`, fp32, no gradient checkpointing (it halves CPU speed), no 4-bit,
 and a small model on one thread (`small_model_threads`).
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import MissingExtraError, UsageError
-from trainkit_core.presets import ALL_PROJECTIONS
+from trainkit_core.models.presets import ALL_PROJECTIONS
 from trainkit_core.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -139,8 +139,8 @@ def unsloth_target_pattern(model: Any, switches: dict[str, bool]) -> str:
 
 
 def model_kind(source: str) -> Any:
-    """What `source`'s configuration says (`trainkit_core.base_models.ModelKind`): text-only or multimodal."""
-    from trainkit_core.base_models import describe_config, read_folder_config
+    """What `source`'s configuration says (`trainkit_core.models.base_models.ModelKind`): text-only or multimodal."""
+    from trainkit_core.models.base_models import describe_config, read_folder_config
 
     if Path(source).is_dir():
         return describe_config(read_folder_config(Path(source)))
@@ -164,7 +164,7 @@ def load_base(source: str, config: TrainConfig) -> Any:
     cuda = cuda_available()
     kwargs: dict[str, Any] = {}
     if bool(config.load_in_4bit) and cuda:
-        from trainkit_core.quantization import bnb_4bit_config
+        from trainkit_core.models.quantization import bnb_4bit_config
 
         kwargs["quantization_config"] = bnb_4bit_config()
         kwargs["device_map"] = {"": 0}
@@ -231,7 +231,7 @@ def build_trainer(
     `config.packing` packs the rows padding-free (`trainkit_core.training.packing`), where
     the model keeps packed examples apart.
 
-    A collator (`trainkit_core.vision_collator.VisionCollator`) gets its rows as they
+    A collator (`trainkit_core.datasets.vision_collator.VisionCollator`) gets its rows as they
     are: trl's own preparation and column removal are off.
     """
     from trl import SFTConfig

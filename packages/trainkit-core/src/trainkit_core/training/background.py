@@ -12,7 +12,7 @@ So the step only touches memory:
   `interval_s` (a copy taken under the caller's lock, so the step never waits for
   the write, only for the copy).
 
-Progress events go through `trainkit_core.event_batch.EventBatcher`.
+Progress events go through `trainkit_core.runs.event_batch.EventBatcher`.
 
 The rest of the job keeps off the store's path the same way: `JobWrites` attaches,
 for the whole `train` job, a `RecordWriter` (each `TrainingRun.save` queues a copy of
@@ -31,8 +31,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from trainkit_core.event_batch import EventBatcher
-from trainkit_core.events import StopFlag
+from trainkit_core.runs.event_batch import EventBatcher
+from trainkit_core.runs.events import StopFlag
 
 log = logging.getLogger(__name__)
 

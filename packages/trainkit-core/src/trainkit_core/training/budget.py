@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainkit_core.errors import UsageError
-from trainkit_core.runs import TrainingRun
+from trainkit_core.runs.training_run import TrainingRun
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from trainkit_core.errors import UsageError
 from trainkit_core.ids import check_name
-from trainkit_core.presets import CUSTOM_DEFAULTS, PRESETS, TWIN_PRESETS, Preset, chat_format_for_model, get_preset
+from trainkit_core.models.presets import (
+    CUSTOM_DEFAULTS,
+    PRESETS,
+    TWIN_PRESETS,
+    Preset,
+    chat_format_for_model,
+    get_preset,
+)
 
 #: trl's DPO loss types (`DPOConfig.loss_type`, trl 0.24 to 1.x): another name would start a run
 #: that fails inside trl, so it is refused before anything starts.
@@ -173,7 +180,7 @@ class TrainConfig(BaseModel):
     def _from_trained(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from trainkit_core.models.paths import parse_model_path
+        from trainkit_core.models.trained.paths import parse_model_path
 
         value = value.strip()
         if value.startswith("run-"):
@@ -240,7 +247,7 @@ class TrainConfig(BaseModel):
     @classmethod
     def _hf_id(cls, value: str | None) -> str | None:
         if value is not None:
-            from trainkit_core.base_models import check_text
+            from trainkit_core.models.base_models import check_text
 
             value = check_text(value.strip())
         return value

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 from trainkit_core.errors import JobError
 
 if TYPE_CHECKING:
-    from trainkit_core.jobs.context import JobContext
-    from trainkit_core.runs import TrainingRun
+    from trainkit_core.plugins.job_context import JobContext
+    from trainkit_core.runs.training_run import TrainingRun
 
 #: How each provider's job context is built again inside a rank (a separate process).
 JOB_CONTEXTS = {"local": "trainkit_core.local.plugin:job_context"}

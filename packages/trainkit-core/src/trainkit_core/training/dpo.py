@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.chat_format import ChatFormat, render_prompt
+from trainkit_core.models.chat_format import ChatFormat, render_prompt
 from trainkit_core.training.config import TrainConfig
 
 #: trl's log keys -> trainkit's progress-event fields.

@@ -2,7 +2,7 @@
 
 ``train(ctx, run_id, resume=False)`` reads the run's record (created by
 `trainkit_core.training.submit.start_run`), trains, and leaves the result on the models
-volume (layout in `trainkit_core.models.layout`). It never imports a provider SDK:
+volume (layout in `trainkit_core.models.trained.layout`). It never imports a provider SDK:
 state goes through `RunStore.for_job(ctx)`, files through `ctx.path(kind)`, and
 `ctx.commit("models")` follows every checkpoint and the end.
 
@@ -38,14 +38,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.chat_format import check_loss_mask, encode_for_training, get_format, render
 from trainkit_core.errors import JobError
-from trainkit_core.jobs.context import JobContext
-from trainkit_core.models.layout import base_model_path as local_base_path
-from trainkit_core.models.layout import make_card, resolve_base_model, write_card
-from trainkit_core.models.paths import trained_dir
-from trainkit_core.presets import TINY_BASE_MODEL
-from trainkit_core.runs import RunStore, TrainingRun
+from trainkit_core.models.chat_format import check_loss_mask, encode_for_training, get_format, render
+from trainkit_core.models.presets import TINY_BASE_MODEL
+from trainkit_core.models.trained.layout import base_model_path as local_base_path
+from trainkit_core.models.trained.layout import make_card, resolve_base_model, write_card
+from trainkit_core.models.trained.paths import trained_dir
+from trainkit_core.plugins.job_context import JobContext
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.training.background import JobWrites
 from trainkit_core.training.config import TrainConfig
 
@@ -64,7 +64,7 @@ def _record_rollout(run: TrainingRun, model: Any, tokenizer: Any, fmt: Any, prom
     """
     import torch
 
-    from trainkit_core.chat_format import render_prompt
+    from trainkit_core.models.chat_format import render_prompt
 
     samples = []
     was_training = model.training
@@ -280,7 +280,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir))
         tokenizer.chat_template = fmt.chat_template
     elif base_model == TINY_BASE_MODEL:
-        from trainkit_core.tiny_model import build_tokenizer
+        from trainkit_core.models.tiny_model import build_tokenizer
 
         texts = [text for example in dataset.train for text in _texts(example, fmt)]
         tokenizer = build_tokenizer(texts, fmt.name)
@@ -344,7 +344,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     def checkpoint_extras(folder: Path, step: int) -> None:
         tokenizer.save_pretrained(folder)
         if processor is not None:  # a checkpoint of an image run answers about images too
-            from trainkit_core.processors import save_processor
+            from trainkit_core.models.processors import save_processor
 
             save_processor(processor, folder)
         write_card(folder, card(step))
@@ -427,7 +427,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         trainer.model.save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)
         if processor is not None:
-            from trainkit_core.processors import save_processor
+            from trainkit_core.models.processors import save_processor
 
             save_processor(processor, out_dir)  # what inference resizes images with
 
@@ -464,7 +464,7 @@ def _start_from(ctx: JobContext, config: TrainConfig) -> Path | None:
     """The folder of the `--from` model on the mounted models volume (checked again here), or None."""
     if not config.from_model:
         return None
-    from trainkit_core.models.paths import local_model_dir, parse_model_path
+    from trainkit_core.models.trained.paths import local_model_dir, parse_model_path
 
     folder = local_model_dir(parse_model_path(config.from_model), ctx.path("models"))
     if not (folder / "adapter_config.json").is_file():
@@ -552,7 +552,7 @@ def _tracking(run: TrainingRun, config: TrainConfig, models_root: Path) -> None:
     import importlib.util
 
     from trainkit_core.errors import MissingExtraError
-    from trainkit_core.runs import history_dir
+    from trainkit_core.runs.training_run import history_dir
 
     if config.report_to == "tensorboard":
         if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.models.paths import DONE_MARKER
+from trainkit_core.models.trained.paths import DONE_MARKER
 
 #: How many eval examples score a checkpoint (a bound on the time it adds to a save).
 EVAL_EXAMPLES = 32

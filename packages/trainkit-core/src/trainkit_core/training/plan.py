@@ -12,7 +12,7 @@ the tokens of one epoch, the GPU, an estimated duration and an estimated cost.
   that GPU: the median of earlier succeeded runs of the same preset and GPU (their
   ``tokens_per_s`` metric) when there are some, else ``data/throughput.toml`` (dated,
   with its sources), plus the table's start-up time.
-- **Cost**: the duration at the price a run would record (`trainkit_core.pricing`).
+- **Cost**: the duration at the price a run would record (`trainkit_core.runs.pricing`).
 - **No account needed**: the provider's store is read only for the median of earlier
   runs, within `STORE_WAIT_S`; when it cannot be read (no token, no network) the plan
   says so and uses the table, so a would-be cloud user sees the cost before signing up.
@@ -45,7 +45,7 @@ else:  # pragma: no cover - Python 3.10
 
 from trainkit_core.datasets.validate import CHARS_PER_TOKEN
 from trainkit_core.errors import NotFoundError, TrainkitError
-from trainkit_core.pricing import price_for_run, split_gpu
+from trainkit_core.runs.pricing import price_for_run, split_gpu
 from trainkit_core.training.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class Plan(BaseModel):
 
     def lines(self) -> list[str]:
         """The plan as a person reads it (the CLI prints these)."""
-        from trainkit_core.pricing import format_cost
+        from trainkit_core.runs.pricing import format_cost
 
         tokens = f"{self.tokens_per_epoch:,} tokens per epoch"
         tokens += " (exact, " + self.tokens_method + ")" if self.tokens_exact else f" (estimate: {self.tokens_method})"
@@ -165,8 +165,8 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
     """Tokens of each training example (as the job encodes it), whether exact, and how counted."""
     import importlib.util
 
-    from trainkit_core.chat_format import get_format, render
-    from trainkit_core.presets import TINY_BASE_MODEL
+    from trainkit_core.models.chat_format import get_format, render
+    from trainkit_core.models.presets import TINY_BASE_MODEL
 
     fmt = get_format(config.chat_format or "gemma3")
     limit = config.max_seq_length or config.preset.max_seq_length
@@ -174,7 +174,7 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
     method = ""
     if exact and importlib.util.find_spec("transformers") is not None:
         if config.model_id == TINY_BASE_MODEL:
-            from trainkit_core.tiny_model import build_tokenizer
+            from trainkit_core.models.tiny_model import build_tokenizer
 
             tokenizer = build_tokenizer([render(e["messages"], fmt) for e in train], fmt.name)
             method = "the tiny model's tokenizer, built from the dataset as the job builds it"
@@ -187,7 +187,7 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
     if tokenizer is None:
         counts = [min(limit, math.ceil(len(render(e["messages"], fmt)) / CHARS_PER_TOKEN)) for e in train]
         return counts, False, f"{CHARS_PER_TOKEN} characters per token"
-    from trainkit_core.chat_format import encode_for_training
+    from trainkit_core.models.chat_format import encode_for_training
 
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -244,7 +244,7 @@ def _method_work(config: TrainConfig, counts: list[int]) -> tuple[list[int], flo
 
 def measured_throughput(provider: Any, preset: str, gpu: str) -> tuple[float, int] | None:
     """(median tokens/s, runs) of the newest succeeded runs of `preset` on `gpu`, if any."""
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
 
     found: list[float] = []
     for run in RunStore.for_provider(provider).page(status="succeeded", limit=200, reconcile=False)[0]:

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import JobError
-from trainkit_core.jobs.context import JobContext
-from trainkit_core.runs import TrainingRun
+from trainkit_core.plugins.job_context import JobContext
+from trainkit_core.runs.training_run import TrainingRun
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ FIXED_PROMPTS = (
 
 
 def _card(run: TrainingRun, out_dir: Path) -> Any:
-    from trainkit_core.models.card import TrainedModelCard
-    from trainkit_core.models.layout import base_model_path
+    from trainkit_core.models.trained.card import TrainedModelCard
+    from trainkit_core.models.trained.layout import base_model_path
 
     config = run.config
     base = run.source_model or str(config.get("base_model") or "")
@@ -98,8 +98,8 @@ def adapter_gate(
     """
     import torch
 
-    from trainkit_core.chat_format import get_format, render_prompt
     from trainkit_core.inference.loading import check_fit, load_adapter_model
+    from trainkit_core.models.chat_format import get_format, render_prompt
 
     card = _card(run, out_dir)
     fmt = get_format(card.chat_format)

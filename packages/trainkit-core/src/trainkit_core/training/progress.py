@@ -37,9 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.event_batch import EventBatcher
-from trainkit_core.models.layout import DONE_FILE, checkpoint_path
-from trainkit_core.runs import TrainingRun
+from trainkit_core.models.trained.layout import DONE_FILE, checkpoint_path
+from trainkit_core.runs.event_batch import EventBatcher
+from trainkit_core.runs.training_run import TrainingRun
 from trainkit_core.training.background import RecordSaver, StopWatcher
 from trainkit_core.training.budget import RunBudget
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from trainkit_core.training.distributed import rank
 
 if TYPE_CHECKING:
-    from trainkit_core.hookspecs import KVStore
-    from trainkit_core.jobs.context import JobContext
+    from trainkit_core.plugins.hookspecs import KVStore
+    from trainkit_core.plugins.job_context import JobContext
 
 
 class _MutedKV:
@@ -63,15 +63,15 @@ class _MutedKV:
     def items(self, prefix: str = "") -> list[tuple[str, Any]]:
         return [(k, self.get(k)) for k in self.keys(prefix)]
 
-    # No `put_many`/`get_many`: the optional batch calls (`trainkit_core.kv_values`) then fall
+    # No `put_many`/`get_many`: the optional batch calls (`trainkit_core.toolkit.kv_values`) then fall
     # back to `put`/`get` here, so an event batch of this rank stays in its memory as well.
 
 
 def _other_rank(ctx: JobContext, run_id: str) -> None:
     """A rank above 0: train with a muted store and a throwaway history folder."""
-    from trainkit_core.runs import RunStore
+    from trainkit_core.runs.training_run import RunStore
+    from trainkit_core.toolkit.folder_volume import FolderVolume
     from trainkit_core.training.job import _train
-    from trainkit_core.volumes.folder import FolderVolume
 
     history = tempfile.mkdtemp(prefix=f"trainkit-{run_id}-rank{rank()}-history-")
     muted: dict[str, _MutedKV] = {}
@@ -90,8 +90,8 @@ def _other_rank(ctx: JobContext, run_id: str) -> None:
 
 def main() -> None:
     """Entry point of one rank (torchrun runs it N times)."""
-    from trainkit_core.jobs.detached import import_object
     from trainkit_core.settings import Settings
+    from trainkit_core.toolkit.detached import import_object
 
     factory, call_id, run_id, mode = sys.argv[1:5]
     ctx = import_object(factory)(Settings.from_env(), call_id)

@@ -22,7 +22,7 @@ ADAPTER_FIELDS = ("lora_r", "lora_alpha", "modules_to_save", "chat_format")
 
 def read_source_card(provider: Any, from_model: str) -> dict[str, Any]:
     """The `trained_model.json` of `from_model` on the provider's models volume (checked to hold an adapter)."""
-    from trainkit_core.models.paths import CARD_FILE, check_model_path
+    from trainkit_core.models.trained.paths import CARD_FILE, check_model_path
 
     volume = provider.volume("models")
     ref = check_model_path(from_model, volume)

@@ -1,7 +1,7 @@
 """Starting and resuming training runs from the client side (CLI, API, Python).
 
 `start_run(provider, config)` checks everything it can before anything is written:
-the config, a base model folder (`trainkit_core.base_models.check_source`), that the
+the config, a base model folder (`trainkit_core.models.base_models.check_source`), that the
 provider can run the `train` job, and the dataset (validated and
 synced to the data volume only when its content changed, or already on the volume
 when there is no local copy). Only then does it create the run record (`pending`) and
@@ -21,8 +21,8 @@ from typing import Any
 
 from trainkit_core.errors import ConflictError, NotFoundError, TrainkitError, UsageError
 from trainkit_core.ids import new_run_id
-from trainkit_core.pricing import price_for_run
-from trainkit_core.runs import APP_FIELDS, RunStore, TrainingRun
+from trainkit_core.runs.pricing import price_for_run
+from trainkit_core.runs.training_run import APP_FIELDS, RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class CheckedRequest:
 
     config: TrainConfig  # resolved against its preset and method
     dataset_format: str
-    price: dict[str, Any]  # what the run records (`trainkit_core.pricing`)
+    price: dict[str, Any]  # what the run records (`trainkit_core.runs.pricing`)
     budget: dict[str, float]  # the checked limits (`trainkit_core.training.budget`)
     local: Any = None  # the local copy (`LocalDataset`), None when only the data volume has it
     synced_hash: str | None = None  # the volume's version, when there is no local copy
@@ -132,7 +132,7 @@ def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> Train
 
         config = apply_source(config, read_source_card(provider, config.from_model))
     if config.base_model:
-        from trainkit_core.base_models import chat_format_for_config, check_source
+        from trainkit_core.models.base_models import chat_format_for_config, check_source
 
         # A folder is checked where the job will look for it; its chat format is read from its config.json.
         found = check_source(provider, config.base_model)
@@ -152,7 +152,7 @@ def _names_images(data: bytes) -> bool:
 
 def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
     """A dataset with pictures cannot train the text-only `tiny` model, nor with DPO/GRPO or `--packing`: said now."""
-    from trainkit_core.presets import TINY_BASE_MODEL
+    from trainkit_core.models.presets import TINY_BASE_MODEL
 
     if images and config.model_id == TINY_BASE_MODEL:
         raise UsageError(
@@ -190,7 +190,7 @@ def start_run(
     (`trainkit_core.training.budget`: max_cost_usd, max_duration_s, and a sweep's
     group_max_cost_usd, group_max_duration_s).
     """
-    from trainkit_core.metadata import check_metadata
+    from trainkit_core.runs.metadata import check_metadata
 
     metadata = check_metadata(dict(metadata or {}))
     if isinstance(config, CheckedRequest):
@@ -273,7 +273,7 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
     store = RunStore.for_provider(provider)
     run = store.get(run_id)
     if not run.ended():
-        from trainkit_core.reconcile import reconcile_run
+        from trainkit_core.runs.reconcile import reconcile_run
 
         reconcile_run(run)
     if run.status in ("pending", "running"):

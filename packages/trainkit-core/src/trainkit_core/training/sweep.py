@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from trainkit_core.errors import UsageError
-from trainkit_core.runs import TrainingRun
+from trainkit_core.runs.training_run import TrainingRun
 from trainkit_core.training.config import TUNABLE_FIELDS, TrainConfig
 
 #: Short names a grid may use for a field.

@@ -1,6 +1,6 @@
 """What an image run adds to the train job: the vision modules it trains, its rows, its collator and mask check.
 
-The batching itself (`trainkit_core.vision_collator`) is shared with inference and
+The batching itself (`trainkit_core.datasets.vision_collator`) is shared with inference and
 evals; this module holds what only training needs.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainkit_core.chat_format import ChatFormat
+from trainkit_core.datasets.vision_collator import VisionCollator, check_vision_mask
 from trainkit_core.errors import UsageError
-from trainkit_core.vision_collator import VisionCollator, check_vision_mask
+from trainkit_core.models.chat_format import ChatFormat
 
 #: What `finetune_vision_layers` trains in full beside the LoRA adapter, per model type
 #: (the module names of transformers' Gemma 3 and Gemma 4 multimodal classes).
@@ -72,7 +72,7 @@ def prepare_vision(
     run: Any, source: str, fmt: ChatFormat, records: Sequence[Mapping[str, Any]], config: Any
 ) -> tuple[Any, VisionCollator, list[dict[str, str]]]:
     """(processor, collator, rows) of an image run; the loss mask proved on its first image example first."""
-    from trainkit_core.processors import load_processor
+    from trainkit_core.models.processors import load_processor
 
     processor = load_processor(source)
     if processor is None:

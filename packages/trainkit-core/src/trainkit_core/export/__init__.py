@@ -1,0 +1,1 @@
+"""Exports of trained models: merged full weights (`merged`, the `export` job) and GGUF (`gguf`)."""

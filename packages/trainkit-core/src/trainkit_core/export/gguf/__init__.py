@@ -1,0 +1,1 @@
+"""GGUF files: the writer, one architecture module per family, quantisation and the check."""

@@ -1,0 +1,237 @@
+"""Model presets: what `--model-size tiny|4b|12b|31b` means. Data only, no logic beyond lookup.
+
+Each preset names the base model (a Hugging Face id, or ``trainkit/tiny-gemma`` for the
+locally built tiny model), the Unsloth 4-bit checkpoint where one exists, the default
+GPU of its training job, its chat format, maximum sequence length, and LoRA and
+optimiser defaults. `modules_to_save` names whole modules trained and
+saved with the adapter besides LoRA (the tiny preset's embeddings and head, which
+are random, not pretrained); the GPU presets keep it empty: LoRA on frozen
+pretrained weights. `TRAINKIT_GPU` overrides the GPU of every size; any Hugging Face id
+can be trained instead of a preset (`TrainConfig.base_model`). Sources of each choice
+are in ``docs/concepts/model-sizes.md``; the ids come from Google's model cards and Unsloth's
+``unsloth/models/mapper.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainkit_core.errors import UsageError
+
+#: The base-model id of the tiny preset. It is never downloaded: `tiny_model` builds it.
+TINY_BASE_MODEL = "trainkit/tiny-gemma"
+
+#: LoRA targets: all seven projections of a Gemma decoder layer.
+ALL_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One model size. Fields that a `TrainConfig` leaves unset come from here."""
+
+    name: str
+    base_model: str
+    unsloth_model: str | None
+    gpu: str
+    chat_format: str
+    max_seq_length: int
+    lora_r: int
+    lora_alpha: int
+    learning_rate: float
+    batch_size: int
+    #: The default length: a number of steps (tiny, whose CPU time must not grow with
+    #: the dataset) or, for the GPU presets, of epochs (see docs/concepts/model-sizes.md).
+    steps: int | None
+    description: str
+    epochs: float | None = None
+    lora_dropout: float = 0.0
+    grad_accum: int = 1
+    warmup_steps: int = 0
+    lr_scheduler: str = "constant"
+    weight_decay: float = 0.0
+    target_modules: tuple[str, ...] = field(default=ALL_PROJECTIONS)
+    load_in_4bit: bool = True
+    #: Modules trained in full and saved with the adapter (peft ``modules_to_save``).
+    modules_to_save: tuple[str, ...] = ()
+    #: On image datasets, train the vision tower and projector too (the twins' are random).
+    finetune_vision_layers: bool = False
+    #: Learning rate of the vision tower and projector when they train (None: `learning_rate`).
+    #: A tower trained from random weights at LoRA's rate learns colours but not shapes.
+    vision_learning_rate: float | None = None
+    #: Tokens one image takes in the prompt, markers included (the processor's figure:
+    #: Gemma 3 256 soft tokens + begin/end + two blank lines; Gemma 4 up to 280 + begin/end).
+    image_tokens: int = 260
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["target_modules"] = list(self.target_modules)
+        data["modules_to_save"] = list(self.modules_to_save)
+        return data
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(
+        name="tiny",
+        base_model=TINY_BASE_MODEL,
+        unsloth_model=None,
+        gpu="",  # runs anywhere, CPU included
+        chat_format="gemma3",
+        max_seq_length=256,
+        lora_r=8,
+        lora_alpha=16,
+        # Its embeddings and head are random, so they train in full beside LoRA; a warm-up
+        # and a cosine decay let the last steps settle on exact answers; a length in steps
+        # (not epochs) bounds the time on a CPU whatever the dataset's size. Chosen with
+        # bench/bench_tiny_recipes.py (figures in docs/concepts/model-sizes.md).
+        modules_to_save=("embed_tokens", "lm_head"),
+        learning_rate=1e-2,
+        lr_scheduler="cosine",
+        warmup_steps=20,
+        batch_size=16,
+        steps=400,
+        load_in_4bit=False,
+        description="A 2-layer Gemma 3 architecture model built locally (542k parameters): the CPU demo.",
+    ),
+    "4b": Preset(
+        name="4b",
+        base_model="google/gemma-3-4b-it",
+        unsloth_model="unsloth/gemma-3-4b-it-unsloth-bnb-4bit",
+        gpu="A10G",
+        chat_format="gemma3",
+        max_seq_length=2048,
+        lora_r=16,
+        lora_alpha=16,
+        learning_rate=2e-4,
+        batch_size=2,
+        grad_accum=4,
+        warmup_steps=5,
+        lr_scheduler="linear",
+        # One pass over the dataset, whatever its size: Unsloth's "full training run";
+        # --steps or --epochs override it (docs/concepts/model-sizes.md gives the anchors).
+        steps=None,
+        epochs=1.0,
+        description="Gemma 3 4B instruct, 4-bit QLoRA on an A10G (24 GB).",
+    ),
+    "12b": Preset(
+        name="12b",
+        base_model="google/gemma-3-12b-it",
+        unsloth_model="unsloth/gemma-3-12b-it-unsloth-bnb-4bit",
+        gpu="A100",
+        chat_format="gemma3",
+        max_seq_length=2048,
+        lora_r=16,
+        lora_alpha=16,
+        learning_rate=2e-4,
+        batch_size=2,
+        grad_accum=4,
+        warmup_steps=5,
+        lr_scheduler="linear",
+        # One pass over the dataset, whatever its size: Unsloth's "full training run";
+        # --steps or --epochs override it (docs/concepts/model-sizes.md gives the anchors).
+        steps=None,
+        epochs=1.0,
+        description="Gemma 3 12B instruct, 4-bit QLoRA on an A100 (40 GB).",
+    ),
+    "31b": Preset(
+        name="31b",
+        base_model="google/gemma-4-31B-it",
+        unsloth_model="unsloth/gemma-4-31B-it-unsloth-bnb-4bit",
+        gpu="A100-80GB",
+        chat_format="gemma4",
+        max_seq_length=8192,
+        lora_r=8,
+        lora_alpha=8,
+        learning_rate=2e-4,
+        batch_size=1,
+        grad_accum=8,
+        warmup_steps=5,
+        lr_scheduler="linear",
+        # One pass over the dataset, whatever its size: Unsloth's "full training run";
+        # --steps or --epochs override it (docs/concepts/model-sizes.md gives the anchors).
+        steps=None,
+        epochs=1.0,
+        image_tokens=282,
+        description="Gemma 4 31B instruct, 4-bit QLoRA on an A100-80GB (Unsloth's notebook: 18.6 GB reserved).",
+    ),
+}
+
+#: Hidden presets: the tiny twins of the real presets (`trainkit_core.models.twins`), test
+#: fixtures that run the real presets' code path on a CPU. `--model-size` accepts them;
+#: listings and error messages show only `PRESETS`.
+TWIN_PRESETS: dict[str, Preset] = {
+    "tiny-gemma3mm": Preset(
+        name="tiny-gemma3mm",
+        base_model="trainkit/tiny-gemma3mm",
+        unsloth_model=None,
+        gpu="",
+        chat_format="gemma3",
+        max_seq_length=256,
+        lora_r=8,
+        lora_alpha=16,
+        # Its language model is random too, so embeddings and head train in full beside
+        # LoRA (as tiny's); the tower learns shapes only at a rate well above the language
+        # model's. The recipe is limited by how many pictures it sees: on the twin's
+        # narrow language model (build 4), 1000 steps of 16 over the demo's 1800 pictures
+        # named 0.875-0.955 of 200 unseen ones over four seeds (mean 0.91; the default seed
+        # 0.93) in 100-114 s, since the CPU loss (training.backends) made a step some 15 %
+        # cheaper; 1200 steps named 0.90-0.945 but took 133-143 s
+        # (scripts/measure_shapes.py, docs/tutorials/images.md).
+        modules_to_save=("embed_tokens", "lm_head"),
+        learning_rate=3e-3,
+        vision_learning_rate=3e-2,
+        lr_scheduler="cosine",
+        warmup_steps=20,
+        batch_size=16,
+        steps=1000,
+        finetune_vision_layers=True,
+        image_tokens=20,
+        description="Tiny twin of 4b/12b: a Gemma3ForConditionalGeneration with a SigLIP tower, built locally.",
+    ),
+    "tiny-gemma4": Preset(
+        name="tiny-gemma4",
+        base_model="trainkit/tiny-gemma4",
+        unsloth_model=None,
+        gpu="",
+        chat_format="gemma4",
+        max_seq_length=256,
+        lora_r=8,
+        lora_alpha=8,
+        # The shapes demo's recipe of tiny-gemma3mm (random language model and tower alike),
+        # shorter: a step costs about 3.5 times as much (its tower sees some 600 patches).
+        modules_to_save=("embed_tokens", "lm_head"),
+        learning_rate=3e-3,
+        vision_learning_rate=3e-2,
+        lr_scheduler="cosine",
+        warmup_steps=10,
+        batch_size=16,
+        steps=120,
+        finetune_vision_layers=True,
+        image_tokens=72,
+        description="Tiny twin of 31b: a Gemma4ForConditionalGeneration (per-layer attention, vision tower), built locally.",
+    ),
+}
+
+#: Defaults for a base model given by Hugging Face id instead of a preset.
+CUSTOM_DEFAULTS = PRESETS["4b"]
+
+
+def get_preset(name: str) -> Preset:
+    """The preset `name` (a twin's too); `UsageError` listing the known sizes otherwise."""
+    try:
+        return PRESETS[name] if name in PRESETS else TWIN_PRESETS[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown model size {name!r}; known sizes: {', '.join(PRESETS)}",
+            hint="or give any Hugging Face id with --base-model",
+        ) from None
+
+
+def chat_format_for_model(model_id: str) -> str:
+    """The chat format of a Hugging Face id that is not a preset: Gemma 4 ids use `gemma4`."""
+    return "gemma4" if "gemma-4" in model_id.lower() else "gemma3"
+
+
+def gpu_for(preset: Preset, override: str = "") -> str:
+    """The GPU a training job asks for: `TRAINKIT_GPU` (passed as `override`) wins over the preset."""
+    return override or preset.gpu

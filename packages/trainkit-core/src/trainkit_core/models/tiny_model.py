@@ -1,0 +1,160 @@
+"""The `tiny` preset's model: a Gemma-architecture causal LM built here, never downloaded.
+
+Why: the whole pipeline (train, checkpoint, resume, infer, eval) must run on a CPU
+with no network, and a user trying `--model-size tiny` on a small task of their own
+must see it learn. The model is `Gemma3ForCausalLM` from a config (`TINY_SHAPE`:
+hidden 128, 2 layers, 4 heads of 32, 1 KV head, an untied output head). Its weights
+are random, so what a pretrained model brings (a vocabulary whose embeddings mean
+something) the tiny preset trains: its recipe (`trainkit_core.models.presets`) trains the
+embeddings and the head in full (peft ``modules_to_save``) beside LoRA on the
+projections; the head is untied so that the input and output sides of a word learn
+separately. ``initializer_range=0.1``: at the default 0.02 the frozen projections
+are so small that LoRA barely learns. The recipes compared, with their figures, are
+in ``docs/concepts/model-sizes.md`` (``bench/bench_tiny_recipes.py``).
+
+Its tokenizer is a byte-level BPE (at most `VOCAB_SIZE` tokens) trained with
+`tokenizers` on the dataset's text, with Gemma's special tokens for both chat
+formats (``<start_of_turn>``/``<end_of_turn>`` and ``<|turn>``/``<turn|>``, always the
+first ids) and the run's chat template. The vocabulary is large enough that the words
+of a small task become whole tokens (a word a task maps is then one embedding row).
+
+The base weights do not depend on the corpus (a fixed seed and a fixed vocabulary of
+`VOCAB_SIZE` ids), so one base serves every dataset: it is built once and cached on
+the hf-cache volume under ``trainkit/tiny-gemma/v<BUILD_VERSION>/`` (with a tokenizer
+trained on a small built-in corpus) and loads with `from_pretrained` like any model. A
+training run trains its own tokenizer on its dataset (0.1 s) and saves it with the
+adapter (whose embedding and head rows are trained for it); inference loads the base
+from here and the tokenizer and adapter from the trained model. The build is
+deterministic and atomic (a temporary folder, then a rename), so two jobs building
+it at once agree, and an emptied cache is rebuilt identically. Heavy imports happen
+inside the functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from trainkit_core.models.chat_format import GEMMA3, GEMMA4, get_format
+
+BUILD_VERSION = 2  # bump when the architecture or recipe changes (v2: 1024 tokens, untied head)
+#: Where the tiny base lives, relative to the hf-cache volume (HF_HOME).
+TINY_BASE_PATH = f"trainkit/tiny-gemma/v{BUILD_VERSION}"
+SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", *GEMMA3.special_tokens, *GEMMA4.special_tokens)
+#: The model's vocabulary: every tokenizer built here has at most this many tokens, and
+#: the special tokens always take the first ids, so one base serves every tokenizer.
+VOCAB_SIZE = 1024
+
+#: The model's shape (`Gemma3TextConfig` fields); `build_model` takes overrides (the bench compares shapes).
+TINY_SHAPE: dict[str, Any] = {
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+    "max_position_embeddings": 1024,
+    "sliding_window": 256,
+    "initializer_range": 0.1,
+    "tie_word_embeddings": False,
+}
+
+#: Text the tokenizer always learns from, so a model built without a dataset still tokenizes well.
+DEFAULT_CORPUS = (
+    "The quick brown fox jumps over the lazy dog. Hello! How are you today? I am fine, thank you.",
+    "Translate, summarise, answer, uppercase, reverse: one two three four five six seven eight nine ten.",
+    "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 .,;:!?'\"()[]{}<>-_+=*/\\|@#$%^&~`",
+)
+
+
+def tokenizer_key(texts: Iterable[str]) -> str:
+    """A short hash of the corpus a tokenizer was trained on (recorded with the run)."""
+    digest = hashlib.sha256(f"v{BUILD_VERSION}\n".encode())
+    for text in texts:
+        digest.update(text.encode())
+        digest.update(b"\x00")
+    return digest.hexdigest()[:16]
+
+
+def build_tokenizer(texts: Iterable[str], chat_format: str = "gemma3", vocab_size: int = VOCAB_SIZE):  # type: ignore[no-untyped-def]
+    """A byte-level BPE `PreTrainedTokenizerFast` with Gemma's special tokens and chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([*DEFAULT_CORPUS, *texts], trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        additional_special_tokens=list(SPECIAL_TOKENS[4:]),
+        chat_template=get_format(chat_format).chat_template,
+        padding_side="right",
+    )
+
+
+def build_model(tokenizer, seed: int = 0, vocab_size: int = VOCAB_SIZE, **shape: Any):  # type: ignore[no-untyped-def]
+    """The tiny `Gemma3ForCausalLM` of `TINY_SHAPE` (updated by `shape`), weights drawn from a fixed seed."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    eot = [tokenizer.convert_tokens_to_ids(t) for t in (GEMMA3.end_of_turn, GEMMA4.end_of_turn)]
+    config = Gemma3TextConfig(
+        vocab_size=vocab_size,
+        **{**TINY_SHAPE, **shape},
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=[tokenizer.eos_token_id, *eot],
+    )
+    torch.manual_seed(seed)
+    model = Gemma3ForCausalLM(config)
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, *eot]
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def ensure_tiny_base(hf_cache_dir: Path | None) -> Path:
+    """The folder of the tiny base model on the hf-cache volume, built if missing.
+
+    `hf_cache_dir` None means `HF_HOME` (as set inside a job), else ``~/.cache/huggingface``.
+    """
+    if hf_cache_dir is None:
+        hf_cache_dir = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    target = Path(hf_cache_dir) / TINY_BASE_PATH
+    if (target / "trainkit_tiny.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=target.parent))
+    try:
+        tokenizer = build_tokenizer(())
+        model = build_model(tokenizer)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        info = {"kind": "trainkit-tiny-gemma", "build_version": BUILD_VERSION, "vocab_size": VOCAB_SIZE}
+        (tmp / "trainkit_tiny.json").write_text(json.dumps(info, indent=2))
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "trainkit_tiny.json").is_file():
+                raise
+            # another job built it first: its copy is identical (same seed, same recipe)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
