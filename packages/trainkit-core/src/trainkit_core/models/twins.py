@@ -32,26 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.models.chat_format import GEMMA3, GEMMA4, ChatFormat
+from trainkit_core.models.corpus import general_corpus
 
 #: Bump when a twin's architecture or recipe changes (v2: Gemma 4's image processor;
 #: v3: Gemma 3's 16 image tokens; v4: Gemma 3's language model 32 wide, the corpus's
-#: picture words).
-BUILD_VERSION = 4
+#: picture words; v5: a general corpus instead of one holding the shapes demo's sentence).
+BUILD_VERSION = 5
 VOCAB_SIZE = 512
 MARKER = "trainkit_twin.json"
 
-#: What a twin's tokenizer learns from (the tokenizer is fixed, as a real model's is).
-CORPUS = (
-    "The quick brown fox jumps over the lazy dog. Hello! How are you today? I am fine, thank you.",
-    "Translate, summarise, answer, uppercase, reverse: one two three four five six seven eight nine ten.",
-    "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 .,;:!?'\"()[]{}<>-_+=*/\\|@#$%^&~`",
-    "Uppercase: red blue green cat dog sun moon tree snow. RED BLUE GREEN CAT DOG SUN MOON TREE SNOW.",
-    "Who are you? What is two plus two? Say hello to the cat. And the dog? Answer briefly.",
-    # The shapes demo's words: its question in 7 tokens rather than 15, "circle" in 2
-    # rather than 7, as a real tokenizer has common words whole.
-    "What is in the picture? A red circle, a green square, a blue triangle: shapes and colours. "
-    "The user asks, the model answers.",
-)
+#: What a twin's tokenizer learns from (the tokenizer is fixed, as a real model's is): general
+#: text that knows no task (`trainkit_core.models.corpus`).
+CORPUS = general_corpus()
 
 
 @dataclass(frozen=True)
