@@ -11,7 +11,18 @@ from trainkit_core.training.config import TrainConfig
 
 
 def test_sizes_map_to_models_and_gpus() -> None:
-    assert {name: p.gpu for name, p in PRESETS.items()} == {"tiny": "", "4b": "A10G", "12b": "A100", "31b": "A100-80GB"}
+    assert {name: p.gpu for name, p in PRESETS.items()} == {
+        "tiny": "",
+        "4b": "A10G",
+        "12b": "A100",
+        "31b": "A100-80GB",
+        "e2b": "A10G",
+        "e4b": "A10G",
+        "26b-a4b": "A100-80GB",
+    }
+    assert PRESETS["e2b"].base_model == "google/gemma-4-E2B-it"
+    assert PRESETS["26b-a4b"].base_model == "google/gemma-4-26B-A4B-it"
+    assert all(PRESETS[name].chat_format == "gemma4" for name in ("e2b", "e4b", "26b-a4b"))
     assert PRESETS["tiny"].base_model == TINY_BASE_MODEL
     assert PRESETS["4b"].unsloth_model == "unsloth/gemma-3-4b-it-unsloth-bnb-4bit"
     assert PRESETS["31b"].base_model == "google/gemma-4-31B-it"

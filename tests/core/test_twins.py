@@ -27,10 +27,12 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 
 REPO = Path(__file__).resolve().parents[2]
-TWIN_SIZES = ("tiny-gemma3mm", "tiny-gemma4")
+TWIN_SIZES = ("tiny-gemma3mm", "tiny-gemma4", "tiny-gemma4-e", "tiny-gemma4-moe")
 EXPECTED = {
     "tiny-gemma3mm": {"class": "Gemma3ForConditionalGeneration", "format": "gemma3", "towers": ("vision",)},
     "tiny-gemma4": {"class": "Gemma4ForConditionalGeneration", "format": "gemma4", "towers": ("vision",)},
+    "tiny-gemma4-e": {"class": "Gemma4ForConditionalGeneration", "format": "gemma4", "towers": ("vision", "audio")},
+    "tiny-gemma4-moe": {"class": "Gemma4ForConditionalGeneration", "format": "gemma4", "towers": ("vision",)},
 }
 
 
@@ -113,8 +115,13 @@ def test_the_twin_has_its_real_models_structure(size: str, tmp_path: Path) -> No
         with pytest.raises(AmbiguousGlobalPerLayerAttributeError):
             _ = text.head_dim  # as on google/gemma-4-31B-it: per-layer heterogeneous
         assert text.per_layer_config[5].head_dim == 64 and text.per_layer_config[0].head_dim == 32
-        assert text.attention_k_eq_v and text.final_logit_softcapping == 30.0
-        assert config.vision_config.model_type == "gemma4_vision" and config.audio_config is None
+        assert text.final_logit_softcapping == 30.0 and config.vision_config.model_type == "gemma4_vision"
+        if size == "tiny-gemma4-e":  # E2B/E4B: per-layer inputs, shared keys and values, audio
+            assert text.hidden_size_per_layer_input > 0 and text.num_kv_shared_layers > 0
+            assert not text.attention_k_eq_v and config.audio_config.model_type == "gemma4_audio"
+        else:
+            assert text.attention_k_eq_v and config.audio_config is None
+            assert text.enable_moe_block == (size == "tiny-gemma4-moe")
         assert tokenizer.convert_tokens_to_ids(tokenizer.audio_token) == config.audio_token_id
     # Deterministic: built again elsewhere, the same weights byte for byte.
     again = ensure_twin_base(twin.base_model, tmp_path / "b")
@@ -251,7 +258,41 @@ def test_no_adapter_weight_lands_in_a_vision_or_audio_tower(pipeline: dict[str, 
     missing_v = (
         sum(1 for t in text.layer_types if t == "full_attention") if getattr(text, "attention_k_eq_v", False) else 0
     )
-    assert len(keys) == 2 * (7 * text.num_hidden_layers - missing_v)
+    # E2B/E4B's last layers reuse earlier layers' keys and values: no k_proj or v_proj there.
+    shared = 2 * (getattr(text, "num_kv_shared_layers", 0) or 0)
+    assert len(keys) == 2 * (7 * text.num_hidden_layers - missing_v - shared)
+
+
+@pytest.mark.parametrize("size", ["tiny-gemma4", "tiny-gemma4-e", "tiny-gemma4-moe"])
+def test_the_loss_is_the_same_without_the_cache_and_with_gradient_checkpointing(size: str, tmp_path: Path) -> None:
+    """Peers' E2B/E4B runs lost the shared keys and values once the cache was off or with
+    gradient checkpointing on (a wrong loss, no error). Training runs that way, so the loss
+    must equal a plain forward's, LoRA attached as training attaches it."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    from trainkit_core.models.twins import ensure_twin_base
+    from trainkit_core.training.backends import TARGET_MODULES
+
+    folder = ensure_twin_base(f"trainkit/{size}", tmp_path)
+    torch.manual_seed(0)
+    model = AutoModelForImageTextToText.from_pretrained(folder)
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=TARGET_MODULES, init_lora_weights=False))
+    ids = torch.randint(20, 500, (2, 40))
+    model.eval()
+    with torch.no_grad():
+        plain = model(input_ids=ids, labels=ids).loss
+        no_cache = model(input_ids=ids, labels=ids, use_cache=False).loss
+    model.train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    checkpointed = model(input_ids=ids, labels=ids, use_cache=False).loss
+    checkpointed.backward()
+    assert torch.isfinite(plain) and abs(plain.item() - no_cache.item()) < 1e-5
+    assert abs(plain.item() - checkpointed.item()) < 1e-5
+    grads = [p.grad for n, p in model.named_parameters() if "lora_" in n]
+    assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
 
 
 def test_inference_loads_the_base_as_the_real_one_loads(pipeline: dict[str, Any]) -> None:

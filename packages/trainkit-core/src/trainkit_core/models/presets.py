@@ -14,7 +14,7 @@ are in ``docs/concepts/model-sizes.md``; the ids come from Google's model cards 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from trainkit_core.errors import UsageError
@@ -154,6 +154,70 @@ PRESETS: dict[str, Preset] = {
         image_tokens=282,
         description="Gemma 4 31B instruct, 4-bit QLoRA on an A100-80GB (Unsloth's notebook: 18.6 GB reserved).",
     ),
+    # Gemma 4's small and mixture-of-experts sizes. Memory figures are Unsloth's (its Gemma 4
+    # docs, 2026-04: E2B about 8 GB, E4B 10-17 GB in 4-bit QLoRA; 26B-A4B LoRA over 40 GB,
+    # its pages disagree between versions): the GPU leaves room for the sequence length.
+    # The recipe is the 31b's (Unsloth's Gemma 4 notebooks: r 8, alpha 8, lr 2e-4).
+    "e2b": Preset(
+        name="e2b",
+        base_model="google/gemma-4-E2B-it",
+        unsloth_model="unsloth/gemma-4-E2B-it-unsloth-bnb-4bit",
+        gpu="A10G",
+        chat_format="gemma4",
+        max_seq_length=4096,
+        lora_r=8,
+        lora_alpha=8,
+        learning_rate=2e-4,
+        batch_size=2,
+        grad_accum=4,
+        warmup_steps=5,
+        lr_scheduler="linear",
+        steps=None,
+        epochs=1.0,
+        image_tokens=282,
+        description="Gemma 4 E2B instruct (per-layer embeddings, audio tower), 4-bit QLoRA on an A10G (24 GB; ~8 GB).",
+    ),
+    "e4b": Preset(
+        name="e4b",
+        base_model="google/gemma-4-E4B-it",
+        unsloth_model="unsloth/gemma-4-E4B-it-unsloth-bnb-4bit",
+        gpu="A10G",
+        chat_format="gemma4",
+        max_seq_length=4096,
+        lora_r=8,
+        lora_alpha=8,
+        learning_rate=2e-4,
+        batch_size=2,
+        grad_accum=4,
+        warmup_steps=5,
+        lr_scheduler="linear",
+        steps=None,
+        epochs=1.0,
+        image_tokens=282,
+        description="Gemma 4 E4B instruct (per-layer embeddings, audio tower), 4-bit QLoRA on an A10G (24 GB; 10-17 GB).",
+    ),
+    "26b-a4b": Preset(
+        name="26b-a4b",
+        base_model="google/gemma-4-26B-A4B-it",
+        # No pre-quantised Unsloth checkpoint of this layout was found in its mapper: the hf
+        # backend loads the real weights (bf16 LoRA, over 40 GB).
+        unsloth_model=None,
+        gpu="A100-80GB",
+        chat_format="gemma4",
+        max_seq_length=4096,
+        lora_r=8,
+        lora_alpha=8,
+        learning_rate=2e-4,
+        batch_size=1,
+        grad_accum=8,
+        warmup_steps=5,
+        lr_scheduler="linear",
+        steps=None,
+        epochs=1.0,
+        image_tokens=282,
+        load_in_4bit=False,
+        description="Gemma 4 26B-A4B instruct (128 experts, ~4B active; LoRA on attention and dense MLP), on an A100-80GB.",
+    ),
 }
 
 #: Hidden presets: the tiny twins of the real presets (`trainkit_core.models.twins`), test
@@ -211,6 +275,20 @@ TWIN_PRESETS: dict[str, Preset] = {
         description="Tiny twin of 31b: a Gemma4ForConditionalGeneration (per-layer attention, vision tower), built locally.",
     ),
 }
+#: The twins of Gemma 4's small (E2B/E4B) and mixture-of-experts (26B-A4B) layouts: the 31B
+#: twin's recipe on their models.
+TWIN_PRESETS["tiny-gemma4-e"] = replace(
+    TWIN_PRESETS["tiny-gemma4"],
+    name="tiny-gemma4-e",
+    base_model="trainkit/tiny-gemma4-e",
+    description="Tiny twin of e2b/e4b: per-layer input embeddings, shared keys and values, an audio tower.",
+)
+TWIN_PRESETS["tiny-gemma4-moe"] = replace(
+    TWIN_PRESETS["tiny-gemma4"],
+    name="tiny-gemma4-moe",
+    base_model="trainkit/tiny-gemma4-moe",
+    description="Tiny twin of 26b-a4b: a mixture-of-experts block beside the dense MLP.",
+)
 
 #: Defaults for a base model given by Hugging Face id instead of a preset.
 CUSTOM_DEFAULTS = PRESETS["4b"]

@@ -27,7 +27,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -128,8 +128,24 @@ GEMMA4_TWIN = Twin(
     ),
 )
 
+#: Gemma 4's small sizes: per-layer input embeddings, keys and values shared across the
+#: last layers, an audio tower beside the vision tower. Same tokenizer as the 31B twin's.
+GEMMA4_E_TWIN = replace(
+    GEMMA4_TWIN,
+    name="gemma4-e",
+    base_model="trainkit/tiny-gemma4-e",
+    twin_of=("google/gemma-4-E2B-it", "google/gemma-4-E4B-it"),
+)
+#: Gemma 4's mixture of experts (26B-A4B): a routed expert block beside the dense MLP.
+GEMMA4_MOE_TWIN = replace(
+    GEMMA4_TWIN,
+    name="gemma4-moe",
+    base_model="trainkit/tiny-gemma4-moe",
+    twin_of=("google/gemma-4-26B-A4B-it",),
+)
+
 #: Twins by the base-model id a run records.
-TWINS: dict[str, Twin] = {t.base_model: t for t in (GEMMA3MM_TWIN, GEMMA4_TWIN)}
+TWINS: dict[str, Twin] = {t.base_model: t for t in (GEMMA3MM_TWIN, GEMMA4_TWIN, GEMMA4_E_TWIN, GEMMA4_MOE_TWIN)}
 
 
 def get_twin(base_model: str) -> Twin | None:
@@ -310,7 +326,64 @@ def gemma4_config(tokenizer: Any) -> Any:
     )
 
 
-_CONFIGS = {"gemma3mm": gemma3mm_config, "gemma4": gemma4_config}
+def gemma4_e_config(tokenizer: Any) -> Any:
+    """The 31B twin's config reshaped like google/gemma-4-E2B-it / E4B-it's, tiny.
+
+    Real (E2B/E4B): per-layer input embeddings (`hidden_size_per_layer_input` 256), the
+    last layers reuse the keys and values of earlier ones (`num_kv_shared_layers`), no
+    keys-as-values, an audio tower (a conformer, speech in). Here: per-layer inputs 16
+    wide, the last 4 of 12 layers share, a 2-layer audio tower. These are the layouts
+    whose LoRA and loss peers got wrong (shared keys and values dropped once the cache is
+    off or with gradient checkpointing), so the twin lets tests prove trainkit's path.
+    """
+    from transformers import Gemma4AudioConfig, Gemma4Config, Gemma4TextConfig
+
+    config = gemma4_config(tokenizer)
+    text = _text_fields(config)
+    text.update(hidden_size_per_layer_input=16, num_kv_shared_layers=4, attention_k_eq_v=False)
+    fields = _top_fields(config)
+    audio = Gemma4AudioConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2)
+    return Gemma4Config(
+        text_config=Gemma4TextConfig(**text), vision_config=config.vision_config, audio_config=audio, **fields
+    )
+
+
+def gemma4_moe_config(tokenizer: Any) -> Any:
+    """The 31B twin's config with a mixture-of-experts block, as google/gemma-4-26B-A4B-it's.
+
+    Real (26B-A4B): 128 experts, 8 routed per token (about 4B of 26B active), beside a
+    dense MLP in each layer. Here: 4 experts, 2 routed, 32 wide. The experts are one
+    fused parameter per layer (no Linear modules), so LoRA reaches the attention and the
+    dense MLP only; the plan says so.
+    """
+    from transformers import Gemma4Config, Gemma4TextConfig
+
+    config = gemma4_config(tokenizer)
+    text = _text_fields(config)
+    text.update(enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=32)
+    return Gemma4Config(text_config=Gemma4TextConfig(**text), vision_config=config.vision_config, **_top_fields(config))
+
+
+def _text_fields(config: Any) -> dict[str, Any]:
+    text = dict(config.text_config.to_dict())
+    for key in ("model_type", "transformers_version", "architectures"):
+        text.pop(key, None)
+    return text
+
+
+def _top_fields(config: Any) -> dict[str, Any]:
+    names = ("boi_token_id", "eoi_token_id", "image_token_id", "video_token_id", "boa_token_id", "audio_token_id")
+    fields = {name: getattr(config, name) for name in names}
+    fields["eoa_token_index"] = config.eoa_token_index
+    return {**fields, "initializer_range": 0.1, "tie_word_embeddings": True, "eos_token_id": config.eos_token_id}
+
+
+_CONFIGS = {
+    "gemma3mm": gemma3mm_config,
+    "gemma4": gemma4_config,
+    "gemma4-e": gemma4_e_config,
+    "gemma4-moe": gemma4_moe_config,
+}
 
 
 def build_model(twin: Twin, tokenizer: Any, seed: int = 0) -> Any:
@@ -341,7 +414,7 @@ def build_processor(twin: Twin, tokenizer: Any) -> Any:
 
     if importlib.util.find_spec("PIL") is None:
         return None
-    if twin.name == "gemma4":
+    if twin.name.startswith("gemma4"):
         from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
 
         from trainkit_core.models.processors import gemma4_image_text_processor
