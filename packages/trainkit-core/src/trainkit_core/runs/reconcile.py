@@ -68,4 +68,11 @@ def reconcile_run(run: Any) -> bool:
         run.events.append("status", status="failed", reason=reason)
     except OutOfSpaceError as exc:  # the reader still sees the run as it is; a later read records it
         log.warning("run %s: could not record that it failed: %s", run.id, exc.message)
+        return True
+    try:
+        # The job that died never copied the record and events to the models volume, the
+        # durable history a reader falls back to once the key-value store forgets them.
+        run.write_history()
+    except TrainkitError as exc:
+        log.warning("run %s: could not write its history to the models volume: %s", run.id, exc.message)
     return True
