@@ -109,6 +109,8 @@ def delete_run(store: RunStore, run_id: str, *, keep_model: bool = False, dry_ru
                 f"run {run_id} is {run.status} (phase {run.phase}); a running run is not deleted",
                 hint=f"stop it first: trainkit runs stop {run_id} --wait",
             )
+        if not keep_model:
+            _refuse_while_trained_from(store, run_id)
     else:
         keep_model = bool(mark.get("keep_model"))
     volume = store.models
@@ -143,6 +145,38 @@ def unfinished_deletes(store: RunStore) -> list[str]:
     return store.kv(DELETING_NAMESPACE).keys()
 
 
+def runs_training_from(store: RunStore, run_id: str) -> list[str]:
+    """The unfinished runs whose `--from` is run `run_id`'s model or one of its checkpoints.
+
+    They read that adapter when they start (and again when they resume), so removing it
+    under them would end them in peft's error about a missing file.
+    """
+    source = trained_dir(run_id)
+    found: set[str] = set()
+    for status in (*UNFINISHED, "preempted"):
+        after = None
+        while True:
+            runs, more = store.page(status=status, limit=100, after=after, reconcile=False)
+            for run in runs:
+                start = str(run.config.get("from_model") or "")
+                if run.status == status and (start == source or start.startswith(source + "/")):
+                    found.add(run.id)
+            if not more or not runs:
+                break
+            after = runs[-1].id
+    return sorted(found)
+
+
+def _refuse_while_trained_from(store: RunStore, run_id: str) -> None:
+    dependents = runs_training_from(store, run_id)
+    if dependents:
+        raise ConflictError(
+            f"run {', '.join(dependents)} trains from {trained_dir(run_id)} (--from) and has not finished; "
+            f"its model is not removed while it may still read it",
+            hint=f"wait for it or stop it first: trainkit runs stop {dependents[0]} --wait",
+        )
+
+
 def delete_model(store: RunStore, path: str, *, dry_run: bool = False) -> Removal:
     """Remove a trained model (`trained/<run id>`, with its checkpoints), one checkpoint, or an export.
 
@@ -167,6 +201,7 @@ def delete_model(store: RunStore, path: str, *, dry_run: bool = False) -> Remova
                 f"run {run_id} is {data['status']}: it is still writing {trained_dir(run_id)}",
                 hint=f"stop it first: trainkit runs stop {run_id} --wait",
             )
+        _refuse_while_trained_from(store, run_id)
     removal = Removal(paths=[path], bytes=tree_size(volume, path), dry_run=dry_run)
     if dry_run:
         return removal
