@@ -124,6 +124,7 @@ def export(
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from trainkit_core.errors import JobError
     from trainkit_core.export.merged import (
         EXPORT_INFO,
         EXPORT_PARTIAL_PREFIX,
@@ -242,6 +243,11 @@ def export(
             "export_s": round(time.time() - started, 3),
         }
         (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2) + "\n")
+        # `runs delete` removes the model with its exports: if it ran while this job merged,
+        # renaming into place would bring back the deleted run's weights under exports/.
+        ctx.reload("models")
+        if not folder.exists():
+            raise JobError(f"{ref.path} was deleted while it was being exported; nothing was written")
         if final.exists():  # a second export of the same model replaces the first, never mixed with it
             old = root / "exports" / f"{EXPORT_REPLACED_PREFIX}{uuid.uuid4().hex[:12]}"
             final.rename(old)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainkit_core.errors import ConflictError, NotFoundError
-from trainkit_core.export.merged import EXPORT_STAGING_PREFIXES, EXPORTS_DIR
+from trainkit_core.export.merged import EXPORT_PATH_PATTERN, EXPORT_STAGING_PREFIXES, EXPORTS_DIR
 from trainkit_core.ids import check_run_id
 from trainkit_core.plugins.hookspecs import Volume
 from trainkit_core.runs.training_run import UNFINISHED, RunStore, history_dir, trained_dir
@@ -224,7 +224,8 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
     - on the models volume, checkpoints without their ``done`` marker of runs that
       are not running (an interrupted save or removal), and the staging folders of
       export jobs that died (``exports/.partial-*``, ``exports/.replaced-*``: a merge
-      killed for memory leaves gigabytes there);
+      killed for memory leaves gigabytes there), and the exports of runs that no longer
+      exist (a run deleted while its export ran);
     - on both, the temporary files of writes that were killed (``.tmp-*``: a killed
       sync's partial upload), where the volume can name them (`FolderVolume.partial_writes`).
 
@@ -319,12 +320,13 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
     if models.exists(EXPORTS_DIR):
         for entry in models.listdir(EXPORTS_DIR):
             name = entry.path.rsplit("/", 1)[-1]
-            if (
-                entry.is_dir
-                and name.startswith(EXPORT_STAGING_PREFIXES)
-                and not _touched_since(models, entry, now - GC_GRACE_S)
-            ):
+            if not entry.is_dir or _touched_since(models, entry, now - GC_GRACE_S):
+                continue
+            owner = EXPORT_PATH_PATTERN.fullmatch(entry.path)
+            if name.startswith(EXPORT_STAGING_PREFIXES):
                 drop(models, entry.path)
+            elif owner is not None and owner.group("run_id") not in by_id:
+                drop(models, entry.path)  # the export of a deleted run (deleted while it exported)
     for volume in (data, models):
         # A killed writer's temporary file (`.tmp-*`): listings hide them, the volume names them.
         partial_writes = getattr(volume, "partial_writes", None)
