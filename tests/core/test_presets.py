@@ -99,3 +99,10 @@ def test_invalid_config_names_the_field(fields: dict[str, object], message: str)
     with pytest.raises(UsageError, match="invalid training config") as err:
         TrainConfig.parse(fields)
     assert message in str(err.value)
+
+
+def test_every_preset_asks_for_host_memory() -> None:
+    """A provider that reserves host memory (Ray) places each size with what its loading needs."""
+    from trainkit_core.plugins.placement import HOST_MEMORY_GB
+
+    assert set(HOST_MEMORY_GB) == set(PRESETS)

@@ -31,8 +31,9 @@ JOB_TIMEOUT_S = {"eval": 3600, "export": 3600, "gpu_ping": 3600, "infer": 1800}
 LIGHT_TIMEOUT_S = 600
 #: Host memory per model size, in GB: room to load the base model's shards before they
 #: move to the GPU. Estimates from the models' sizes on disk (bf16 weights: 4b ~8 GB,
-#: 12b ~24 GB, 31b ~62 GB), not measured.
-HOST_MEMORY_GB = {"tiny": 4, "4b": 16, "12b": 32, "31b": 64}
+#: 12b ~24 GB, 31b ~62 GB, e2b ~10 GB, e4b ~16 GB with their audio and vision towers,
+#: 26b-a4b ~52 GB, loaded in bf16: no 4-bit checkpoint of it), not measured.
+HOST_MEMORY_GB = {"tiny": 4, "4b": 16, "12b": 32, "31b": 64, "e2b": 16, "e4b": 24, "26b-a4b": 96}
 #: `trainkit_core.runs.training_run.RUNS_NAMESPACE`, named here: importing the runs module from the
 #: provider facade's path would make an import cycle (a test checks they agree).
 RUNS_NAMESPACE = "runs"
