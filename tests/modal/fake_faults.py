@@ -102,13 +102,18 @@ def plan_client_faults(method: str, names: list[str], *, pid: int | None = None)
         if not isinstance(getattr(fake_modal.exception, name, None), type):
             raise ValueError(f"modal.exception has no {name}")
     path = _client_faults_path()
-    plan = json.loads(path.read_text()) if path.exists() else {}
-    plan.setdefault(method if pid is None else f"{method}@{pid}", []).extend(names)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(plan))
+    # Under the fake's lock and replaced whole: a client call in another thread reads the plan
+    # meanwhile, and a file truncated for rewriting reads as "" (a JSONDecodeError, not a fault).
+    with fake_modal._db_lock:
+        plan = json.loads(path.read_text()) if path.exists() else {}
+        plan.setdefault(method if pid is None else f"{method}@{pid}", []).extend(names)
+        fake_modal._write_json(path, plan)
 
 
 def client_faults_left(method: str, *, pid: int | None = None) -> int:
+    import fake_modal
+
     path = _client_faults_path()
     key = method if pid is None else f"{method}@{pid}"
-    return len(json.loads(path.read_text()).get(key, [])) if path.exists() else 0
+    with fake_modal._db_lock:
+        return len(json.loads(path.read_text()).get(key, [])) if path.exists() else 0

@@ -1086,7 +1086,7 @@ def _client_fault(method: str) -> None:
         if not names:
             return
         name = names.pop(0)
-        path.write_text(json.dumps(plan))
+        _write_json(path, plan)  # replaced whole: a reader never sees it half written
     raise getattr(exception, name)(f"{name} from the fake Modal service ({method})")
 
 
