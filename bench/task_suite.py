@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import subprocess
@@ -43,6 +42,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench_tiny_recipes import machine  # the same machine line as the tiny recipe bench
 
 REPO = Path(__file__).resolve().parent.parent
 SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
@@ -245,19 +246,6 @@ def run_one(family: str, seed: int, root: Path, extra: list[str], overrides: dic
         "train_s": round(float(metrics.get("train_runtime_s", float("nan"))), 1),
         "run_wall_s": round(wall, 1),
     }
-
-
-def machine() -> str:
-    cpu = platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    one, five, _ = os.getloadavg()
-    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, load {one:.1f} / {five:.1f}"
 
 
 def main() -> None:

@@ -70,6 +70,26 @@ class Preset:
         return data
 
 
+_E2B = Preset(
+    name="e2b",
+    base_model="google/gemma-4-E2B-it",
+    unsloth_model="unsloth/gemma-4-E2B-it-unsloth-bnb-4bit",
+    gpu="A10G",
+    chat_format="gemma4",
+    max_seq_length=4096,
+    lora_r=8,
+    lora_alpha=8,
+    learning_rate=2e-4,
+    batch_size=2,
+    grad_accum=4,
+    warmup_steps=5,
+    lr_scheduler="linear",
+    steps=None,
+    epochs=1.0,
+    image_tokens=282,
+    description="Gemma 4 E2B instruct (per-layer embeddings, audio tower), 4-bit QLoRA on an A10G (24 GB; ~8 GB).",
+)
+
 PRESETS: dict[str, Preset] = {
     "tiny": Preset(
         name="tiny",
@@ -158,42 +178,13 @@ PRESETS: dict[str, Preset] = {
     # docs, 2026-04: E2B about 8 GB, E4B 10-17 GB in 4-bit QLoRA; 26B-A4B LoRA over 40 GB,
     # its pages disagree between versions): the GPU leaves room for the sequence length.
     # The recipe is the 31b's (Unsloth's Gemma 4 notebooks: r 8, alpha 8, lr 2e-4).
-    "e2b": Preset(
-        name="e2b",
-        base_model="google/gemma-4-E2B-it",
-        unsloth_model="unsloth/gemma-4-E2B-it-unsloth-bnb-4bit",
-        gpu="A10G",
-        chat_format="gemma4",
-        max_seq_length=4096,
-        lora_r=8,
-        lora_alpha=8,
-        learning_rate=2e-4,
-        batch_size=2,
-        grad_accum=4,
-        warmup_steps=5,
-        lr_scheduler="linear",
-        steps=None,
-        epochs=1.0,
-        image_tokens=282,
-        description="Gemma 4 E2B instruct (per-layer embeddings, audio tower), 4-bit QLoRA on an A10G (24 GB; ~8 GB).",
-    ),
-    "e4b": Preset(
+    "e2b": _E2B,
+    # E2B's recipe on the larger checkpoint, still in an A10G's 24 GB.
+    "e4b": replace(
+        _E2B,
         name="e4b",
         base_model="google/gemma-4-E4B-it",
         unsloth_model="unsloth/gemma-4-E4B-it-unsloth-bnb-4bit",
-        gpu="A10G",
-        chat_format="gemma4",
-        max_seq_length=4096,
-        lora_r=8,
-        lora_alpha=8,
-        learning_rate=2e-4,
-        batch_size=2,
-        grad_accum=4,
-        warmup_steps=5,
-        lr_scheduler="linear",
-        steps=None,
-        epochs=1.0,
-        image_tokens=282,
         description="Gemma 4 E4B instruct (per-layer embeddings, audio tower), 4-bit QLoRA on an A10G (24 GB; 10-17 GB).",
     ),
     "26b-a4b": Preset(
