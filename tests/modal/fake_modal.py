@@ -903,6 +903,8 @@ def _python_child(entry: str, call_id: str, **popen: Any) -> subprocess.Popen[by
     """A child process running `fake_modal.<entry>()` for call `call_id`, its stderr in the call's log."""
     env = {**os.environ, "FAKE_MODAL_ROOT": str(_root()), "FAKE_MODAL_CALL_ID": call_id, **popen.pop("env", {})}
     here = str(Path(__file__).resolve().parent)
+    # Every process of the container (a rank of a run on several GPUs) imports this fake as modal.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(here) / "fake_sdk"), env.get("PYTHONPATH", "")) if p)
     with open(_root() / "calls" / f"{call_id}.log", "ab") as log:
         return subprocess.Popen(
             [

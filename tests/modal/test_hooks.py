@@ -368,13 +368,13 @@ def test_gpu_ping_runs_in_the_sizes_training_image_on_its_gpu(fake_modal: Module
 
 
 def test_several_processes_are_refused_on_modal_before_any_record(fake_modal: ModuleType) -> None:
-    """`--processes` rebuilds the job context in each rank, which only the local provider can: refused at the start."""
+    """`--processes` (CPU ranks) is for a provider that declares them; Modal trains on GPUs: refused at the start."""
     from trainkit_core.runs.training_run import RunStore
     from trainkit_core.training.submit import start_run
 
     provider = provider_on(fake_modal)
     provider.deployment().deploy()
-    with pytest.raises(UsageError, match=r"processes=2 runs on the local provider only; provider 'modal'"):
+    with pytest.raises(UsageError, match=r"processes=2: provider .modal. does not declare CPU processes"):
         start_run(provider, {"dataset": "demo", "model_size": "tiny", "processes": 2, "batch_size": 2, "steps": 1})
     assert RunStore.for_provider(provider).list() == []
     assert provider.kv("_calls").keys() == []

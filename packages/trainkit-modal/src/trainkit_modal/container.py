@@ -101,7 +101,19 @@ def job_context(settings: Settings, call_id: str, sdk: Any, attempts: int = 1) -
         commit=commit,
         reload=reload,
         max_attempts=attempts,
+        rank_context=f"{__name__}:rank_job_context",
     )
+
+
+def rank_job_context(settings: Settings, call_id: str) -> Any:
+    """The job context in a rank of a run on the container's GPUs (`trainkit_core.training.distributed`).
+
+    The rank is a process of the same container: it reaches the same Dicts and volumes through
+    the modal SDK installed there, under the parent's call id and attempt budget.
+    """
+    import modal
+
+    return job_context(settings, call_id, modal, attempts=max_attempts("train", settings))
 
 
 def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None, call: Callable[..., Any] | None = None) -> Any:

@@ -32,8 +32,9 @@ MANIFEST = ProviderManifest(
         run_functions=True,
         app_lifecycle=True,
         # A run's `gpus` reaches Modal as gpu="<kind>:N" (`with_options`, Modal's limit of 8 per
-        # container: spec.MAX_GPU_COUNT, not imported here so the manifest stays cheap). Multi-node
-        # (clusters) is not declared yet.
+        # container: spec.MAX_GPU_COUNT, not imported here so the manifest stays cheap); the train
+        # job then runs one rank per GPU in that container (`container.rank_job_context`).
+        # Multi-node (clusters) is not declared yet.
         max_gpus_per_node=8,
         max_nodes=1,
     ),

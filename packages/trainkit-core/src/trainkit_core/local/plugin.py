@@ -58,6 +58,7 @@ def job_context(settings: Settings, call_id: str) -> JobContext:
         call_id=call_id,
         kv_factory=lambda namespace: LocalKV(home, namespace),
         volume_paths=paths,
+        rank_context=f"{__name__}:job_context",
     )
 
 
@@ -104,6 +105,7 @@ def provider_manifest() -> ProviderManifest:
             local_files=True,
             max_gpus_per_node=visible_gpus(),
             max_nodes=1,
+            cpu_processes=True,
         ),
     )
 

@@ -77,6 +77,9 @@ class Capabilities:
     max_gpus_per_node: int = 1
     #: Most machines one job may span.
     max_nodes: int = 1
+    #: One run may train on N CPU processes of one machine (``--processes``, gloo): the distributed
+    #: code path that N GPUs take, for a machine without them.
+    cpu_processes: bool = False
 
     def as_dict(self) -> dict[str, bool | int]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -41,6 +41,7 @@ class JobContext:
     commit: Callable[[str], None] = _no_op
     reload: Callable[[str], None] = _no_op
     max_attempts: int = 1
+    rank_context: str = ""
     _kv_cache: dict[str, KVStore] = field(default_factory=dict, repr=False)
 
     def kv(self, namespace: str) -> KVStore:

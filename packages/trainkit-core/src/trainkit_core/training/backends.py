@@ -320,13 +320,12 @@ def _sum_over_labels(model: Any, inputs: dict[str, Any], return_outputs: bool, n
 
 def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> dict[str, Any]:
     """The `TrainingArguments` every method shares (trl's SFT, DPO and GRPO configs extend them)."""
-    from trainkit_core.training.distributed import COLLECTIVE_TIMEOUT_S, world_size
+    from trainkit_core.training.distributed import COLLECTIVE_TIMEOUT_S, per_device_batch, world_size
 
     cuda = cuda_available()
     bf16 = cuda and _bf16_supported()
     world = world_size(config)
-    # Several processes: batch_size stays the global batch, each rank takes its share;
-    # gloo on CPU; a bounded collective timeout, so a rank never waits forever on a dead peer.
+    # Several ranks: each takes its per-device batch (`per_device_batch`); gloo on CPU; a bounded collective timeout, so a rank never waits forever on a dead peer.
     distributed = (
         {
             "ddp_backend": "nccl" if cuda else "gloo",
@@ -341,7 +340,7 @@ def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> di
         "output_dir": str(output_dir),
         "max_steps": config.steps if config.steps else -1,
         "num_train_epochs": config.epochs or 1.0,
-        "per_device_train_batch_size": (config.batch_size or 1) // world,
+        "per_device_train_batch_size": per_device_batch(config),
         "gradient_accumulation_steps": config.grad_accum or 1,
         "learning_rate": config.learning_rate or 2e-4,
         "lr_scheduler_type": config.lr_scheduler or "constant",

@@ -161,8 +161,9 @@ class TrainConfig(BaseModel):
         1,
         ge=1,
         le=64,
-        description="GPUs per node for this run; gpu's ':N' says the same and must agree. A provider that "
-        "cannot place that many refuses before anything starts.",
+        description="GPUs per node for this run, one rank each (ddp); gpu's ':N' says the same and must agree. "
+        "batch_size stays per GPU, so the global batch grows with the GPUs. A provider that cannot place that "
+        "many refuses before anything starts.",
     )
     nodes: int = Field(1, ge=1, le=64, description="Machines for this run, where the provider declares it can.")
 
@@ -276,6 +277,11 @@ class TrainConfig(BaseModel):
                 f"processes {self.processes} (each process takes batch_size / processes)"
             )
         self._agree_on_gpu_count()
+        if self.processes > 1 and self.gpus * self.nodes > 1:
+            raise ValueError(
+                f"processes {self.processes} and gpus {self.gpus} x nodes {self.nodes}: give --processes for CPU "
+                "processes or --gpus/--nodes for GPUs, not both"
+            )
         if self.strategy == "fsdp":
             raise ValueError("strategy fsdp is not implemented yet; use ddp or auto")
         return self

@@ -1,11 +1,16 @@
 """One run on several processes: the train job launches torch's elastic agent.
 
-A run whose config asks for a world size above 1 (`TrainConfig.processes`: CPU processes
-talking over gloo; on GPUs the same code path runs over nccl) is trained by N *ranks*, all of
-the same run id. The job the provider started (the *parent*) does not train: it starts
-``python -m torch.distributed.run`` (torchrun) as a child, which runs `trainkit_core.training.rank` once
-per rank, and waits. trainkit writes no collective communication of its own: the HF/trl
-Trainer does DDP when it finds torchrun's environment (``RANK``, ``WORLD_SIZE`` ...).
+A run whose config asks for a world size above 1 (`TrainConfig.gpus` on a provider that
+places several GPUs in one machine, over nccl; `TrainConfig.processes`: CPU processes over
+gloo, the same code path on a machine without GPUs) is trained by N *ranks*, all of the same
+run id. The job the provider started (the *parent*) does not train: it starts
+``python -m torch.distributed.run`` (torchrun) as a child, which runs
+`trainkit_core.training.rank` once per rank, and waits. trainkit writes no collective
+communication of its own: the HF/trl Trainer does DDP when it finds torchrun's environment
+(``RANK``, ``WORLD_SIZE`` ...).
+
+Each rank builds the provider's job context again in its own process, as the parent's
+context says (`JobContext.rank_context`), with the parent's volume paths.
 
 Who writes what, so that the run looks like any other run:
 
@@ -20,6 +25,7 @@ Who writes what, so that the run looks like any other run:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -36,17 +42,34 @@ if TYPE_CHECKING:
     from trainkit_core.plugins.job_context import JobContext
     from trainkit_core.runs.training_run import TrainingRun
 
-#: How each provider's job context is built again inside a rank (a separate process).
-JOB_CONTEXTS = {"local": "trainkit_core.local.plugin:job_context"}
-
 #: Seconds a collective waits for a peer before the rank fails (a dead rank must not hang the run).
 COLLECTIVE_TIMEOUT_S = 300
 
+#: The parent's volume paths, for a rank's job context (JSON of kind -> folder).
+VOLUME_PATHS_ENV = "TRAINKIT_DIST_VOLUME_PATHS"
+
+
+def _field(config: dict[str, Any] | Any, name: str) -> int:
+    value = config.get(name) if isinstance(config, dict) else getattr(config, name, 1)
+    return int(value or 1)
+
 
 def world_size(config: dict[str, Any] | Any) -> int:
-    """The number of ranks a run's config asks for (processes; 1 when unset)."""
-    value = config.get("processes") if isinstance(config, dict) else getattr(config, "processes", 1)
-    return int(value or 1)
+    """The number of ranks a run's config asks for: its CPU processes, else its GPUs on all its nodes."""
+    processes = _field(config, "processes")
+    return processes if processes > 1 else _field(config, "gpus") * _field(config, "nodes")
+
+
+def per_device_batch(config: dict[str, Any] | Any) -> int:
+    """Examples per rank per micro-step.
+
+    ``--processes`` splits `batch_size` (it stays the global batch, so a 2-process run matches a
+    1-process one step for step); ``--gpus``/``--nodes`` keep it per device, as a preset's batch
+    is what fits one GPU, and adding GPUs makes the global batch larger.
+    """
+    batch = int((config.get("batch_size") if isinstance(config, dict) else config.batch_size) or 1)
+    processes = _field(config, "processes")
+    return max(1, batch // processes) if processes > 1 else batch
 
 
 def in_rank() -> bool:
@@ -64,12 +87,30 @@ def is_main_rank() -> bool:
     return rank() == 0
 
 
+def check_devices(world: int, uses_gpus: bool) -> None:
+    """A run on N GPUs whose machine shows fewer to CUDA fails before any rank starts."""
+    if not uses_gpus:
+        return
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() < world:
+        raise JobError(
+            f"the run asks for {world} GPUs but this machine shows {torch.cuda.device_count()} to CUDA "
+            f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})"
+        )
+
+
 def launch(ctx: JobContext, run: TrainingRun, resume: bool, end: Callable[..., None]) -> dict[str, Any]:
     """Run the ranks of `run` through torchrun and wait; a rank's failure fails the run (`end`: the job's)."""
     processes = world_size(run.config)
-    factory = JOB_CONTEXTS.get(ctx.provider)
-    if factory is None:
-        raise JobError(f"processes={processes} runs on the local provider only (this job runs on {ctx.provider})")
+    if not ctx.rank_context:
+        raise JobError(
+            f"run {run.id} asks for {processes} processes, but a {ctx.provider} job's context cannot be built "
+            "again in another process (the provider sets no rank_context)"
+        )
+    if _field(run.config, "nodes") > 1:
+        raise JobError(f"run {run.id} asks for {_field(run.config, 'nodes')} nodes; this job runs on one machine")
+    check_devices(processes, uses_gpus=_field(run.config, "processes") == 1)
     command = [
         sys.executable,
         "-m",
@@ -79,7 +120,7 @@ def launch(ctx: JobContext, run: TrainingRun, resume: bool, end: Callable[..., N
         "--max-restarts=0",
         "-m",
         "trainkit_core.training.rank",
-        factory,
+        ctx.rank_context,
         ctx.call_id,
         run.id,
         "resume" if resume else "fresh",
@@ -89,6 +130,7 @@ def launch(ctx: JobContext, run: TrainingRun, resume: bool, end: Callable[..., N
         **os.environ,
         "TRAINKIT_DIST_RANK_OF": run.id,
         "TRAINKIT_DIST_ERROR_FILE": str(error_file),
+        VOLUME_PATHS_ENV: json.dumps({kind: str(path) for kind, path in ctx.volume_paths.items()}),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
     }
     print(f"trainkit: run {run.id} on {processes} processes: {' '.join(command)}", flush=True)

@@ -388,10 +388,13 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
 
     world = distributed.world_size(config)
     if world > 1:
+        per_device = distributed.per_device_batch(config)
+        where = f"{world} GPUs" if config.processes == 1 else f"{world} processes"
         run.events.append(
             "log",
-            message=f"training on {world} processes with ddp (strategy {config.strategy}: the model fits each "
-            f"process; {'nccl' if cuda_available() else 'gloo'}), global batch {config.batch_size or 1}",
+            message=f"training on {where} with ddp (strategy {config.strategy}: the model fits each "
+            f"rank; {'nccl' if cuda_available() else 'gloo'}), global batch {per_device * world} "
+            f"({per_device} per rank x {world})",
             processes=world,
             strategy="ddp",
         )

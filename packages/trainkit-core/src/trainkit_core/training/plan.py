@@ -47,6 +47,7 @@ from trainkit_core.datasets.validate import CHARS_PER_TOKEN
 from trainkit_core.errors import NotFoundError, TrainkitError
 from trainkit_core.runs.pricing import price_for_run, split_gpu
 from trainkit_core.training.config import TrainConfig
+from trainkit_core.training.distributed import per_device_batch, world_size
 
 if TYPE_CHECKING:
     from trainkit_core.training.submit import CheckedRequest
@@ -355,8 +356,8 @@ def make_plan(
     # GRPO's batch counts completions: num_generations of each prompt.
     # `--gpus`/`--nodes` multiply the per-device batch; `--processes` (E1's CPU ranks) splits
     # batch_size, which stays the global batch of a micro-step there.
-    world = max(config.processes, config.gpus * config.nodes)
-    per_device = max(1, batch // config.processes) if config.processes > 1 else batch
+    world = world_size(config)
+    per_device = per_device_batch({"batch_size": batch, "processes": config.processes})
     global_batch = per_device * accum * world
     per_epoch = max(1, math.ceil(examples * _completions_per_example(config) / global_batch))
     strategy = ""

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainkit_core.training.distributed import rank
+from trainkit_core.training.distributed import VOLUME_PATHS_ENV, rank
 
 if TYPE_CHECKING:
     from trainkit_core.plugins.hookspecs import KVStore
@@ -95,6 +95,8 @@ def main() -> None:
 
     factory, call_id, run_id, mode = sys.argv[1:5]
     ctx = import_object(factory)(Settings.from_env(), call_id)
+    # The volumes where the parent saw them (a provider may have put them elsewhere than its defaults).
+    ctx.volume_paths = {kind: Path(path) for kind, path in json.loads(os.environ[VOLUME_PATHS_ENV]).items()}
     if rank() == 0:
         from trainkit_core.training.job import train
 

@@ -312,15 +312,10 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
 
 
 def _check_processes(provider: Any, config: TrainConfig) -> None:
-    """`--processes N` needs a provider whose job context a rank can build again (`distributed.JOB_CONTEXTS`).
-
-    Refused here, before any record, instead of by the job once the run has started.
-    """
-    from trainkit_core.training.distributed import JOB_CONTEXTS
-
-    if config.processes > 1 and provider.name not in JOB_CONTEXTS:
+    """`--processes N` needs a provider that declares CPU processes; refused here, before any record."""
+    if config.processes > 1 and not provider.capabilities.cpu_processes:
         raise UsageError(
-            f"processes={config.processes} runs on the {', '.join(sorted(JOB_CONTEXTS))} provider only; "
-            f"provider {provider.name!r} trains a run in one process",
+            f"processes={config.processes}: provider {provider.name!r} does not declare CPU processes "
+            "(the local provider does)",
             hint="drop --processes, or ask for --gpus N where the provider declares several GPUs",
         )
