@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from typing import Any
 import pytest
 
 pytestmark = pytest.mark.ml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 
 #: Relative tolerance of the losses and of the adapter weights between 1 and 2 processes.
 #: Measured differences are float32 rounding (about 1e-6); 1e-3 still fails a changed data
@@ -73,6 +76,13 @@ def test_two_processes_train_the_same_adapter_as_one(local: Any) -> None:
     said = [e for e in events if e.get("processes") == 2]
     assert len(said) == 1, said
     assert sum(1 for e in events if e.get("type") == "status" and e.get("status") == "succeeded") == 1
+
+
+def _cli_env(local: Any) -> dict[str, str]:
+    return {
+        "TRAINKIT_HOME": str(local.settings.provider.home),
+        "TRAINKIT_DATASETS_DIR": str(local.settings.datasets.datasets_dir),
+    }
 
 
 def local_store(local: Any) -> Any:
@@ -139,3 +149,35 @@ def test_a_killed_rank_fails_the_run_naming_it(local: Any) -> None:
     assert run.status == "failed"
     assert "rank" in (run.error_message or "") and "SIGKILL" in (run.error_message or ""), run.error_message
     _ranks_end(handle.id)
+
+
+#: A constant learning rate and no dropout: a run resumed at step 4 then follows the same
+#: trajectory as one that never stopped (a schedule depends on the step count, dropout on
+#: each rank's random state, which a checkpoint of another world size cannot restore).
+RESUMABLE = {**RECIPE, "save_every": 2, "lr_scheduler": "constant", "warmup_steps": 0, "lora_dropout": 0.0}
+
+
+@pytest.mark.parametrize(("first", "then"), [(2, 1), (1, 2)])
+def test_a_checkpoint_resumes_on_another_number_of_processes(local: Any, first: int, then: int) -> None:
+    import torch
+    from cli_helpers import run_main
+
+    from trainkit_core.training.submit import resume_run, start_run
+
+    straight = start_run(local, {**RESUMABLE, "steps": 8}).wait(timeout=600)
+    half = start_run(local, {**RESUMABLE, "steps": 4, "processes": first}).wait(timeout=600)
+    assert straight.status == "succeeded" and half.status == "succeeded", (straight.error_message, half.error_message)
+    if then == 2:  # as a user asks for it
+        code, output = run_main(
+            "--provider", "local", "runs", "resume", half.id, "--steps", "8", "--processes", "2", env=_cli_env(local)
+        )
+        assert code == 0, output
+        run = local_store(local).get(half.id)
+    else:
+        run = resume_run(local, half.id, steps=8, processes=then).wait(timeout=600)
+    assert run.status == "succeeded", run.error_message
+    assert run.step == 8 and run.config["processes"] == then and run.metadata["resumed_from_step"] == 4
+    assert run.metrics["final_loss"] == pytest.approx(straight.metrics["final_loss"], rel=TOLERANCE)
+    a, b = _adapter(local, straight.id), _adapter(local, run.id)
+    for name in a:
+        assert torch.allclose(a[name], b[name], rtol=TOLERANCE, atol=1e-6), name

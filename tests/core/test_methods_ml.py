@@ -168,3 +168,23 @@ def _cli_env(local: Any) -> dict[str, str]:
         "TRAINKIT_HOME": str(local.settings.provider.home),
         "TRAINKIT_DATASETS_DIR": str(local.settings.datasets.datasets_dir),
     }
+
+
+@pytest.mark.parametrize("method", ["dpo", "grpo"])
+def test_dpo_and_grpo_learn_on_two_processes(local: Any, sft: Any, method: str) -> None:
+    """The same runs as above on 2 CPU ranks (gloo; GRPO's groups gathered across ranks by trl)."""
+    from trainkit_core.training.submit import start_run
+
+    base, before = sft
+    config = {"dpo": {"dataset": "style-pref"}, "grpo": {"dataset": "style-prompts", "rewards": ["exact_match"]}}[
+        method
+    ]
+    run = start_run(local, {**config, "method": method, "from_model": f"trained/{base.id}", "processes": 2})
+    run = run.wait(timeout=900)
+    assert run.status == "succeeded", run.error_message
+    assert [e["processes"] for e in run.events.read() if "processes" in e] == [2]
+    after = demo.answers(local, f"trained/{run.id}", demo.EVAL_PROMPTS)
+    if method == "dpo":
+        assert demo.full_stop_rate(after) >= 0.9, after
+    else:
+        assert demo.exact_match_reward(after) - demo.exact_match_reward(before) >= 0.4, (before, after)

@@ -65,6 +65,10 @@ class JobResume(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     steps: int | None = Field(None, ge=1, le=1_000_000, description="Train to this step (default: the run's own).")
+    processes: int | None = Field(
+        None, ge=1, le=64, description="Go on with this many CPU processes (default: the run's)."
+    )
+    gpus: int | None = Field(None, ge=1, le=64, description="Go on with this many GPUs (default: the run's).")
 
 
 def start_job(state: ApiState, body: JobCreate) -> TrainingRun:
@@ -105,4 +109,6 @@ def plan_job(state: ApiState, body: JobCreate) -> JSONResponse:
 def resume_job(state: ApiState, run_id: str, body: JobResume | None) -> TrainingRun:
     from trainkit_core.training.submit import resume_run
 
-    return resume_run(state.provider, run_id, steps=body.steps if body else None)
+    if body is None:
+        return resume_run(state.provider, run_id)
+    return resume_run(state.provider, run_id, steps=body.steps, processes=body.processes, gpus=body.gpus)

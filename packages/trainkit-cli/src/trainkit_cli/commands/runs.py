@@ -250,15 +250,32 @@ def cancel(state: CliState, run_id: str, as_json: bool) -> None:
 @runs.command("resume")
 @click.argument("run_id")
 @click.option("--steps", default=None, type=click.IntRange(1), help="Train to this step count (default: the run's).")
+@click.option(
+    "--processes",
+    default=None,
+    type=click.IntRange(1, 64),
+    help="Go on with this many CPU processes (default: the run's).",
+)
+@click.option(
+    "--gpus", default=None, type=click.IntRange(1, 64), help="Go on with this many GPUs (default: the run's)."
+)
 @click.option("--detach", is_flag=True, help="Return once the job started.")
 @json_option
 @pass_state
-def resume(state: CliState, run_id: str, steps: int | None, detach: bool, as_json: bool) -> None:
+def resume(
+    state: CliState,
+    run_id: str,
+    steps: int | None,
+    processes: int | None,
+    gpus: int | None,
+    detach: bool,
+    as_json: bool,
+) -> None:
     """Continue a failed, stopped or preempted run from its latest checkpoint."""
     from trainkit_core.errors import JobError
     from trainkit_core.training.submit import resume_run
 
-    run = resume_run(state.provider, run_id, steps=steps)
+    run = resume_run(state.provider, run_id, steps=steps, processes=processes, gpus=gpus)
     if not as_json:
         console(stderr=True).print(f"resuming run {run.id} (attempt {run.attempt})")
     if not detach:

@@ -271,9 +271,10 @@ class TrainConfig(BaseModel):
             raise ValueError(f"packing is an option of --method sft, not of {self.method}")
         if self.packing and self.backend == "unsloth":
             raise ValueError("packing runs on the hf backend only (unsloth's attention was never checked with it)")
-        if self.processes > 1 and (self.batch_size or 1) % self.processes:
+        if self.processes > 1 and self.batch_size is not None and self.batch_size % self.processes:
+            # Unset, it is checked once the preset's batch fills it in (`resolve` validates again).
             raise ValueError(
-                f"batch_size {self.batch_size or 1} is the global batch of a step: it must be a multiple of "
+                f"batch_size {self.batch_size} is the global batch of a step: it must be a multiple of "
                 f"processes {self.processes} (each process takes batch_size / processes)"
             )
         self._agree_on_gpu_count()
@@ -361,7 +362,7 @@ class TrainConfig(BaseModel):
         count = (values["gpu"] or "").partition(":")[2]
         if "gpus" not in self.model_fields_set and count.isdigit():
             values["gpus"] = int(count)  # TRAINKIT_GPU=H100:2 asks for two, as a run's gpu does
-        values["gpu"] = _with_count(values["gpu"], values["gpus"])
+        values["gpu"] = with_gpu_count(values["gpu"], values["gpus"])
         if values["steps"] == 1 and values["warmup_steps"]:
             # Warm-up starts at learning rate 0: a one-step run would learn nothing and fail its adapter gate.
             if self.warmup_steps:
@@ -376,7 +377,13 @@ class TrainConfig(BaseModel):
                 values["steps"] = preset.steps
             else:
                 values["epochs"] = preset.epochs or 1.0
-        return TrainConfig.model_validate(values)
+        try:
+            return TrainConfig.model_validate(values)
+        except ValidationError as exc:  # a default that does not fit a choice of the user's (processes)
+            raise UsageError(
+                f"invalid training config once the defaults are filled in: {describe_errors(exc)}",
+                hint="give --batch-size explicitly",
+            ) from None
 
     @property
     def model_id(self) -> str:
@@ -384,7 +391,7 @@ class TrainConfig(BaseModel):
         return self.base_model or self.preset.base_model
 
 
-def _with_count(gpu: str | None, gpus: int) -> str | None:
+def with_gpu_count(gpu: str | None, gpus: int) -> str | None:
     """The GPU kind with the run's count, as a provider spells it: ``("H100", 2)`` -> ``"H100:2"``."""
     kind = (gpu or "").partition(":")[0]
     if not kind:

@@ -290,12 +290,38 @@ def _any_rank(flag: bool) -> bool:
     return bool(value.item())
 
 
+def check_same_start(step: int) -> None:
+    """Every rank starts (or resumes) at the same step, or the run fails now.
+
+    A rank that missed the checkpoint would train from step 0 beside ranks at step N: the
+    collectives still match up, so the run would end "succeeded" having learnt from the
+    wrong examples. Outside a distributed run there is nothing to compare.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return
+    import torch
+
+    from trainkit_core.errors import JobError
+
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    low, high = torch.tensor([step], device=device), torch.tensor([step], device=device)
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    if low.item() != high.item():
+        raise JobError(
+            f"the ranks start at different steps ({low.item()} to {high.item()}): a rank missed the checkpoint"
+        )
+
+
 def make_callback(reporter: Reporter) -> Any:
     """A `TrainerCallback` driving `reporter`."""
     from transformers import TrainerCallback
 
     class TrainkitCallback(TrainerCallback):  # type: ignore[misc]
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            check_same_start(state.global_step)
             reporter.train_begin(state.global_step, state.max_steps, getattr(state, "num_input_tokens_seen", 0) or 0)
 
         def on_log(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from trainkit_core.training.distributed import VOLUME_PATHS_ENV, rank
 
 if TYPE_CHECKING:
-    from trainkit_core.plugins.hookspecs import KVStore
+    from trainkit_core.plugins.hookspecs import KVStore, Volume
     from trainkit_core.plugins.job_context import JobContext
 
 
@@ -67,19 +67,58 @@ class _MutedKV:
     # back to `put`/`get` here, so an event batch of this rank stays in its memory as well.
 
 
+class _ReadOnlyVolume:
+    """The models volume as a rank above 0 sees it: every read is the real one, every write is dropped.
+
+    Reads matter: the checkpoint a run resumes from is found there (a rank that could not see
+    it would train from step 0 beside a rank 0 at step N, and the run would silently learn
+    from the wrong examples). Writes are rank 0's.
+    """
+
+    def __init__(self, real: Volume) -> None:
+        self._real = real
+        self.name = getattr(real, "name", "models")
+
+    def exists(self, path: str) -> bool:
+        return self._real.exists(path)
+
+    def listdir(self, path: str = "", *, recursive: bool = False) -> list[Any]:
+        return self._real.listdir(path, recursive=recursive)
+
+    def read_bytes(self, path: str) -> bytes:
+        return self._real.read_bytes(path)
+
+    def get_file(self, path: str, local_path: Path) -> None:
+        self._real.get_file(path, local_path)
+
+    def get_directory(self, path: str, local_dir: Path) -> None:
+        self._real.get_directory(path, local_dir)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        return None
+
+    def put_file(self, local_path: Path, path: str) -> None:
+        return None
+
+    def put_directory(self, local_dir: Path, path: str) -> None:
+        return None
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        return None
+
+
 def _other_rank(ctx: JobContext, run_id: str) -> None:
-    """A rank above 0: train with a muted store and a throwaway history folder."""
+    """A rank above 0: train with a muted store over a read-only view of the models volume."""
     from trainkit_core.runs.training_run import RunStore
     from trainkit_core.toolkit.folder_volume import FolderVolume
     from trainkit_core.training.job import _train
 
-    history = tempfile.mkdtemp(prefix=f"trainkit-{run_id}-rank{rank()}-history-")
     muted: dict[str, _MutedKV] = {}
 
     def kv(namespace: str) -> Any:
         return muted.setdefault(namespace, _MutedKV(ctx.kv(namespace)))
 
-    store = RunStore(kv, FolderVolume(Path(history)))
+    store = RunStore(kv, _ReadOnlyVolume(FolderVolume(ctx.path("models"))))
     run = store.get(run_id)
     os.environ["HF_HOME"] = str(ctx.path("hf-cache"))
     scratch = Path(tempfile.mkdtemp(prefix=f"trainkit-{run_id}-rank{rank()}-"))

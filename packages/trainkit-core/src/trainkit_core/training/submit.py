@@ -268,8 +268,15 @@ def _fail(run: TrainingRun, reason: str) -> None:
     run.events.append("status", status="failed", reason=reason)
 
 
-def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> TrainingRun:
-    """Continue run `run_id` from its latest checkpoint, to `steps` (default: its own step count)."""
+def resume_run(
+    provider: Any, run_id: str, *, steps: int | None = None, processes: int | None = None, gpus: int | None = None
+) -> TrainingRun:
+    """Continue run `run_id` from its latest checkpoint, to `steps` (default: its own step count).
+
+    `processes` or `gpus` resume it on another number of ranks (a checkpoint holds the whole
+    LoRA state, whatever the number of ranks that wrote it): a run that lost a GPU goes on on
+    fewer, a CPU test resumes a 2-process checkpoint in one process.
+    """
     store = RunStore.for_provider(provider)
     run = store.get(run_id)
     if not run.ended():
@@ -289,6 +296,8 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
         if steps <= latest.step:
             raise UsageError(f"--steps {steps} is not beyond the checkpoint at step {latest.step}")
         config = TrainConfig.parse(config.model_dump(), steps=steps, epochs=None)
+    if processes is not None or gpus is not None:
+        config = _on_other_ranks(provider, config, processes, gpus)
     target = config.steps
     if run.status == "succeeded" and (target is None or target <= run.step):
         raise ConflictError(
@@ -309,6 +318,28 @@ def resume_run(provider: Any, run_id: str, *, steps: int | None = None) -> Train
     run.events.append("status", status="pending", resume_from_step=latest.step, steps=target)
     _spawn(provider, run, resume=True)
     return run
+
+
+def _on_other_ranks(provider: Any, config: TrainConfig, processes: int | None, gpus: int | None) -> TrainConfig:
+    """`config` with another number of processes or GPUs, checked as a new run's would be."""
+    from pydantic import ValidationError
+
+    from trainkit_core.training.config import describe_errors, with_gpu_count
+
+    changes: dict[str, Any] = {}
+    if processes is not None:
+        changes["processes"] = processes
+    if gpus is not None:
+        changes["gpus"] = gpus
+        changes["gpu"] = with_gpu_count(config.gpu, gpus)
+    values = {**config.model_dump(), **changes}
+    try:
+        changed = TrainConfig.model_validate(values)
+    except ValidationError as exc:
+        raise UsageError(f"cannot resume on other ranks: {describe_errors(exc)}") from None
+    provider.check_scale(changed.gpus, changed.nodes)
+    _check_processes(provider, changed)
+    return changed
 
 
 def _check_processes(provider: Any, config: TrainConfig) -> None:
