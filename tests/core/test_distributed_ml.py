@@ -1,8 +1,8 @@
 """One run on two CPU processes: torchrun's ranks over gloo, the code path N GPUs take.
 
-A 2-process SFT run of tiny with global batch 2 (one example per rank and step) is compared
-with a 1-process run of batch 2 over the same data order: same first and last loss and the
-same adapter weights, within a tolerance (gloo's all-reduce sums in another order than one
+A 2-process SFT run of tiny, and one of the Gemma 3 vision twin on pictures, with global
+batch 2 (one example per rank and step) is compared with a 1-process run of batch 2 over the
+same data order: same first and last loss and the same adapter weights, within a tolerance (gloo's all-reduce sums in another order than one
 process's backward, so bit equality is not expected). The run looks like any other: one
 record, one adapter of the usual kind, its events saying it ran on 2 processes. A rank
 killed with SIGKILL fails the run with that rank named, and nothing hangs.
@@ -55,13 +55,28 @@ def _adapter(local: Any, run_id: str) -> dict[str, Any]:
 RECIPE = {"dataset": "demo", "steps": 4, "batch_size": 2, "save_every": 1000, "learning_rate": 1e-3}
 
 
-def test_two_processes_train_the_same_adapter_as_one(local: Any) -> None:
+def _shapes(local: Any) -> dict[str, Any]:
+    """The Gemma 3 vision twin on a small generated pictures dataset (`scripts/make_shapes_dataset.py`)."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "make_shapes_dataset.py"
+    spec = importlib.util.spec_from_file_location("make_shapes_dataset", script)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.write(Path(local.settings.datasets.datasets_dir) / "shapes", train_per_class=2, eval_per_class=1)
+    return {**RECIPE, "dataset": "shapes", "model_size": "tiny-gemma3mm"}
+
+
+@pytest.mark.parametrize("data", ["text", "pictures"])
+def test_two_processes_train_the_same_adapter_as_one(local: Any, data: str) -> None:
     import torch
 
     from trainkit_core.training.submit import start_run
 
-    one = start_run(local, dict(RECIPE)).wait(timeout=600)
-    two = start_run(local, {**RECIPE, "processes": 2}).wait(timeout=600)
+    recipe = dict(RECIPE) if data == "text" else _shapes(local)
+    one = start_run(local, recipe).wait(timeout=600)
+    two = start_run(local, {**recipe, "processes": 2}).wait(timeout=600)
     assert one.status == "succeeded", one.error_message
     assert two.status == "succeeded", two.error_message
     assert two.config["processes"] == 2 and two.step == one.step == 4
@@ -69,8 +84,12 @@ def test_two_processes_train_the_same_adapter_as_one(local: Any) -> None:
         assert two.metrics[key] == pytest.approx(one.metrics[key], rel=TOLERANCE), key
     a, b = _adapter(local, one.id), _adapter(local, two.id)
     assert a.keys() == b.keys()
+    # The pictures run trains the vision tower in full. Some of its parameters have a true
+    # gradient of zero (a key bias: the softmax ignores it), so their gradient is rounding noise,
+    # which Adam normalises into moves of up to lr per step: those may differ by 1% of lr x steps.
+    atol = 1e-6 if data == "text" else 0.01 * recipe["learning_rate"] * recipe["steps"]
     for name in a:
-        assert torch.allclose(a[name], b[name], rtol=TOLERANCE, atol=1e-6), name
+        assert torch.allclose(a[name], b[name], rtol=TOLERANCE, atol=atol), name
     # One run of the usual kind: its events say it ran on 2 processes, written once (by rank 0).
     events = list(local_store(local).events(two.id).read())
     said = [e for e in events if e.get("processes") == 2]
