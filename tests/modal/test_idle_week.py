@@ -119,3 +119,27 @@ def test_the_events_of_a_run_whose_history_was_written_survive_an_idle_week(fake
     fake_modal.advance_clock(WEEK_AND_A_DAY)
     loaded = TrainingRun.from_id(run.id, store=modal_store(fake_modal))
     assert [(e["type"], e.get("step")) for e in loaded.events.read()] == [("progress", 1)]
+
+
+def test_the_events_of_a_run_whose_job_ended_without_its_history_survive_an_idle_week(fake_modal: ModuleType) -> None:
+    """The job never wrote the run's history (cancelled here; killed or out of memory alike): the reconciler does."""
+    from trainkit_core.runs.reconcile import reconcile_run
+
+    store = modal_store(fake_modal)
+    provider = store.provider
+    provider.deployment().deploy()
+    handle = provider.spawn("sleep", seconds=120)
+    run = TrainingRun(id=new_run_id(), created_at=time.time(), status="running", function_call_id=handle.call_id)
+    run.attach(store).save()
+    run.events.append("progress", step=1, loss=2.5)
+    handle.cancel()
+    deadline = time.monotonic() + 60
+    while not handle.status().done and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert reconcile_run(run) is True and run.status == "failed"
+
+    fake_modal.advance_clock(WEEK_AND_A_DAY)
+    loaded = TrainingRun.from_id(run.id, store=modal_store(fake_modal))
+    assert loaded.status == "failed" and loaded.error_message == "the job was cancelled"
+    events = [(e["type"], e.get("step"), e.get("status")) for e in loaded.events.read()]
+    assert events[0] == ("progress", 1, None) and events[-1] == ("status", None, "failed")
