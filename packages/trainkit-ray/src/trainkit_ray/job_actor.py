@@ -25,11 +25,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from trainkit_core.plugins.hookspecs import VOLUME_KINDS, KVStore
+from trainkit_core.plugins.hookspecs import KVStore
+from trainkit_ray import contexts
+from trainkit_ray.settings import SECRET_VARIABLES
 from trainkit_ray.storage import MountedStorage
 
 CALLS_NAMESPACE = "_calls"
-PROVIDER = "ray"
 
 
 def end_call(calls: KVStore, call_id: str, state: str, **fields: Any) -> bool:
@@ -38,16 +39,12 @@ def end_call(calls: KVStore, call_id: str, state: str, **fields: Any) -> bool:
 
 
 def job_context(storage: MountedStorage, settings: Any, call_id: str, max_attempts: int) -> Any:
-    from trainkit_core.plugins.jobs import JobContext
+    """The job's context; a run on several ranks trains on Ray Train's workers (`trainkit_ray.train_ranks`)."""
+    from trainkit_ray.train_ranks import launcher
 
-    paths = {kind: storage.volume_root(settings.volumes.name_for(kind)) for kind in VOLUME_KINDS}
-    return JobContext(
-        settings=settings,
-        provider=PROVIDER,
-        call_id=call_id,
-        kv_factory=storage.kv,
-        volume_paths=paths,
-        max_attempts=max_attempts,
+    settings_env = {k: v for k, v in settings.to_env().items() if k not in SECRET_VARIABLES}
+    return contexts.job_context(
+        storage, settings, call_id, max_attempts, launch_ranks=launcher(storage.root, settings_env, max_attempts)
     )
 
 

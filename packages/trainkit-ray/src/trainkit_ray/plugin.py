@@ -56,15 +56,15 @@ def cluster_resources(settings: Settings) -> dict[str, Any]:
     return info
 
 
-def _cluster_has_gpus() -> bool:
-    """From the last look at the cluster (`trainkit app deploy`), without connecting now."""
+def _cluster_gpus() -> int:
+    """The cluster's GPUs at the last look (`trainkit app deploy`), without connecting now."""
     try:
         from trainkit_core.settings import Settings
 
         info = json.loads((storage_path(Settings.from_env()) / CLUSTER_FILE).read_text())
     except (OSError, ValueError, Exception):
-        return False
-    return float(info.get("resources", {}).get("GPU", 0)) > 0
+        return 0
+    return int(float(info.get("resources", {}).get("GPU", 0)))
 
 
 class RayDeployment:
@@ -149,7 +149,7 @@ def provider_manifest() -> ProviderManifest:
         name=NAME,
         description="A Ray cluster you run: jobs as detached actors, state and volumes on its shared storage.",
         capabilities=Capabilities(
-            gpu=_cluster_has_gpus(),
+            gpu=_cluster_gpus() > 0,
             stop=True,
             warm_inference=True,
             web_endpoint=True,
@@ -158,6 +158,10 @@ def provider_manifest() -> ProviderManifest:
             run_functions=True,
             app_lifecycle=True,
             local_files=False,
+            # A run on several ranks trains on Ray Train's workers (`train_ranks`): CPU workers for
+            # --processes, one GPU each for --gpus, placed by Ray wherever the cluster has them.
+            cpu_processes=True,
+            max_gpus_per_node=max(1, _cluster_gpus()),
         ),
     )
 
@@ -191,7 +195,7 @@ def inference_server(provider: str, settings: Settings) -> RayInferenceServer | 
     if provider != NAME:
         return None
     from trainkit_ray.inference import RayInferenceServer
-    from trainkit_ray.runner import SECRET_VARIABLES
+    from trainkit_ray.settings import SECRET_VARIABLES
 
     env = {k: v for k, v in settings.to_env().items() if k not in SECRET_VARIABLES}
     return RayInferenceServer(

@@ -19,6 +19,7 @@ from trainkit_core.toolkit.detached import DetachedRunHandle
 from trainkit_ray.connection import connect, find_actor
 from trainkit_ray.job_actor import CALLS_NAMESPACE, end_call
 from trainkit_ray.placement import actor_options
+from trainkit_ray.settings import FORWARDED_SECRETS, SECRET_VARIABLES
 
 if TYPE_CHECKING:
     from trainkit_core.plugins.placement import Placement
@@ -28,10 +29,6 @@ if TYPE_CHECKING:
 CALL_PREFIX = "rc-"
 #: How long a call may wait for its actor to be placed before a missing actor means it died.
 START_GRACE_S = 30.0
-#: Secrets that reach a job only through its secrets file, never as actor arguments.
-FORWARDED_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
-#: Never an actor argument; the API token does not reach jobs at all (as locally).
-SECRET_VARIABLES = (*FORWARDED_SECRETS, "TRAINKIT_API_TOKEN")
 #: Jobs Ray runs again from their checkpoint when their process dies (the others run once).
 RETRIED_JOBS = ("train",)
 
@@ -144,6 +141,10 @@ class RayRunner:
             )
         arguments = call_kwargs(kwargs)
         resources = actor_options(placement, self.own.job_cpus)
+        if function == "train" and placement.gpu_count * placement.nodes > 1:
+            # The run's GPUs are its Ray Train workers' (`trainkit_ray.train_ranks`), not this actor's.
+            resources = {**resources, "num_gpus": 0}
+            resources.pop("accelerator_type", None)
         max_attempts = self.settings.compute.train_max_attempts if function in RETRIED_JOBS else 1
         call_id = CALL_PREFIX + uuid.uuid4().hex[:20]
         calls = self.storage.kv(CALLS_NAMESPACE)

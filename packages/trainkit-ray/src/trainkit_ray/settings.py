@@ -11,6 +11,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 if TYPE_CHECKING:
     from trainkit_core.settings import Settings
 
+#: Secrets that reach a job only through its secrets file, never as actor arguments.
+FORWARDED_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
+#: Never an actor argument; the API token does not reach jobs at all (as locally).
+SECRET_VARIABLES = (*FORWARDED_SECRETS, "TRAINKIT_API_TOKEN")
+
 
 class RaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TRAINKIT_RAY_", extra="ignore")

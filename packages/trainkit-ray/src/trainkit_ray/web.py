@@ -98,7 +98,7 @@ class RayWebApi:
     def start(self) -> tuple[str, bool]:
         """The API's URL, and whether this call started it (False: it was running already)."""
         from trainkit_ray.errors import unwrap
-        from trainkit_ray.runner import SECRET_VARIABLES
+        from trainkit_ray.settings import SECRET_VARIABLES
 
         token = self.settings.api.api_token
         if token is None:

@@ -146,6 +146,8 @@ def ensure_tiny_base(hf_cache_dir: Path | None) -> Path:
         model = build_model(tokenizer)
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        if not (tmp / "config.json").is_file():  # transformers saves nothing on a distributed rank other than 0
+            raise RuntimeError("the tiny model was built but not saved (built on a distributed rank other than 0?)")
         info = {"kind": "trainkit-tiny-gemma", "build_version": BUILD_VERSION, "vocab_size": VOCAB_SIZE}
         (tmp / "trainkit_tiny.json").write_text(json.dumps(info, indent=2))
         try:

@@ -444,6 +444,8 @@ def ensure_twin_base(base_model: str, hf_cache_dir: Path | None) -> Path:
         tokenizer = build_tokenizer(twin)
         model = build_model(twin, tokenizer)
         model.save_pretrained(tmp)
+        if not (tmp / "config.json").is_file():  # transformers saves nothing on a distributed rank other than 0
+            raise RuntimeError(f"twin {twin.name} was built but not saved (built on a distributed rank other than 0?)")
         processor = build_processor(twin, tokenizer)
         if processor is not None:
             from trainkit_core.models.processors import save_processor

@@ -42,6 +42,7 @@ class JobContext:
     reload: Callable[[str], None] = _no_op
     max_attempts: int = 1
     rank_context: str = ""
+    launch_ranks: Callable[..., str | None] | None = None
     _kv_cache: dict[str, KVStore] = field(default_factory=dict, repr=False)
 
     def kv(self, namespace: str) -> KVStore:

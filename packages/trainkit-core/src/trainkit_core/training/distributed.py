@@ -100,14 +100,70 @@ def check_devices(world: int, uses_gpus: bool) -> None:
         )
 
 
-def launch(ctx: JobContext, run: TrainingRun, resume: bool, end: Callable[..., None]) -> dict[str, Any]:
-    """Run the ranks of `run` through torchrun and wait; a rank's failure fails the run (`end`: the job's)."""
+def launch(
+    ctx: JobContext,
+    run: TrainingRun,
+    resume: bool,
+    end: Callable[..., None],
+    retry_later: Callable[..., None],
+) -> dict[str, Any]:
+    """Run the ranks of `run` and wait; a rank's failure fails the attempt (`end`, `retry_later`: the job's).
+
+    The provider's launcher starts them where it has one (`JobContext.launch_ranks`: Ray
+    Train on the ray provider), else torchrun on this machine. A failed attempt with attempts
+    left leaves the run resumable, as a single-process attempt does: the provider's retry
+    starts the ranks again from the latest checkpoint.
+    """
     processes = world_size(run.config)
-    if not ctx.rank_context:
+    if ctx.launch_ranks is None and not ctx.rank_context:
         raise JobError(
             f"run {run.id} asks for {processes} processes, but a {ctx.provider} job's context cannot be built "
             "again in another process (the provider sets no rank_context)"
         )
+    _build_local_base(ctx, run)
+    error = (ctx.launch_ranks or _torchrun)(ctx, run, resume, processes)
+    run = run.store.get(run.id)
+    if error is not None:
+        if run.ended():
+            pass  # rank 0 ended it (a stop, or a failure it saw first)
+        elif run.call_attempts < run.max_attempts:
+            retry_later(ctx, run, error)
+        else:
+            end(ctx, run, "failed", error=error)
+        raise JobError(f"run {run.id} failed: {run.error_message or error}")
+    return {"run_id": run.id, "status": run.status, "step": run.step, "metrics": run.metrics}
+
+
+def _build_local_base(ctx: JobContext, run: TrainingRun) -> None:
+    """Build the tiny model or a twin here, once, before the ranks load it.
+
+    Left to the ranks, each would build it at once; and where the launcher set up torch's
+    process group before trainkit's code runs (Ray Train), transformers' `save_pretrained`
+    writes nothing on a rank other than 0, so that rank's build would rename a folder
+    without weights into place.
+    """
+    from trainkit_core.models.trained.layout import base_model_path, resolve_base_model
+
+    base = str(run.config.get("base_model") or "")
+    if not base:
+        from trainkit_core.models.presets import get_preset
+
+        base = get_preset(str(run.config.get("model_size") or "tiny")).base_model
+    if base_model_path(base):
+        resolve_base_model({"base_model": base}, ctx.path("hf-cache"))
+
+
+def rank_environment(ctx: JobContext, run: TrainingRun) -> dict[str, str]:
+    """What a rank's process needs besides its launcher's variables: whose rank it is, and the volumes' paths."""
+    return {
+        "TRAINKIT_DIST_RANK_OF": run.id,
+        VOLUME_PATHS_ENV: json.dumps({kind: str(path) for kind, path in ctx.volume_paths.items()}),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
+
+
+def _torchrun(ctx: JobContext, run: TrainingRun, resume: bool, processes: int) -> str | None:
+    """The ranks as children of torch's elastic agent on this machine; the failure's text, or None."""
     if _field(run.config, "nodes") > 1:
         raise JobError(f"run {run.id} asks for {_field(run.config, 'nodes')} nodes; this job runs on one machine")
     check_devices(processes, uses_gpus=_field(run.config, "processes") == 1)
@@ -126,13 +182,7 @@ def launch(ctx: JobContext, run: TrainingRun, resume: bool, end: Callable[..., N
         "resume" if resume else "fresh",
     ]
     error_file = Path(tempfile.mkdtemp(prefix=f"trainkit-{run.id}-ranks-")) / "rank0-error.txt"
-    env = {
-        **os.environ,
-        "TRAINKIT_DIST_RANK_OF": run.id,
-        "TRAINKIT_DIST_ERROR_FILE": str(error_file),
-        VOLUME_PATHS_ENV: json.dumps({kind: str(path) for kind, path in ctx.volume_paths.items()}),
-        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-    }
+    env = {**os.environ, **rank_environment(ctx, run), "TRAINKIT_DIST_ERROR_FILE": str(error_file)}
     print(f"trainkit: run {run.id} on {processes} processes: {' '.join(command)}", flush=True)
     tail: deque[str] = deque(maxlen=200)
     with subprocess.Popen(
@@ -144,19 +194,14 @@ def launch(ctx: JobContext, run: TrainingRun, resume: bool, end: Callable[..., N
             tail.append(line)
         sys.stdout.flush()
         code = agent.wait()
-    run = run.store.get(run.id)
-    if code != 0:
-        # The launcher's first failure names the rank that died; rank 0 left what it saw (often
-        # only a peer's closed connection) for this job to add, as it does not end the run itself.
-        error = failure_text(list(tail), code, processes)
-        seen = error_file.read_text().strip() if error_file.exists() else ""
-        error = f"{error}; rank 0: {seen}" if seen else error
-        error_file.unlink(missing_ok=True)
-        if not run.ended():
-            end(ctx, run, "failed", error=error)
-        raise JobError(f"run {run.id} failed: {run.error_message or error}")
+    seen = error_file.read_text().strip() if error_file.exists() else ""
     error_file.unlink(missing_ok=True)
-    return {"run_id": run.id, "status": run.status, "step": run.step, "metrics": run.metrics}
+    if code == 0:
+        return None
+    # The launcher's first failure names the rank that died; rank 0 left what it saw (often
+    # only a peer's closed connection) for this job to add, as it does not end the run itself.
+    error = failure_text(list(tail), code, processes)
+    return f"{error}; rank 0: {seen}" if seen else error
 
 
 def record_rank_error(text: str) -> None:

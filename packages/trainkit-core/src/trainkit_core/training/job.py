@@ -104,7 +104,7 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
 
     if distributed.world_size(run.config) > 1 and not distributed.in_rank():
         # Several processes: torchrun's ranks train; rank 0 keeps this run's record.
-        return distributed.launch(ctx, run, resume, end=_end)
+        return distributed.launch(ctx, run, resume, end=_end, retry_later=_retry_later)
     same_call = bool(run.attempt_call_id) and run.attempt_call_id == ctx.call_id
     if run.ended():
         if same_call and run.status == "failed":

@@ -127,6 +127,21 @@ def _other_rank(ctx: JobContext, run_id: str) -> None:
     _train(ctx, run, scratch, resume=True)
 
 
+def run_rank(ctx: JobContext, run_id: str, resume: bool) -> None:
+    """This process's part of run `run_id`: rank 0 runs the train job, the others train muted.
+
+    Called by `main` under torchrun, and by a provider's own launcher (`JobContext.launch_ranks`)
+    in each of its workers, once the rank's environment is set (`distributed.rank_environment`,
+    and ``RANK``/``WORLD_SIZE`` from the launcher).
+    """
+    if rank() == 0:
+        from trainkit_core.training.job import train
+
+        train(ctx, run_id, resume=resume)
+    else:
+        _other_rank(ctx, run_id)
+
+
 def main() -> None:
     """Entry point of one rank (torchrun runs it N times)."""
     from trainkit_core.settings import Settings
@@ -136,12 +151,7 @@ def main() -> None:
     ctx = import_object(factory)(Settings.from_env(), call_id)
     # The volumes where the parent saw them (a provider may have put them elsewhere than its defaults).
     ctx.volume_paths = {kind: Path(path) for kind, path in json.loads(os.environ[VOLUME_PATHS_ENV]).items()}
-    if rank() == 0:
-        from trainkit_core.training.job import train
-
-        train(ctx, run_id, resume=mode == "resume")
-    else:
-        _other_rank(ctx, run_id)
+    run_rank(ctx, run_id, resume=mode == "resume")
 
 
 if __name__ == "__main__":
