@@ -293,7 +293,7 @@ _CATASTROPHIC_GRADE = """
 import json, sys
 from trainkit_core.rewards.scoring import GraderError
 from trainkit_core.training.config import TrainConfig
-from trainkit_core.training.grpo import RolloutKeeper, reward_functions
+from trainkit_core.training.methods.grpo import RolloutKeeper, reward_functions
 
 pattern, completion = sys.argv[1], sys.argv[2]
 config = TrainConfig.parse({"dataset": "demo", "method": "grpo", "rewards": ["regex"], "reward_timeout_s": 2})
@@ -349,7 +349,7 @@ def test_a_plugin_grader_holding_the_gil_is_stopped_by_its_timeout_and_holds_up_
     timeout kills it. It once ran on a thread of the job, and this test hung."""
     import threading
 
-    from trainkit_core.training.grpo import RolloutKeeper, reward_functions
+    from trainkit_core.training.methods.grpo import RolloutKeeper, reward_functions
 
     config = TrainConfig.parse(
         {"dataset": "demo", "method": "grpo", "rewards": ["backtracks", "shouts", "boom"], "reward_timeout_s": 2}

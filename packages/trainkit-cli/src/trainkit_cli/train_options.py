@@ -89,8 +89,9 @@ def config_options(func: Any) -> Any:
         click.option(
             "--method",
             default=None,
-            type=click.Choice(["sft", "dpo", "grpo"]),
-            help="sft (chat data, the default), dpo (preference pairs) or grpo (prompts scored by graders).",
+            type=str,
+            help="sft (chat data, the default), dpo (preference pairs), grpo (prompts scored by graders), "
+            "or the name of a method plugin (entry point group trainkit.methods).",
         ),
         click.option(
             "--from",

@@ -429,7 +429,7 @@ function describeEvent(e) {
   return [...head, ...eventFields(e, skip)].join(" · ");
 }
 
-/* A DPO or GRPO run's own figures in its progress events (trainkit_core.training.dpo / grpo), by label. */
+/* A DPO or GRPO run's own figures in its progress events (trainkit_core.training.methods.dpo / grpo), by label. */
 const METHOD_CURVES = {
   rewards_chosen: "reward of chosen", rewards_rejected: "reward of rejected", reward_margin: "margin",
   reward_accuracy: "accuracy", reward_mean: "mean reward",

@@ -22,11 +22,13 @@ from __future__ import annotations
 import importlib.util
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import MissingExtraError, UsageError
 from trainkit_core.models.presets import ALL_PROJECTIONS
-from trainkit_core.training.config import TrainConfig
+
+if TYPE_CHECKING:
+    from trainkit_core.training.config import TrainConfig
 
 log = logging.getLogger(__name__)
 

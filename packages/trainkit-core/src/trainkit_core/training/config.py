@@ -24,6 +24,7 @@ from trainkit_core.models.presets import (
     chat_format_for_model,
     get_preset,
 )
+from trainkit_core.training.methods import METHODS, find_method, get_method
 
 #: trl's DPO loss types (`DPOConfig.loss_type`, trl 0.24 to 1.x): another name would start a run
 #: that fails inside trl, so it is refused before anything starts.
@@ -59,7 +60,6 @@ FLOAT_FIELDS = (
 )
 
 Backend = Literal["auto", "hf", "unsloth"]
-Method = Literal["sft", "dpo", "grpo"]
 
 
 class TrainConfig(BaseModel):
@@ -101,7 +101,11 @@ class TrainConfig(BaseModel):
         le=100_000,
         description="Keep the last N checkpoints (and the best by eval loss when the dataset has an eval split); default all.",
     )
-    method: Method = Field("sft", description="sft (chat data), dpo (preference pairs) or grpo (prompts and graders).")
+    method: str = Field(
+        "sft",
+        description="The training method (trainkit_core.training.methods): sft (chat data), dpo (preference pairs) "
+        "or grpo (prompts and graders).",
+    )
     from_model: str | None = Field(
         None,
         description="Start from a trained model, trained/<run id> (or one of its checkpoints): its adapter trains on "
@@ -259,16 +263,16 @@ class TrainConfig(BaseModel):
             raise ValueError("give model_size or base_model, not both")
         if self.steps is not None and self.epochs is not None:
             raise ValueError("give steps or epochs, not both")
-        method_only = {
-            "dpo": ("dpo_beta", "dpo_loss_type"),
-            "grpo": ("num_generations", "max_completion_length", "kl_coef", "temperature", "rewards"),
-        }
-        for method, names in method_only.items():
-            for name in names:
-                if getattr(self, name) is not None and self.method != method:
-                    raise ValueError(f"{name} is an option of --method {method}, not of {self.method}")
-        if self.packing and self.method != "sft":
-            raise ValueError(f"packing is an option of --method sft, not of {self.method}")
+        method = find_method(self.method)
+        if method is None:
+            raise ValueError(f"unknown method {self.method!r}; expected {', '.join(METHODS)}")
+        for other in METHODS.values():
+            for name in other.options:
+                if other is not method and getattr(self, name) is not None:
+                    raise ValueError(f"{name} is an option of --method {other.name}, not of {self.method}")
+        if self.packing and not method.packing:
+            with_packing = " or ".join(m.name for m in METHODS.values() if m.packing)
+            raise ValueError(f"packing is an option of --method {with_packing}, not of {self.method}")
         if self.packing and self.backend == "unsloth":
             raise ValueError("packing runs on the hf backend only (unsloth's attention was never checked with it)")
         if self.processes > 1 and self.batch_size is not None and self.batch_size % self.processes:
@@ -325,13 +329,11 @@ class TrainConfig(BaseModel):
 
     def resolve(self, *, gpu_override: str = "") -> TrainConfig:
         """A copy with every unset value taken from the preset (what the run records)."""
-        from trainkit_core.training.methods import method_defaults
-
         preset = self.preset
         values = self.model_dump()
         if not self.base_model:
             values["model_size"] = self.preset_name
-        by_method = method_defaults(self.method, self.preset_name).values()
+        by_method = get_method(self.method).defaults_for(self.preset_name).values()
         if values["steps"] is not None or values["epochs"] is not None:
             by_method.pop("steps", None)  # the user chose the length
             by_method.pop("epochs", None)

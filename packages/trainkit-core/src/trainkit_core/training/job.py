@@ -226,7 +226,7 @@ def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = 
 def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
     from trainkit_core.datasets.reader import read_synced
     from trainkit_core.training import distributed
-    from trainkit_core.training.backends import build_trainer, cuda_available, load_model, select_backend
+    from trainkit_core.training.backends import cuda_available, load_model, select_backend
     from trainkit_core.training.gpu import check_gpu_visible
     from trainkit_core.training.progress import Reporter, make_callback
     from trainkit_core.training.vision import has_images, prepare_vision, vision_optimizer, with_vision_modules
@@ -248,8 +248,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     run.dataset_hash = dataset.hash
     if not dataset.train:
         raise JobError(f"dataset {config.dataset} has no training examples")
-    from trainkit_core.training.methods import check_format
+    from trainkit_core.training.methods import TrainerInputs, check_format, get_method
 
+    method = get_method(config.method)
     check_format(config.method, dataset.format, config.dataset)  # the data may have changed since the submit
     adapter_dir = _start_from(ctx, config)
 
@@ -300,7 +301,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     dropped = 0
     processor = collator = None
     with run.substep("loading_dataset", "tokenize") as tokenized:
-        if config.method != "sft":  # trl tokenizes pairs and prompts itself
+        if not method.tokenizes_rows:  # trl tokenizes pairs and prompts itself
             tokenized.update(examples=len(dataset.train))
         elif images:
             processor, collator, rows = prepare_vision(run, source, fmt, dataset.train, config)
@@ -317,7 +318,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         run.events.append(
             "warning", message=f"{dropped} examples have no answer left within max_seq_length {config.max_seq_length}"
         )
-    if not rows and config.method == "sft":
+    if not rows and method.tokenizes_rows:
         raise JobError(f"no example of {config.dataset} fits in max_seq_length {config.max_seq_length}")
 
     def card(step: int | None = None) -> dict[str, Any]:
@@ -348,7 +349,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
 
             save_processor(processor, folder)
         write_card(folder, card(step))
-        if config.method != "grpo":  # GRPO records its own latest group (`training.grpo.RolloutKeeper`)
+        if method.records_rollouts:  # GRPO records its own latest group (`methods.grpo.RolloutKeeper`)
             _record_rollout(run, model, tokenizer, fmt, rollout_prompts, step)
         if config.keep_checkpoints:
             _keep_checkpoints(run, config.keep_checkpoints, model, keep_eval_rows, folder, step, card(step))
@@ -358,23 +359,25 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         models_root=models_root,
         save_checkpoint_extras=checkpoint_extras,
         commit=lambda: ctx.commit("models"),
-        event_fields=_event_fields(config),
+        event_fields=method.event_fields(config),
     )
     _tracking(run, config, models_root)
-    if config.method == "sft":
-        trainer = build_trainer(
-            backend,
-            model,
-            tokenizer,
-            rows,
-            config,
-            scratch,
-            [make_callback(reporter)],
+    trainer = method.build_trainer(
+        TrainerInputs(
+            run=run,
+            config=config,
+            fmt=fmt,
+            dataset=dataset,
+            rows=rows,
+            backend=backend,
+            model=model,
+            tokenizer=tokenizer,
+            output_dir=scratch,
+            callbacks=[make_callback(reporter)],
             data_collator=collator,
             optimizer=vision_optimizer(model, config) if collator is not None and backend == "hf" else None,
         )
-    else:
-        trainer = _method_trainer(run, config, fmt, dataset, backend, model, tokenizer, scratch, reporter)
+    )
 
     checkpoint = None
     if resume:
@@ -414,7 +417,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             "final_loss": reporter.last_loss,
             "train_runtime_s": round(float(result.metrics.get("train_runtime", 0.0)), 3),
             "steps": trainer.state.global_step,
-            "train_examples": len(rows) if config.method == "sft" else len(dataset.train),
+            "train_examples": method.train_examples(rows, dataset),
         }
     )
 
@@ -423,10 +426,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "trained_model.json").unlink(missing_ok=True)  # the card is written last
     with run.substep("saving", "save_adapter"):
-        if config.method == "dpo":
-            from trainkit_core.training.dpo import drop_reference
-
-            drop_reference(trainer.model)
+        method.before_save(trainer)
         trainer.model.save_pretrained(out_dir)
         tokenizer.save_pretrained(out_dir)
         if processor is not None:
@@ -473,45 +473,6 @@ def _start_from(ctx: JobContext, config: TrainConfig) -> Path | None:
     if not (folder / "adapter_config.json").is_file():
         raise JobError(f"--from {config.from_model}: no adapter at {folder}")
     return Path(folder)
-
-
-def _event_fields(config: TrainConfig) -> dict[str, str]:
-    if config.method == "dpo":
-        from trainkit_core.training.dpo import DPO_EVENT_FIELDS
-
-        return DPO_EVENT_FIELDS
-    if config.method == "grpo":
-        from trainkit_core.rewards.registry import check_reward_names
-        from trainkit_core.training.grpo import grader_event_fields
-
-        return grader_event_fields([name for name, _ in check_reward_names(list(config.rewards or []))])
-    return {}
-
-
-def _method_trainer(
-    run: TrainingRun,
-    config: TrainConfig,
-    fmt: Any,
-    dataset: Any,
-    backend: str,
-    model: Any,
-    tokenizer: Any,
-    scratch: Path,
-    reporter: Any,
-) -> Any:
-    """The trl trainer of DPO or GRPO (`training.dpo`, `training.grpo`)."""
-    from trainkit_core.training.progress import make_callback
-
-    callbacks = [make_callback(reporter)]
-    if config.method == "dpo":
-        from trainkit_core.training.dpo import build_dpo_trainer
-
-        return build_dpo_trainer(backend, model, tokenizer, dataset.train, fmt, config, scratch, callbacks)
-    from trainkit_core.training.grpo import RolloutKeeper, build_grpo_trainer, rollout_callback
-
-    keeper = RolloutKeeper()
-    callbacks.append(rollout_callback(run, keeper))
-    return build_grpo_trainer(backend, model, tokenizer, dataset.train, fmt, config, scratch, callbacks, keeper)
 
 
 def _keep_eval_rows(config: TrainConfig, dataset: Any, tokenizer: Any, fmt: Any) -> list[dict[str, list[int]]]:

@@ -48,6 +48,7 @@ from trainkit_core.errors import NotFoundError, TrainkitError
 from trainkit_core.runs.pricing import price_for_run, split_gpu
 from trainkit_core.training.config import TrainConfig
 from trainkit_core.training.distributed import per_device_batch, world_size
+from trainkit_core.training.methods import get_method
 
 if TYPE_CHECKING:
     from trainkit_core.training.submit import CheckedRequest
@@ -59,12 +60,6 @@ MEASURED_RUNS = 5
 #: Seconds a plan waits for the provider's store before planning without earlier runs
 #: (Modal's client retries an unreachable server for about a minute).
 STORE_WAIT_S = 10.0
-#: DPO: the reference's forward pass over each trained token, against a training step's
-#: forward and backward (about 3 forwards' work).
-REFERENCE_PASS_WORK = 1 / 3
-#: GRPO: the work of generating one token against training on one, an assumed figure
-#: (token-by-token decoding is memory-bound; trl's generation without vLLM).
-GENERATED_TOKEN_WORK = 10.0
 
 
 class Plan(BaseModel):
@@ -201,48 +196,6 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
     return counts, True, method
 
 
-def _as_conversations(config: TrainConfig, train: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What each method trains on, as conversations to count: both answers of a pair, a prompt alone."""
-    if config.method == "dpo":
-        return [
-            {"messages": [*e["messages"], {"role": "assistant", "content": e[side]}]}
-            for e in train
-            for side in ("chosen", "rejected")
-        ]
-    if config.method == "grpo":
-        # The prompt with a one-character stand-in answer (the job counts completions, not references).
-        return [{"messages": [*e["messages"], {"role": "assistant", "content": "."}]} for e in train]
-    return train
-
-
-def _completions_per_example(config: TrainConfig) -> int:
-    return (config.num_generations or 1) if config.method == "grpo" else 1
-
-
-def _method_work(config: TrainConfig, counts: list[int]) -> tuple[list[int], float, list[str]]:
-    """(tokens per example, work per token relative to SFT training, notes) of the run's method."""
-    if config.method == "dpo":
-        pairs = [counts[i] + counts[i + 1] for i in range(0, len(counts) - 1, 2)]
-        note = (
-            f"dpo: both answers of each pair are trained on; the reference's forward pass adds "
-            f"{REFERENCE_PASS_WORK:.2f} of a training step's work per token (estimate)"
-        )
-        return pairs, 1 + REFERENCE_PASS_WORK, [note]
-    if config.method == "grpo":
-        generations = config.num_generations or 1
-        completion = config.max_completion_length or 0
-        per_prompt = [generations * (count + completion) for count in counts]
-        generated = generations * completion
-        trained = max(1, sum(per_prompt))
-        work = 1 + GENERATED_TOKEN_WORK * generated * len(counts) / trained
-        note = (
-            f"grpo: {generations} completions of up to {completion} tokens per prompt, generated token by token "
-            f"(counted as {GENERATED_TOKEN_WORK:g}x a trained token's work: an assumption) and then trained on"
-        )
-        return per_prompt, work, [note]
-    return counts, 1.0, []
-
-
 def measured_throughput(provider: Any, preset: str, gpu: str) -> tuple[float, int] | None:
     """(median tokens/s, runs) of the newest succeeded runs of `preset` on `gpu`, if any."""
     from trainkit_core.runs.training_run import RunStore
@@ -316,7 +269,8 @@ def make_plan(
     train, held_out = _examples(provider, request)
     from trainkit_core.training.vision_plan import image_counts, text_only
 
-    conversations = _as_conversations(config, train)
+    training_method = get_method(config.method)
+    conversations = training_method.as_conversations(train)
     pictures = image_counts(conversations)
     counts, tokens_exact, method = count_tokens(
         config, text_only(conversations) if any(pictures) else conversations, exact=exact
@@ -332,12 +286,12 @@ def make_plan(
             f"in the tokens; on a GPU a batch of {config.batch_size} with images needs the vision tower's "
             "activations too: lower batch_size (raise grad_accum) if it runs out of memory"
         )
-    counts, work, method_notes = _method_work(config, counts)
+    counts, work, method_notes = training_method.work(config, counts)
     notes.extend(method_notes)
     if len(counts) < len(train):
         notes.append(f"{len(train) - len(counts)} examples have no answer within max_seq_length and are dropped")
     examples = max(1, len(counts))
-    if config.packing and config.method == "sft":
+    if config.packing and training_method.packing:
         # trl packs the examples into rows before batching: the steps count packed rows.
         from trainkit_core.training.packing import packed_rows
 
@@ -349,17 +303,13 @@ def make_plan(
             + f"; batch_size {config.batch_size or 1} counts rows"
         )
     batch, accum = config.batch_size or 1, config.grad_accum or 1
-    if config.method == "grpo":
-        from trainkit_core.training.methods import grpo_batch
-
-        batch = grpo_batch(batch, config.num_generations or 1)
-    # GRPO's batch counts completions: num_generations of each prompt.
+    batch = training_method.micro_batch(config, batch)  # GRPO's counts completions: whole groups
     # `--gpus`/`--nodes` multiply the per-device batch; `--processes` (E1's CPU ranks) splits
     # batch_size, which stays the global batch of a micro-step there.
     world = world_size(config)
     per_device = per_device_batch({"batch_size": batch, "processes": config.processes})
     global_batch = per_device * accum * world
-    per_epoch = max(1, math.ceil(examples * _completions_per_example(config) / global_batch))
+    per_epoch = max(1, math.ceil(examples * training_method.completions_per_example(config) / global_batch))
     strategy = ""
     if world > 1:
         strategy = (

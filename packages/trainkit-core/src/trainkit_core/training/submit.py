@@ -24,6 +24,7 @@ from trainkit_core.ids import new_run_id
 from trainkit_core.runs.pricing import price_for_run
 from trainkit_core.runs.training_run import APP_FIELDS, RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
+from trainkit_core.training.methods import METHODS, get_method
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def _prepare_dataset(
 
 
 def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> TrainConfig:
-    """`config` resolved against its preset and its source model, with GRPO's graders checked.
+    """`config` resolved against its preset and its source model, checked by its method (GRPO: its graders).
 
     The dataset is checked by `check_request`, which calls this first.
     """
@@ -139,7 +140,7 @@ def checked_config(provider: Any, config: TrainConfig | dict[str, Any]) -> Train
         if found is not None and config.chat_format is None:
             config = config.model_copy(update={"chat_format": chat_format_for_config(found)})
     config = config.resolve(gpu_override=provider.settings.compute.gpu)
-    _check_graders(config)
+    get_method(config.method).check_request(config)
     return config
 
 
@@ -159,10 +160,11 @@ def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
             f"dataset {config.dataset!r} has images, but {config.model_id} (model size tiny) is a text-only model",
             hint="train a multimodal preset (4b, 12b, 31b), or remove the image parts",
         )
-    if images and config.method != "sft":
+    if images and not get_method(config.method).images:
+        with_images = ", ".join(f"--method {m.name}" for m in METHODS.values() if m.images)
         raise UsageError(
             f"dataset {config.dataset!r} has images; --method {config.method} trains on text only so far",
-            hint="train image data with --method sft",
+            hint=f"train image data with {with_images}",
         )
     if images and config.packing:
         raise UsageError(
@@ -224,18 +226,6 @@ def start_run(
     run.events.append("status", status="pending", dataset_sync=sync)
     _spawn(provider, run, resume=False)
     return run
-
-
-def _check_graders(config: TrainConfig) -> None:
-    """GRPO's graders exist: refused before any sync or record."""
-    if config.method == "grpo":
-        from trainkit_core.rewards.registry import check_reward_names
-
-        if not config.rewards:
-            raise UsageError(
-                "--method grpo needs at least one grader", hint="e.g. --reward exact_match (see trainkit_core.rewards)"
-            )
-        check_reward_names(config.rewards)
 
 
 def _spawn(provider: Any, run: TrainingRun, *, resume: bool) -> None:

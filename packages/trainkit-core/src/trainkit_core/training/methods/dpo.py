@@ -1,5 +1,12 @@
 """DPO: trl's `DPOTrainer` on preference pairs, the starting model as the reference.
 
+Defaults on the GPU presets: learning rate 5e-6, beta 0.1, one epoch, as in Unsloth's DPO
+notebooks (Zephyr recipe: lr 5e-6, beta 0.1); trl's `DPOConfig` defaults to beta 0.1 and
+loss "sigmoid". The loss adds trl's "sft" term (`loss_type=["sigmoid", "sft"]`, the RPO
+recipe) because plain DPO on answers the starting model finds unlikely drives both answers
+down (measured on tiny, 2026-12-01: docs/developer/facts.md). tiny: chosen with the learning
+demonstrations of tests/core/test_methods_ml.py on a CPU (short, a higher learning rate).
+
 Prompts are rendered in the run's chat format (`render_prompt`) and each answer ends
 with the format's end of turn, as SFT trains it, so the tuned model learns where to
 stop. The reference is the starting model: given a peft model and no reference, trl
@@ -12,11 +19,15 @@ second model. That copy is removed before the adapter is saved (`drop_reference`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit_core.models.chat_format import ChatFormat, render_prompt
-from trainkit_core.training.config import TrainConfig
+from trainkit_core.training.methods.base import Method, MethodDefaults, TrainerInputs
+
+if TYPE_CHECKING:
+    from trainkit_core.training.config import TrainConfig
 
 #: trl's log keys -> trainkit's progress-event fields.
 DPO_EVENT_FIELDS = {
@@ -87,3 +98,71 @@ def build_dpo_trainer(
 
     trainer.remove_callback(PrinterCallback)
     return trainer
+
+
+#: The reference's forward pass over each trained token, against a training step's forward and
+#: backward (about 3 forwards' work): what the plan adds per token.
+REFERENCE_PASS_WORK = 1 / 3
+
+_GPU = MethodDefaults(
+    learning_rate=5e-6,
+    epochs=1.0,
+    warmup_steps=5,
+    lr_scheduler="linear",
+    dpo_beta=0.1,
+    dpo_loss_type=("sigmoid", "sft"),
+)
+
+
+class Dpo(Method):
+    name = "dpo"
+    formats = ("preference",)
+    options = ("dpo_beta", "dpo_loss_type")
+    defaults: Mapping[str, MethodDefaults] = {
+        "tiny": MethodDefaults(
+            learning_rate=5e-3,
+            steps=60,
+            batch_size=8,
+            warmup_steps=0,
+            lr_scheduler="constant",
+            dpo_beta=0.1,
+            dpo_loss_type=("sigmoid", "sft"),
+        ),
+        "": _GPU,  # every GPU preset, and a base model given by id
+    }
+
+    def event_fields(self, config: TrainConfig) -> dict[str, str]:
+        return DPO_EVENT_FIELDS
+
+    def build_trainer(self, inputs: TrainerInputs) -> Any:
+        return build_dpo_trainer(
+            inputs.backend,
+            inputs.model,
+            inputs.tokenizer,
+            inputs.dataset.train,
+            inputs.fmt,
+            inputs.config,
+            inputs.output_dir,
+            inputs.callbacks,
+        )
+
+    def before_save(self, trainer: Any) -> None:
+        drop_reference(trainer.model)
+
+    def as_conversations(self, train: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {"messages": [*e["messages"], {"role": "assistant", "content": e[side]}]}
+            for e in train
+            for side in ("chosen", "rejected")
+        ]
+
+    def work(self, config: TrainConfig, counts: list[int]) -> tuple[list[int], float, list[str]]:
+        pairs = [counts[i] + counts[i + 1] for i in range(0, len(counts) - 1, 2)]
+        note = (
+            f"dpo: both answers of each pair are trained on; the reference's forward pass adds "
+            f"{REFERENCE_PASS_WORK:.2f} of a training step's work per token (estimate)"
+        )
+        return pairs, 1 + REFERENCE_PASS_WORK, [note]
+
+
+METHOD = Dpo()
