@@ -134,6 +134,8 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     out.print(f"  method {run.method}{start}")
     gpus, nodes = run.config.get("gpus") or 1, run.config.get("nodes") or 1  # what the run asked for
     out.print(f"  gpus {gpus} per node ({run.config.get('gpu') or 'no GPU kind'}), nodes {nodes}")
+    if (run.config.get("processes") or 1) > 1:
+        out.print(f"  processes {run.config['processes']} (CPU ranks over gloo, strategy {run.config.get('strategy')})")
     out.print(
         f"  created {_fmt_time(run.created_at)}, started {_fmt_time(run.started_at)}, ended {_fmt_time(run.ended_at)}"
     )
