@@ -93,9 +93,11 @@ def _client_faults_path() -> Path:
     return Path(os.environ["FAKE_MODAL_ROOT"]) / "client-faults.json"
 
 
-def plan_client_faults(method: str, names: list[str], *, pid: int | None = None) -> None:
+def plan_client_faults(method: str, names: list[str], *, pid: int | None = None, this_thread: bool = False) -> None:
     """Make the next ``len(names)`` calls of `method` raise modal's exceptions of those names,
-    in process `pid` only when given (so a container's own calls are left alone)."""
+    in process `pid` only when given (so a container's own calls are left alone), or in the
+    calling thread only (so another thread of the test's process polling meanwhile does not
+    take them)."""
     import fake_modal
 
     for name in names:
@@ -106,14 +108,23 @@ def plan_client_faults(method: str, names: list[str], *, pid: int | None = None)
     # meanwhile, and a file truncated for rewriting reads as "" (a JSONDecodeError, not a fault).
     with fake_modal._db_lock:
         plan = json.loads(path.read_text()) if path.exists() else {}
-        plan.setdefault(method if pid is None else f"{method}@{pid}", []).extend(names)
+        plan.setdefault(_key(method, pid, this_thread), []).extend(names)
         fake_modal._write_json(path, plan)
 
 
-def client_faults_left(method: str, *, pid: int | None = None) -> int:
+def _key(method: str, pid: int | None, this_thread: bool) -> str:
+    if this_thread:
+        import os
+        import threading
+
+        return f"{method}#{os.getpid()}.{threading.get_ident()}"
+    return method if pid is None else f"{method}@{pid}"
+
+
+def client_faults_left(method: str, *, pid: int | None = None, this_thread: bool = False) -> int:
     import fake_modal
 
     path = _client_faults_path()
-    key = method if pid is None else f"{method}@{pid}"
+    key = _key(method, pid, this_thread)
     with fake_modal._db_lock:
         return len(json.loads(path.read_text()).get(key, [])) if path.exists() else 0

@@ -1076,15 +1076,20 @@ class FunctionCall:
 
 
 def _client_fault(method: str) -> None:
-    """Raise the next fault `fake_faults.plan_client_faults` planned for `method` (for this process,
-    or any), if any: what Modal's service answers instead of doing the call (a `ServiceError`, a
+    """Raise the next fault `fake_faults.plan_client_faults` planned for `method` (for this thread,
+    this process, or any), if any: what Modal's service answers instead of doing the call (a `ServiceError`, a
     rate limit ...). Dict methods are named with their Dict: ``Dict.get:<dict name>``."""
     path = _root() / "client-faults.json"
     if not path.exists():
         return
     with _db_lock:
         plan = json.loads(path.read_text())
-        names = plan.get(f"{method}@{os.getpid()}") or plan.get(method) or []
+        names = (
+            plan.get(f"{method}#{os.getpid()}.{threading.get_ident()}")
+            or plan.get(f"{method}@{os.getpid()}")
+            or plan.get(method)
+            or []
+        )
         if not names:
             return
         name = names.pop(0)

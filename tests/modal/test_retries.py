@@ -224,13 +224,15 @@ def test_a_service_error_while_polling_leaves_the_run_running_and_the_entry_poin
     assert run.status == "running" and run.error_message is None
     assert waiter.is_alive() and not outcome  # still waiting for the run
     # A reader's reconcile meeting one does not decide either; the handle says what happened.
-    fake_faults.plan_client_faults("FunctionCall.get", ["ServiceError"])
+    # (Planned for this thread: the entry point's thread polls the same call meanwhile.)
+    fake_faults.plan_client_faults("FunctionCall.get", ["ServiceError"], this_thread=True)
     with pytest.raises(ProviderError, match="ServiceError"):
         run.function_call.status()
-    fake_faults.plan_client_faults("FunctionCall.get", ["ResourceExhaustedError"])
+    fake_faults.plan_client_faults("FunctionCall.get", ["ResourceExhaustedError"], this_thread=True)
     assert reconcile_run(run) is False and run.status == "running"
+    assert fake_faults.client_faults_left("FunctionCall.get", this_thread=True) == 0  # each met by this thread
     # The handle's own wait goes on through them too.
-    fake_faults.plan_client_faults("FunctionCall.get", ["ServiceError", "ResourceExhaustedError"])
+    fake_faults.plan_client_faults("FunctionCall.get", ["ServiceError", "ResourceExhaustedError"], this_thread=True)
     (fake_modal._root() / f"release-{run.id}").touch()
     assert run.function_call.wait(timeout=120)["status"] == "succeeded"
     waiter.join(timeout=120)
