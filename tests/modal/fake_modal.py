@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import inspect
 import io
 import json
@@ -546,6 +547,52 @@ def concurrent(*, max_inputs: int | None = None, target_inputs: int | None = Non
     return mark
 
 
+def clustered(*, size: int, rdma: bool = False) -> Any:
+    """Like modal 1.6.4's `modal.clustered`: `size` containers scheduled together for each input."""
+    if not isinstance(size, int) or size <= 0:
+        raise exception.InvalidError("cluster size must be a positive integer")
+
+    def mark(f: Any) -> Any:
+        # A new object, as modal's `_PartialFunction` is: the same job function may also be
+        # declared unclustered (and in clusters of other sizes).
+        @functools.wraps(f)
+        def clustered_function(*args: Any, **kwargs: Any) -> Any:
+            return f(*args, **kwargs)
+
+        clustered_function._fake_cluster_size = size  # type: ignore[attr-defined]
+        return clustered_function
+
+    return mark
+
+
+class Cluster:
+    """Like modal 1.6.4's `modal.Cluster`, inside a container of a clustered function only.
+
+    The fake's cluster containers run on this host: their addresses are all 127.0.0.1
+    (the scheduler sets them, with each container's rank, in its environment).
+    """
+
+    def __init__(self, rank: int, ips: list[str]) -> None:
+        self._rank, self._ips = rank, ips
+
+    @staticmethod
+    def from_context() -> Cluster:
+        rank, ips = os.environ.get("FAKE_MODAL_CLUSTER_RANK"), os.environ.get("FAKE_MODAL_CLUSTER_IPS")
+        if rank is None or not ips:
+            raise exception.InvalidError(
+                "Cluster context is not initialized. This operation requires execution inside a clustered Function or Server."
+            )
+        return Cluster(int(rank), ips.split(","))
+
+    def container_rank(self, container_id: str | None = None) -> int:
+        return self._rank
+
+    def container_ips(self, family: str = "ipv6") -> list[str]:
+        if family not in ("ipv4", "ipv6"):
+            raise exception.InvalidError("family must be 'ipv4' or 'ipv6'.")
+        return list(self._ips)
+
+
 def asgi_app(*, label: str | None = None, custom_domains: Any = None, requires_proxy_auth: bool = False) -> Any:
     def mark(f: Any) -> Any:
         f._fake_asgi = True
@@ -736,6 +783,11 @@ class App:
                 **layout,
                 "retries": retries,
                 "single_use": sorted(n for n, d in self.declared.items() if d.options.get("single_use_containers")),
+                "clusters": {
+                    n: d.target._fake_cluster_size
+                    for n, d in self.declared.items()
+                    if getattr(d.target, "_fake_cluster_size", 1) > 1
+                },
             }
         )
         return self
@@ -892,7 +944,11 @@ def _start_call(
     app = _app_of_function(function_id) if function_id else _deployed_function(app_name, name)
     call_id = "fc-" + uuid.uuid4().hex[:24]
     record = {"app": app_name, "app_id": app["app_id"], "name": name, "state": "pending", "args": args, "kwargs": kwargs}  # fmt: skip
-    policy = {"max_retries": app.get("retries", {}).get(name, 0), "single_use": name in app.get("single_use", [])}
+    policy = {
+        "max_retries": app.get("retries", {}).get(name, 0),
+        "single_use": name in app.get("single_use", []),
+        "cluster_size": app.get("clusters", {}).get(name, 1),
+    }
     _write_json(_call_path(call_id), {**record, "options": options or {}, "policy": policy, "attempts": []})
     proc = _python_child("scheduler_main", call_id, stdout=subprocess.DEVNULL, start_new_session=True)
     _pid_path(call_id).write_text(str(proc.pid))  # a file of its own: the scheduler rewrites the record
@@ -1116,9 +1172,11 @@ def _alive(pid: int | None) -> bool:
 CRASH_LOOP_SAFETY = 12
 
 
-def _start_attempt(call_id: str, name: str, attempt: int, outcome_path: Path) -> subprocess.Popen[bytes]:
+def _start_attempt(
+    call_id: str, name: str, attempt: int, outcome_path: Path, cluster: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """One attempt's container: the strict simulation's image when it is deployed, else this fake's worker."""
-    attempt_env = {"FAKE_MODAL_ATTEMPT": str(attempt), "FAKE_MODAL_OUTCOME": str(outcome_path)}
+    attempt_env = {"FAKE_MODAL_ATTEMPT": str(attempt), "FAKE_MODAL_OUTCOME": str(outcome_path), **(cluster or {})}
     container = (_read_json(_root() / "containers.json") or {}).get(name)
     if container is None:
         return _python_child("worker_main", call_id, stdout="log", env=attempt_env)
@@ -1153,8 +1211,24 @@ def scheduler_main() -> None:
     while True:
         attempt += 1
         outcome_path = _root() / "calls" / f"{call_id}.attempt-{attempt}.json"
-        worker = _start_attempt(call_id, record["name"], attempt, outcome_path)
-        returncode = worker.wait()
+        size = int(record["policy"].get("cluster_size") or 1)
+        if size == 1:
+            returncode = _start_attempt(call_id, record["name"], attempt, outcome_path).wait()
+        else:
+            # A clustered function: `size` containers scheduled together, each told its rank and
+            # the cluster's addresses; the input's outcome is rank 0's (as Modal returns it).
+            containers = [
+                _start_attempt(
+                    call_id,
+                    record["name"],
+                    attempt,
+                    outcome_path if rank == 0 else outcome_path.with_suffix(f".rank{rank}.json"),
+                    {"FAKE_MODAL_CLUSTER_RANK": str(rank), "FAKE_MODAL_CLUSTER_IPS": ",".join(["127.0.0.1"] * size)},
+                )
+                for rank in range(size)
+            ]
+            returncodes = [c.wait() for c in containers]  # every container ends before the call does
+            returncode = returncodes[0]
         outcome = _read_json(outcome_path)
         end = "crashed" if outcome is None else outcome["state"]
         current = _read_json(_call_path(call_id))
@@ -1223,4 +1297,18 @@ def worker_main() -> None:
     _write_json(Path(os.environ["FAKE_MODAL_OUTCOME"]), outcome)
 
 
-__all__ = ["App", "Cls", "Dict", "Function", "FunctionCall", "Image", "Retries", "Secret", "Volume", "exception", "io"]
+__all__ = [
+    "App",
+    "Cls",
+    "Cluster",
+    "Dict",
+    "Function",
+    "FunctionCall",
+    "Image",
+    "Retries",
+    "Secret",
+    "Volume",
+    "clustered",
+    "exception",
+    "io",
+]

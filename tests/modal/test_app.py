@@ -70,6 +70,17 @@ def test_sizes_get_their_gpus(built: object) -> None:
             assert _info(objects[specmod.function_name(job, "tiny")]).gpus == []
 
 
+def test_runs_on_several_nodes_have_clustered_train_functions_as_modal_reads_them(built: object) -> None:
+    """modal 1.6.4's `modal.clustered(size=N)`: one train function per declared cluster size, no other clustered."""
+    objects, spec = built.objects, built.spec  # type: ignore[attr-defined]
+    for nodes in specmod.CLUSTER_SIZES:
+        info = _info(objects[specmod.cluster_function_name(nodes)])
+        assert info.cluster_info is not None and info.cluster_info.size == nodes
+        assert info.gpus == [("H100", 8)] and info.single_use_containers  # a GPU: Modal has no CPU-only clusters
+    clustered = {name for name in spec.functions if _info(objects[name]).cluster_info is not None}
+    assert clustered == {specmod.cluster_function_name(n) for n in specmod.CLUSTER_SIZES}
+
+
 def test_train_timeout_and_retries_from_settings(built: object) -> None:
     if "train" not in JOBS:
         pytest.skip("the train job is not registered yet")

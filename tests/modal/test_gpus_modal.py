@@ -80,3 +80,44 @@ def test_two_gpus_train_on_two_ranks_and_match_one_gpu_of_the_same_global_batch(
     assert sum(1 for e in events if e.get("type") == "status" and e.get("status") == "succeeded") == 1
     log = (fake_modal._root() / "calls" / f"{two.function_call_id}.log").read_text()
     assert "nproc-per-node=2" in log and "trainkit_core.training.rank trainkit_modal.container:rank_job_context" in log
+
+
+def test_two_nodes_train_as_one_cluster_and_match_one_node(deployed: Provider, fake_modal: ModuleType) -> None:
+    """`--nodes 2`: the app's clustered train function (`modal.clustered(size=2)`), two containers told
+    their rank and the cluster's addresses, torchrun meeting at node 0's; one run record, node 0's."""
+    import torch
+
+    from trainkit_core.training.submit import start_run
+
+    one = start_run(deployed, {**RECIPE, "batch_size": 2})
+    two = start_run(deployed, {**RECIPE, "batch_size": 1, "nodes": 2})
+    for handle in (one, two):
+        try:
+            handle.function_call.wait(timeout=600)
+        except Exception:
+            print((fake_modal._root() / "calls" / f"{handle.function_call_id}.log").read_text()[-8000:])
+            raise
+        handle.reload()
+    log = (fake_modal._root() / "calls" / f"{two.function_call_id}.log").read_text()
+    assert two.status == "succeeded", f"{two.error_message}\n{log[-4000:]}"
+    call = json.loads((fake_modal._root() / "calls" / f"{two.function_call_id}.json").read_text())
+    assert call["name"] == "train_nodes2" and call["options"]["gpu"] == "T4" and call["policy"]["cluster_size"] == 2
+    assert [a["end"] for a in call["attempts"]] == ["succeeded"]
+    assert "--nnodes=2 --node-rank=0" in log and "--nnodes=2 --node-rank=1" in log
+    assert two.config["nodes"] == 2 and two.step == one.step == 4
+    for key in ("first_loss", "final_loss"):
+        assert two.metrics[key] == pytest.approx(one.metrics[key], rel=TOLERANCE), key
+    a, b = _adapter(fake_modal, deployed, one.id), _adapter(fake_modal, deployed, two.id)
+    for name in a:
+        assert torch.allclose(a[name], b[name], rtol=TOLERANCE, atol=1e-6), name
+    events = list(two.events.read())
+    assert [e["processes"] for e in events if "processes" in e] == [2]
+    assert sum(1 for e in events if e.get("type") == "status" and e.get("status") == "succeeded") == 1
+
+
+def test_a_node_count_the_app_has_no_cluster_for_is_refused(deployed: Provider) -> None:
+    from trainkit_core.errors import UsageError
+    from trainkit_core.training.submit import start_run
+
+    with pytest.raises(UsageError, match=r"at most 4 node\(s\); this one asks for 8"):
+        start_run(deployed, {**RECIPE, "nodes": 8})

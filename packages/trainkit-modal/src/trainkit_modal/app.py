@@ -104,7 +104,10 @@ def build_app(settings: Settings, spec: AppSpec | None = None, sdk: Any = None) 
             cls = functions.inference_class(str(fs.size), modal)
             objects[fs.name] = app.cls(**common(fs), scaledown_window=fs.scaledown_window)(cls)
         else:
-            objects[fs.name] = app.function(**common(fs), name=fs.name)(functions.job_function(fs.job))
+            body = functions.job_function(fs.job)
+            if fs.cluster_size > 1:  # its containers are scheduled together, one input for all
+                body = modal.clustered(size=fs.cluster_size)(body)
+            objects[fs.name] = app.function(**common(fs), name=fs.name)(body)
 
     if spec.web is not None:
         web_kwargs = common(spec.web)

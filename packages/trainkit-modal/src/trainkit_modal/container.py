@@ -80,8 +80,26 @@ def reload_volumes(ctx: Any, kinds: tuple[str, ...], recover: Callable[[], None]
             log.error("volume %s: reload failed again, this container keeps a stale view: %s", kind, exc)
 
 
-def job_context(settings: Settings, call_id: str, sdk: Any, attempts: int = 1) -> Any:
-    """The `JobContext` of a job running in this container, over modal `sdk`."""
+def cluster_place(sdk: Any) -> tuple[int, tuple[str, ...]]:
+    """(this container's rank, the cluster's IPv4 addresses in rank order); (0, ()) outside a cluster.
+
+    modal 1.6.4's `modal.Cluster.from_context()` raises `InvalidError` in a container of a
+    function that is not clustered.
+    """
+    cluster_class = getattr(sdk, "Cluster", None)
+    if cluster_class is None:
+        return 0, ()
+    try:
+        cluster = cluster_class.from_context()
+    except sdk.exception.InvalidError:
+        return 0, ()
+    return int(cluster.container_rank()), tuple(cluster.container_ips(family="ipv4"))
+
+
+def job_context(
+    settings: Settings, call_id: str, sdk: Any, attempts: int = 1, place: tuple[int, tuple[str, ...]] = (0, ())
+) -> Any:
+    """The `JobContext` of a job running in this container, over modal `sdk` (`place`: `cluster_place`)."""
     from trainkit_core.plugins.jobs import JobContext
     from trainkit_modal.kv import ModalKV
     from trainkit_modal.volume import commit_volume, reload_volume
@@ -102,6 +120,8 @@ def job_context(settings: Settings, call_id: str, sdk: Any, attempts: int = 1) -
         reload=reload,
         max_attempts=attempts,
         rank_context=f"{__name__}:rank_job_context",
+        node_rank=place[0],
+        node_addresses=place[1],
     )
 
 
@@ -128,8 +148,9 @@ def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None, call: Callable[..
 
     settings = Settings.from_env()
     call_id = sdk.current_function_call_id() or f"local-{time.time_ns()}"
-    ctx = job_context(settings, call_id, sdk, attempts=max_attempts(job, settings))
-    calls = ctx.kv(CALLS_NAMESPACE)
+    place = cluster_place(sdk)
+    ctx = job_context(settings, call_id, sdk, attempts=max_attempts(job, settings), place=place)
+    calls = ctx.kv(CALLS_NAMESPACE) if place[0] == 0 else _Unrecorded()  # a cluster's node 0 records the call
     calls.delete(ended_key(call_id))  # a retried attempt starts over
     calls.put(started_key(call_id), {"started_at": time.time()})
     reload_volumes(ctx, JOB_READS.get(job, ()))
@@ -148,6 +169,17 @@ def run_job(job: str, kwargs: dict[str, Any], sdk: Any = None, call: Callable[..
     _commit_all(ctx)
     calls.put(ended_key(call_id), {"state": "succeeded", "ended_at": time.time()})
     return result
+
+
+class _Unrecorded:
+    """The call records of a cluster's other containers: Modal returns node 0's outcome only, so
+    only node 0 says when the call started and how it ended."""
+
+    def put(self, key: str, value: Any) -> None:
+        return None
+
+    def delete(self, key: str) -> bool:
+        return False
 
 
 def _commit_all(ctx: Any) -> None:

@@ -251,6 +251,11 @@ class ModalRunner:
         if function in _MODEL_JOBS:
             self._check_secret(config)
         wanted = check_gpu(config["gpu"], setting="the run's gpu") if config.get("gpu") else None
+        if target.cluster_size > 1 and not wanted:
+            raise UsageError(
+                f"nodes={target.cluster_size} needs a GPU kind: Modal has no CPU-only clusters",
+                hint="give the run a gpu (--gpu H100, or a GPU preset)",
+            )
         return target, (wanted if wanted and wanted != target.gpu else None)
 
     def modal_class(self, target: FunctionSpec, gpu: str | None) -> Any:

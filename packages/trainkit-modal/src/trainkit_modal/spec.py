@@ -56,6 +56,12 @@ KNOWN_GPUS = (
 )  # fmt: skip
 #: Modal's documented largest count of GPUs on one container (`:N`).
 MAX_GPU_COUNT = 8
+#: The cluster sizes the app declares a train function for (`@modal.clustered(size=N)`): a
+#: clustered function's size is fixed when it is deployed, so a run on several nodes is routed
+#: to the one of its size (`train_nodes2`, ...). The run's own GPU is asked for per call.
+CLUSTER_SIZES = (2, 4)
+#: The GPUs of a clustered train function when a call asks for none (Modal has no CPU-only clusters).
+CLUSTER_DEFAULT_GPU = "H100:8"
 _GPU_PATTERN = re.compile(r"^(?P<name>[A-Za-z0-9-]+[!+]?)(?::(?P<count>\d+))?$")
 
 #: Modal's limits, checked here so a bad setting fails before a deploy.
@@ -163,6 +169,9 @@ class FunctionSpec:
     single_use_containers: bool = False
     #: Inputs one container serves at once (`@modal.concurrent`); the web API only.
     max_inputs: int | None = None
+    #: Containers scheduled together for one input (`@modal.clustered`); 1 for every function but
+    #: the train functions of runs on several nodes.
+    cluster_size: int = 1
 
 
 @dataclass(frozen=True)
@@ -314,6 +323,11 @@ def is_gated(model_id: str | None) -> bool:
     return bool(model_id) and str(model_id).startswith(GATED_ORGS)
 
 
+def cluster_function_name(nodes: int) -> str:
+    """The Modal name of the train function of runs on `nodes` machines (`train_nodes2`)."""
+    return f"train_nodes{nodes}"
+
+
 def function_name(job: str, size: str | None = None) -> str:
     """The Modal name of job `job` (for a size: `train_4b`); the class of `infer` is `Inference_4b`."""
     if job == INFER_JOB:
@@ -329,6 +343,15 @@ def target_for(spec: AppSpec, job: str, kwargs: dict[str, Any]) -> FunctionSpec:
         from trainkit_core.errors import NotFoundError
 
         raise NotFoundError(f"unknown job function {job!r}; known: {', '.join(sorted(JOBS))}")
+    nodes = int(kwargs.get("nodes") or 1)
+    if job == "train" and nodes > 1:
+        name = cluster_function_name(nodes)
+        if name not in spec.functions:
+            sizes = ", ".join(str(n) for n in CLUSTER_SIZES)
+            raise UsageError(
+                f"nodes={nodes}: the Modal app declares clusters of {sizes} nodes", hint="ask for one of those"
+            )
+        return spec.functions[name]
     if job in SIZED_JOBS or job == INFER_JOB:
         size = size_of(kwargs)
         name = function_name(job, size)
@@ -602,6 +625,19 @@ def build_spec(settings: Settings, *, images: bool = True) -> AppSpec:
                     size=size,
                     single_use_containers=job == "train",
                 )
+            if job == "train":
+                for nodes in CLUSTER_SIZES:
+                    name = cluster_function_name(nodes)
+                    functions[name] = FunctionSpec(
+                        name=name,
+                        job=job,
+                        image="train",
+                        gpu=CLUSTER_DEFAULT_GPU,
+                        timeout_s=train_timeout,
+                        retries=RetrySpec(settings.compute.train_max_attempts - 1),
+                        single_use_containers=True,
+                        cluster_size=nodes,
+                    )
         elif job == INFER_JOB:
             for size in sizes:
                 name = function_name(job, size)

@@ -43,6 +43,8 @@ class JobContext:
     max_attempts: int = 1
     rank_context: str = ""
     launch_ranks: Callable[..., str | None] | None = None
+    node_rank: int = 0
+    node_addresses: tuple[str, ...] = ()
     _kv_cache: dict[str, KVStore] = field(default_factory=dict, repr=False)
 
     def kv(self, namespace: str) -> KVStore:

@@ -31,6 +31,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import zlib
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 
 #: Seconds a collective waits for a peer before the rank fails (a dead rank must not hang the run).
 COLLECTIVE_TIMEOUT_S = 300
+
+#: Where the ports of a run on several machines start (`rendezvous_port`): torchrun's default.
+RENDEZVOUS_BASE_PORT = 29500
 
 #: The parent's volume paths, for a rank's job context (JSON of kind -> folder).
 VOLUME_PATHS_ENV = "TRAINKIT_DIST_VOLUME_PATHS"
@@ -122,6 +126,11 @@ def launch(
         )
     _build_local_base(ctx, run)
     error = (ctx.launch_ranks or _torchrun)(ctx, run, resume, processes)
+    if ctx.node_rank != 0:
+        # Another machine of the run: node 0's job keeps the record and ends the run.
+        if error is not None:
+            raise JobError(f"run {run.id}, node {ctx.node_rank}: {error}")
+        return {"run_id": run.id, "node_rank": ctx.node_rank}
     run = run.store.get(run.id)
     if error is not None:
         if run.ended():
@@ -162,17 +171,40 @@ def rank_environment(ctx: JobContext, run: TrainingRun) -> dict[str, str]:
     }
 
 
+def rendezvous_port(call_id: str) -> int:
+    """The port node 0's ranks are met at: one per call, so two runs on one host never collide."""
+    return RENDEZVOUS_BASE_PORT + zlib.crc32(call_id.encode()) % 1000
+
+
+def _placement_arguments(ctx: JobContext, run: TrainingRun, processes: int) -> list[str]:
+    """torchrun's arguments for one machine (``--standalone``), or for this node of several."""
+    nodes = _field(run.config, "nodes")
+    if nodes == 1:
+        return ["--standalone", f"--nproc-per-node={processes}"]
+    if len(ctx.node_addresses) != nodes:
+        raise JobError(
+            f"run {run.id} asks for {nodes} nodes, but this job runs on "
+            f"{len(ctx.node_addresses) or 1} (the provider started no cluster of {nodes})"
+        )
+    host = ctx.node_addresses[0]
+    return [
+        f"--nnodes={nodes}",
+        f"--node-rank={ctx.node_rank}",
+        f"--nproc-per-node={processes // nodes}",
+        f"--master-addr={host}",
+        f"--master-port={rendezvous_port(ctx.call_id)}",
+    ]
+
+
 def _torchrun(ctx: JobContext, run: TrainingRun, resume: bool, processes: int) -> str | None:
     """The ranks as children of torch's elastic agent on this machine; the failure's text, or None."""
-    if _field(run.config, "nodes") > 1:
-        raise JobError(f"run {run.id} asks for {_field(run.config, 'nodes')} nodes; this job runs on one machine")
-    check_devices(processes, uses_gpus=_field(run.config, "processes") == 1)
+    per_node = processes // _field(run.config, "nodes")
+    check_devices(per_node, uses_gpus=_field(run.config, "processes") == 1)
     command = [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={processes}",
+        *_placement_arguments(ctx, run, processes),
         "--max-restarts=0",
         "-m",
         "trainkit_core.training.rank",
@@ -183,7 +215,8 @@ def _torchrun(ctx: JobContext, run: TrainingRun, resume: bool, processes: int) -
     ]
     error_file = Path(tempfile.mkdtemp(prefix=f"trainkit-{run.id}-ranks-")) / "rank0-error.txt"
     env = {**os.environ, **rank_environment(ctx, run), "TRAINKIT_DIST_ERROR_FILE": str(error_file)}
-    print(f"trainkit: run {run.id} on {processes} processes: {' '.join(command)}", flush=True)
+    where = f" (node {ctx.node_rank} of {len(ctx.node_addresses)})" if ctx.node_addresses else ""
+    print(f"trainkit: run {run.id} on {processes} processes{where}: {' '.join(command)}", flush=True)
     tail: deque[str] = deque(maxlen=200)
     with subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
