@@ -34,7 +34,7 @@ MANIFEST = ProviderManifest(
         # A run's `gpus` reaches Modal as gpu="<kind>:N" (`with_options`, Modal's limit of 8 per
         # container: spec.MAX_GPU_COUNT, not imported here so the manifest stays cheap); the train
         # job then runs one rank per GPU in that container (`container.rank_job_context`).
-        # Several nodes: the app's clustered train functions (spec.CLUSTER_SIZES, 2 and 4).
+        # Several nodes: the app's clustered train functions (spec.CLUSTER_SIZES, 2 to 4).
         max_gpus_per_node=8,
         max_nodes=4,
     ),

@@ -59,7 +59,7 @@ MAX_GPU_COUNT = 8
 #: The cluster sizes the app declares a train function for (`@modal.clustered(size=N)`): a
 #: clustered function's size is fixed when it is deployed, so a run on several nodes is routed
 #: to the one of its size (`train_nodes2`, ...). The run's own GPU is asked for per call.
-CLUSTER_SIZES = (2, 4)
+CLUSTER_SIZES = (2, 3, 4)
 #: The GPUs of a clustered train function when a call asks for none (Modal has no CPU-only clusters).
 CLUSTER_DEFAULT_GPU = "H100:8"
 _GPU_PATTERN = re.compile(r"^(?P<name>[A-Za-z0-9-]+[!+]?)(?::(?P<count>\d+))?$")
