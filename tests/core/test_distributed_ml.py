@@ -94,6 +94,9 @@ def test_two_processes_train_the_same_adapter_as_one(local: Any, data: str) -> N
     events = list(local_store(local).events(two.id).read())
     said = [e for e in events if e.get("processes") == 2]
     assert len(said) == 1, said
+    progress = [e for e in events if e["type"] == "progress"]
+    assert progress and all(len(e["memory_mb_ranks"]) == 2 and min(e["memory_mb_ranks"]) > 0 for e in progress)
+    assert progress[-1]["memory_mb_ranks"][0] <= progress[-1]["memory_mb"]  # rank 0 (its peak, read a moment later)
     assert sum(1 for e in events if e.get("type") == "status" and e.get("status") == "succeeded") == 1
 
 

@@ -164,8 +164,13 @@ class Reporter:
         self.start()
         self._saver.request()  # by the background saver: the job just saved the record (phase `training`)
 
-    def log(self, step: int, total_steps: int, logs: dict[str, Any], tokens: int = 0) -> None:
-        """One trainer log entry (every step). Emits a progress event when due; never waits for the store."""
+    def log(
+        self, step: int, total_steps: int, logs: dict[str, Any], tokens: int = 0, rank_memory: list[float] | None = None
+    ) -> None:
+        """One trainer log entry (every step). Emits a progress event when due; never waits for the store.
+
+        `rank_memory`: each rank's peak memory in MB, in rank order, in a run on several processes.
+        """
         loss = _number(logs.get("loss"))
         if loss is None:
             return  # an end-of-training summary (train_runtime, ...) rather than a step
@@ -186,6 +191,8 @@ class Reporter:
             "eta_s": round((total_steps - step) * elapsed / done, 1) if done else None,
             "memory_mb": memory_mb(),
         }
+        if rank_memory:
+            event["memory_mb_ranks"] = rank_memory
         for key, name in self.event_fields.items():
             value = _number(logs.get(key))
             if value is not None:
@@ -290,6 +297,24 @@ def _any_rank(flag: bool) -> bool:
     return bool(value.item())
 
 
+def _every_rank_memory() -> list[float] | None:
+    """Each rank's peak memory (MB), gathered on every rank at the same log; None outside a distributed run.
+
+    Every rank logs at the same steps (the trainer's `logging_steps`), so all of them meet here.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return None
+    import torch
+
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    mine = torch.tensor([memory_mb()], dtype=torch.float64, device=device)
+    every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(every, mine)
+    return [round(float(t.item()), 1) for t in every]
+
+
 def check_same_start(step: int) -> None:
     """Every rank starts (or resumes) at the same step, or the run fails now.
 
@@ -328,7 +353,7 @@ def make_callback(reporter: Reporter) -> Any:
             self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
         ) -> None:
             tokens = getattr(state, "num_input_tokens_seen", 0) or 0
-            reporter.log(state.global_step, state.max_steps, logs or {}, tokens)
+            reporter.log(state.global_step, state.max_steps, logs or {}, tokens, rank_memory=_every_rank_memory())
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
             if _any_rank(reporter.should_stop()):
