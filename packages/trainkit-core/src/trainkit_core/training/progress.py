@@ -180,7 +180,7 @@ class Reporter:
         self._window.append([step, loss])
         elapsed = max(1e-9, time.monotonic() - self._start_time)
         done = max(0, step - self._start_step)
-        event = {
+        event: dict[str, Any] = {
             "step": step,
             "total_steps": total_steps,
             "loss": loss,
