@@ -82,3 +82,23 @@ def test_plan_for_two_gpus_prints_the_global_batch_and_costs_twice(plan_env: dic
     )
     text = plan(tmp_path, plan_env, "--steps", "20", "--gpus", "2").stdout
     assert f"global batch {two['global_batch']} = per-device batch {two['per_device_batch']} x accumulation" in text
+
+
+@pytest.mark.slow
+def test_plan_of_a_mixture_of_experts_says_what_lora_trains(plan_env: dict[str, str], tmp_path: Path) -> None:
+    done = plan(tmp_path, plan_env, "--json", "--steps", "20", "--model-size", "26b-a4b")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["gpu"] == "A100-80GB" and shown["model"] == "google/gemma-4-26B-A4B-it"
+    assert any("its 128 experts stay as they are" in n for n in shown["notes"]), shown["notes"]
+
+
+@pytest.mark.slow
+def test_plan_for_two_nodes_of_eight_gpus_counts_sixteen(plan_env: dict[str, str], tmp_path: Path) -> None:
+    done = plan(tmp_path, plan_env, "--json", "--steps", "20", "--model-size", "12b", "--gpus", "8", "--nodes", "2")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["gpu"] == "A100-40GB:8" and shown["gpus"] == 8 and shown["world_size"] == 16
+    assert shown["estimated_cost_usd"] == pytest.approx(
+        shown["estimated_seconds"] / 3600 * 16 * shown["usd_per_hour"], rel=1e-3
+    )

@@ -52,6 +52,8 @@ class Preset:
     weight_decay: float = 0.0
     target_modules: tuple[str, ...] = field(default=ALL_PROJECTIONS)
     load_in_4bit: bool = True
+    #: What the plan of a run of this size says besides the numbers (what is and is not trained).
+    plan_notes: tuple[str, ...] = ()
     #: Modules trained in full and saved with the adapter (peft ``modules_to_save``).
     modules_to_save: tuple[str, ...] = ()
     #: On image datasets, train the vision tower and projector too (the twins' are random).
@@ -207,6 +209,10 @@ PRESETS: dict[str, Preset] = {
         epochs=1.0,
         image_tokens=282,
         load_in_4bit=False,
+        plan_notes=(
+            "26b-a4b: LoRA trains the attention and the dense MLP of each layer; its 128 experts stay as they "
+            "are (their weights are fused tensors, which peft's LoRA layers do not reach)",
+        ),
         description="Gemma 4 26B-A4B instruct (128 experts, ~4B active; LoRA on attention and dense MLP), on an A100-80GB.",
     ),
 }

@@ -288,6 +288,7 @@ def make_plan(
         )
     counts, work, method_notes = training_method.work(config, counts)
     notes.extend(method_notes)
+    notes.extend(config.preset.plan_notes)
     if len(counts) < len(train):
         notes.append(f"{len(train) - len(counts)} examples have no answer within max_seq_length and are dropped")
     examples = max(1, len(counts))
