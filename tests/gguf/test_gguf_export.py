@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from cli_env import REPO, Env
 
+from trainkit_core.export.gguf.check import release_server
+
 gguf = pytest.importorskip("gguf")
 xllamacpp = pytest.importorskip("xllamacpp")
 
@@ -58,7 +60,8 @@ def _llama_cpp_answers(gguf_file: Path) -> list[tuple[str, bool]]:
     params.cpuparams.n_threads = 1
     params.cpuparams_batch.n_threads = 1
     params.verbosity = -1
-    server = xllamacpp.Server(params)
+    held = [xllamacpp.Server(params)]
+    server = held[0]
     answers = []
     for prompt in PROMPTS:
         result = server.handle_chat_completions(
@@ -68,6 +71,7 @@ def _llama_cpp_answers(gguf_file: Path) -> list[tuple[str, bool]]:
         choice = result["choices"][0]
         answers.append((choice["message"]["content"] or "", choice["finish_reason"] == "stop"))
     del server
+    release_server(held)  # its destructor may hang (see release_server)
     return answers
 
 

@@ -69,6 +69,28 @@ def _tokenize(address: str, text: str) -> list[int]:
         return [int(t) for t in json.loads(response.read())["tokens"]]
 
 
+#: Seconds a llama.cpp server is given to stop (`release_server`) before the job goes on without it.
+SERVER_STOP_S = 30.0
+
+
+def release_server(held: list[Any], timeout_s: float = SERVER_STOP_S) -> None:
+    """Drop the last reference to an xllamacpp server (`held`, a one-item list), waiting at most `timeout_s`.
+
+    The server's destructor stops llama.cpp's loop and joins its thread. With xllamacpp
+    2026.10 that join was seen to hang for good, once in a few dozen runs (a test stuck at
+    ``del server`` with no CPU use until its timeout): an export would hang after its check.
+    The destructor runs on a thread of its own, so at worst that thread, not the job, waits.
+    """
+    import threading
+
+    def drop() -> None:
+        held.clear()
+
+    stopper = threading.Thread(target=drop, name="llama.cpp-server-stop", daemon=True)
+    stopper.start()
+    stopper.join(timeout_s)
+
+
 def generate_with_llama_cpp(
     gguf_file: Path,
     prompts: Sequence[tuple[list[dict[str, str]], str, list[int]]],
@@ -97,7 +119,8 @@ def generate_with_llama_cpp(
     params.cache_type_k = xllamacpp.ggml_type.GGML_TYPE_F32
     params.cache_type_v = xllamacpp.ggml_type.GGML_TYPE_F32
     params.verbosity = -1
-    server = xllamacpp.Server(params)
+    held = [xllamacpp.Server(params)]
+    server = held[0]
     # Greedy (top_k 1, temperature 0), no penalties; each prompt evaluated afresh.
     request = {
         "max_tokens": max_new_tokens,
@@ -117,7 +140,8 @@ def generate_with_llama_cpp(
                 "chat_template_equal": _same_answer(chat, completion),
             }
         )
-    del server  # stops llama.cpp's server loop and frees the model
+    del server
+    release_server(held)  # stops llama.cpp's server loop and frees the model
     return answers
 
 
