@@ -27,7 +27,7 @@ from typing import Any
 
 from trainkit_core.plugins.hookspecs import KVStore
 from trainkit_ray import contexts
-from trainkit_ray.settings import SECRET_VARIABLES
+from trainkit_ray.settings import job_environment
 from trainkit_ray.storage import MountedStorage
 
 CALLS_NAMESPACE = "_calls"
@@ -42,7 +42,7 @@ def job_context(storage: MountedStorage, settings: Any, call_id: str, max_attemp
     """The job's context; a run on several ranks trains on Ray Train's workers (`trainkit_ray.train_ranks`)."""
     from trainkit_ray.train_ranks import launcher
 
-    settings_env = {k: v for k, v in settings.to_env().items() if k not in SECRET_VARIABLES}
+    settings_env = job_environment(settings)
     return contexts.job_context(
         storage, settings, call_id, max_attempts, launch_ranks=launcher(storage.root, settings_env, max_attempts)
     )

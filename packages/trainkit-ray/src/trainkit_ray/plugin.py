@@ -195,9 +195,9 @@ def inference_server(provider: str, settings: Settings) -> RayInferenceServer | 
     if provider != NAME:
         return None
     from trainkit_ray.inference import RayInferenceServer
-    from trainkit_ray.settings import SECRET_VARIABLES
+    from trainkit_ray.settings import job_environment
 
-    env = {k: v for k, v in settings.to_env().items() if k not in SECRET_VARIABLES}
+    env = job_environment(settings)
     return RayInferenceServer(
         ray_settings(settings), str(storage_path(settings)), env, settings.compute.infer_idle_timeout_s
     )

@@ -19,7 +19,7 @@ from trainkit_core.toolkit.detached import DetachedRunHandle
 from trainkit_ray.connection import connect, find_actor
 from trainkit_ray.job_actor import CALLS_NAMESPACE, end_call
 from trainkit_ray.placement import actor_options
-from trainkit_ray.settings import FORWARDED_SECRETS, SECRET_VARIABLES
+from trainkit_ray.settings import FORWARDED_SECRETS, job_environment
 
 if TYPE_CHECKING:
     from trainkit_core.plugins.placement import Placement
@@ -164,7 +164,7 @@ class RayRunner:
         secrets = {name: os.environ[name] for name in FORWARDED_SECRETS if os.environ.get(name)}
         if secrets:
             self.storage.write_secrets(call_id, secrets)
-        env = {k: v for k, v in self.settings.to_env().items() if k not in SECRET_VARIABLES}
+        env = job_environment(self.settings)
         ray = connect(self.own)
         from trainkit_ray.job_actor import JobActor
 

@@ -17,6 +17,11 @@ FORWARDED_SECRETS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
 SECRET_VARIABLES = (*FORWARDED_SECRETS, "TRAINKIT_API_TOKEN")
 
 
+def job_environment(settings: Settings) -> dict[str, str]:
+    """The settings as the variables a job's process gets: every one but the secrets."""
+    return {k: v for k, v in settings.to_env().items() if k not in SECRET_VARIABLES}
+
+
 class RaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TRAINKIT_RAY_", extra="ignore")
 

@@ -98,7 +98,7 @@ class RayWebApi:
     def start(self) -> tuple[str, bool]:
         """The API's URL, and whether this call started it (False: it was running already)."""
         from trainkit_ray.errors import unwrap
-        from trainkit_ray.settings import SECRET_VARIABLES
+        from trainkit_ray.settings import job_environment
 
         token = self.settings.api.api_token
         if token is None:
@@ -113,7 +113,7 @@ class RayWebApi:
             with unwrap():
                 return str(ray.get(actor.url.remote())), False
         cluster_storage = str(storage_path(self.settings))
-        env = {k: v for k, v in self.settings.to_env().items() if k not in SECRET_VARIABLES}
+        env = job_environment(self.settings)
         # The actor is a process of the cluster: it sees the shared path, whatever this machine does.
         env.update(TRAINKIT_PROVIDER="ray", TRAINKIT_RAY_STORAGE=cluster_storage, TRAINKIT_RAY_STORAGE_ACCESS="mounted")
         self.storage.write_secrets(SECRETS_NAME, {"TRAINKIT_API_TOKEN": token.get_secret_value()})

@@ -278,6 +278,15 @@ class Reporter:
         return rel
 
 
+def _process_group() -> tuple[Any, str] | None:
+    """(torch.distributed, the device its collectives use), or None outside a run on several ranks."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return None
+    return dist, "cuda" if dist.get_backend() == "nccl" else "cpu"
+
+
 def _any_rank(flag: bool) -> bool:
     """`flag` of any rank, on every rank: all ranks stop after the same step.
 
@@ -285,13 +294,12 @@ def _any_rank(flag: bool) -> bool:
     that stopped alone would leave the others waiting in the next gradient all-reduce.
     Outside a distributed run it is `flag` itself.
     """
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    group = _process_group()
+    if group is None:
         return flag
     import torch
 
-    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    dist, device = group
     value = torch.tensor([1 if flag else 0], device=device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return bool(value.item())
@@ -302,13 +310,12 @@ def _every_rank_memory() -> list[float] | None:
 
     Every rank logs at the same steps (the trainer's `logging_steps`), so all of them meet here.
     """
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    group = _process_group()
+    if group is None:
         return None
     import torch
 
-    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    dist, device = group
     mine = torch.tensor([memory_mb()], dtype=torch.float64, device=device)
     every = [torch.zeros_like(mine) for _ in range(dist.get_world_size())]
     dist.all_gather(every, mine)
@@ -322,15 +329,14 @@ def check_same_start(step: int) -> None:
     collectives still match up, so the run would end "succeeded" having learnt from the
     wrong examples. Outside a distributed run there is nothing to compare.
     """
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    group = _process_group()
+    if group is None:
         return
     import torch
 
     from trainkit_core.errors import JobError
 
-    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    dist, device = group
     low, high = torch.tensor([step], device=device), torch.tensor([step], device=device)
     dist.all_reduce(low, op=dist.ReduceOp.MIN)
     dist.all_reduce(high, op=dist.ReduceOp.MAX)
