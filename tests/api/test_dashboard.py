@@ -128,3 +128,29 @@ def test_run_components_are_served_behind_the_token_and_sandboxed(server, tmp_pa
         assert client.get(f"/v1/jobs/{run.id}/components/..%2f..%2frecord").status_code in (404, 422)
     with httpx.Client(base_url=server.url, timeout=30) as anonymous:
         assert anonymous.get(f"/v1/jobs/{run.id}/components/report").status_code == 401
+
+
+def test_a_folder_component_is_served_whole_and_file_by_file(server, tmp_path) -> None:
+    run = server.new_run(status="succeeded")
+    folder = tmp_path / "report"
+    (folder / "img").mkdir(parents=True)
+    (folder / "img" / "dot.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="2" height="1"/>')
+    (folder / "index.html").write_text('<h1>Report</h1><img src="img/dot.svg">')
+    run.add_dashboard_component(name="report", component_type="html", from_path=folder)
+    (folder / "index.html").write_text('<h1>Report, take two</h1><img src="img/dot.svg">')
+    run.add_dashboard_component(name="report", component_type="html", from_path=folder, replace=True)
+
+    with server.client() as client:
+        page = client.get(f"/v1/jobs/{run.id}/components/report")
+        assert page.status_code == 200 and "take two" in page.text
+        assert '<img src="data:image/svg+xml;base64,' in page.text  # the frame showing it fetches nothing
+        manifest = client.get(f"/v1/jobs/{run.id}/components/report/manifest").json()
+        assert manifest["version"] == 2 and manifest["entry"] == "index.html"
+        assert set(manifest["files"]) == {"index.html", "img/dot.svg"}
+        picture = client.get(f"/v1/jobs/{run.id}/components/report/files/img/dot.svg")
+        assert picture.headers["content-type"] == "image/svg+xml" and picture.text.startswith("<svg")
+        assert picture.headers["content-security-policy"].startswith("sandbox")
+        for bad in ("img/nope.svg", "../record.json", "..%2f..%2frecord.json"):
+            assert client.get(f"/v1/jobs/{run.id}/components/report/files/{bad}").status_code == 404, bad
+    with httpx.Client(base_url=server.url, timeout=30) as anonymous:
+        assert anonymous.get(f"/v1/jobs/{run.id}/components/report/files/img/dot.svg").status_code == 401

@@ -470,6 +470,13 @@ def test_attached_components_are_shown_and_html_cannot_script(page: Any, server:
         path = tmp_path / f"{name}.{kind}"
         path.write_bytes(data)
         run.add_dashboard_component(name=name, component_type=kind, from_path=path)
+    # A folder: a report whose page loads its own style sheet and picture.
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "index.html").write_text('<link rel="stylesheet" href="style.css"><h1>Report</h1><img src="dot.png">')
+    (report / "style.css").write_text("h1 { color: rgb(200, 0, 0); }")
+    (report / "dot.png").write_bytes(TINY_PNG)
+    run.add_dashboard_component(name="report", component_type="html", from_path=report)
 
     page.goto(f"{server.url}/#/runs/{run.id}")
     page.wait_for_function("document.querySelector('figure[data-component=curve] img')?.naturalWidth === 2")
@@ -478,6 +485,11 @@ def test_attached_components_are_shown_and_html_cannot_script(page: Any, server:
     assert frame.locator("h1").inner_text() == "Notes"
     assert page.get_attribute("figure[data-component=notes] iframe", "sandbox") == ""
     assert page.title() == "trainkit" and page.url.startswith(server.url)  # its script never ran
+    page.wait_for_selector("figure[data-component=report] iframe")
+    folder = page.locator("figure[data-component=report] iframe").element_handle().content_frame()
+    folder.wait_for_function("document.querySelector('img')?.naturalWidth === 2")  # the picture inlined
+    assert folder.evaluate("getComputedStyle(document.querySelector('h1')).color") == "rgb(200, 0, 0)"
+    assert "3 files" in page.inner_text("figure[data-component=report] figcaption")
     shot(page, "components")
 
 

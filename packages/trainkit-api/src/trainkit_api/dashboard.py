@@ -7,16 +7,18 @@ which it calls with the bearer token the user types once, and only when the serv
 answers 401 (an open API on loopback needs none; kept in the browser's
 `sessionStorage`, never put in a URL). So these routes stay outside the API's auth.
 
-One data route lives here too, behind the token like every `/v1` route: the files a
-run attached with `TrainingRun.add_dashboard_component` (PNG, SVG, HTML, JSON), which
-only the dashboard shows. They are user content, so they go out with a sandboxing
-Content-Security-Policy and the page renders HTML ones in a sandboxed frame.
+Data routes live here too, behind the token like every `/v1` route: the components a
+run attached with `TrainingRun.add_dashboard_component` (PNG, SVG, HTML, JSON; a file or
+a folder), which only the dashboard shows. They are user content, so they go out with a
+sandboxing Content-Security-Policy and the page renders HTML ones in a sandboxed frame;
+an HTML entry comes with the component's files it names inlined, since that frame
+cannot send the token to fetch them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException
 from fastapi import Path as PathParam
@@ -28,6 +30,7 @@ from trainkit_api.routes.runs import RunId
 from trainkit_api.state import ApiState, get_state
 from trainkit_core.errors import NotFoundError
 from trainkit_core.ids import NAME_PATTERN
+from trainkit_core.runs import components
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
@@ -60,33 +63,56 @@ def _serve(path: Path) -> FileResponse:
 
 #: Attached files are the run's own content: no script, no plugin, no navigation of the page.
 COMPONENT_HEADERS = {
-    "Content-Security-Policy": "sandbox; default-src 'none'; img-src data: blob:; style-src 'unsafe-inline'",
+    "Content-Security-Policy": (
+        "sandbox; default-src 'none'; img-src data: blob:; style-src 'unsafe-inline' data:; font-src data:"
+    ),
     "X-Content-Type-Options": "nosniff",
     "Cache-Control": "no-store",
 }
 
+ComponentName = Annotated[str, PathParam(pattern=NAME_PATTERN.pattern, description="The component's name.")]
 
 components_router = APIRouter(
     prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
 )
 
 
-@components_router.get("/jobs/{run_id}/components/{name}", response_class=Response)
-def get_component(
-    run_id: RunId,
-    name: Annotated[str, PathParam(pattern=NAME_PATTERN.pattern, description="The component's name.")],
-    state: ApiState = Depends(get_state),
-) -> Response:
-    """A file the run attached for the dashboard (`TrainingRun.add_dashboard_component`)."""
+def _pointer(state: ApiState, run_id: str, name: str) -> dict[str, Any]:
+    """The record's pointer to the component's current version."""
     run = state.run(run_id, reconcile=False)
     found = [c for c in run.dashboard_components if c.get("name") == name]
     if not found:
         raise NotFoundError(f"run {run_id} has no dashboard component {name!r}")
-    component = found[-1]
-    data = state.store.models.read_bytes(str(component["path"]))
-    return Response(
-        data, media_type=str(component.get("media_type") or "application/octet-stream"), headers=COMPONENT_HEADERS
-    )
+    return found[-1]
+
+
+@components_router.get("/jobs/{run_id}/components/{name}", response_class=Response)
+def get_component(run_id: RunId, name: ComponentName, state: ApiState = Depends(get_state)) -> Response:
+    """A component the run attached (`TrainingRun.add_dashboard_component`): its entry file, self-contained."""
+    data, media_type = components.self_contained_entry(state.store.models, run_id, _pointer(state, run_id, name))
+    return Response(data, media_type=media_type, headers=COMPONENT_HEADERS)
+
+
+@components_router.get("/jobs/{run_id}/components/{name}/manifest")
+def get_component_manifest(run_id: RunId, name: ComponentName, state: ApiState = Depends(get_state)) -> dict[str, Any]:
+    """The component's current version: its manifest's hash, its entry, and each file's hash, size and type."""
+    pointer = _pointer(state, run_id, name)
+    manifest = components.read_manifest(state.store.models, run_id, pointer)
+    return {
+        "name": manifest.name,
+        "type": manifest.type,
+        "version": pointer.get("version", 1),
+        "manifest": pointer.get("manifest"),
+        "entry": manifest.entry,
+        "files": {path: vars(f) for path, f in manifest.files.items()},
+    }
+
+
+@components_router.get("/jobs/{run_id}/components/{name}/files/{path:path}", response_class=Response)
+def get_component_file(run_id: RunId, name: ComponentName, path: str, state: ApiState = Depends(get_state)) -> Response:
+    """One file of the component's current version, by its path in the manifest."""
+    data, media_type = components.read_file(state.store.models, run_id, _pointer(state, run_id, name), path)
+    return Response(data, media_type=media_type, headers=COMPONENT_HEADERS)
 
 
 def build_components_router() -> APIRouter:

@@ -724,8 +724,9 @@ async function viewRun(runId) {
   every(4000, () => { if (run && !TERMINAL.has(run.status)) { refreshRun(); refreshCheckpoints(); } });
 }
 
-/* Files the run attached (TrainingRun.add_dashboard_component): fetched with the token,
- * shown as images, pretty JSON, or HTML in a sandboxed frame (no script, its own origin). */
+/* Components the run attached (TrainingRun.add_dashboard_component): fetched with the token,
+ * shown as images, pretty JSON, or HTML in a sandboxed frame (no script, its own origin);
+ * the server inlines an HTML component's other files, which the frame could not fetch. */
 const shownComponents = new WeakMap(); // box -> key of what it shows
 
 async function componentView(runId, c) {
@@ -748,7 +749,7 @@ async function componentView(runId, c) {
 
 function renderComponents(box, run) {
   const comps = run.dashboard_components || [];
-  const key = comps.map((c) => `${c.name}:${c.added_at}`).join("|");
+  const key = comps.map((c) => `${c.name}:${c.manifest || c.added_at}`).join("|");
   if (shownComponents.get(box) === key) return;
   shownComponents.set(box, key);
   if (comps.length === 0) { box.replaceChildren(); return; }
@@ -756,7 +757,7 @@ function renderComponents(box, run) {
     const holder = h("div", { class: "component-body" }, h("p", { class: "muted" }, "loading…"));
     componentView(run.id, c).then((el) => holder.replaceChildren(el)).catch((err) => holder.replaceChildren(h("p", { class: "error-text" }, String(err))));
     return h("figure", { class: "component", dataset: { component: c.name } },
-      h("figcaption", {}, h("strong", {}, c.name), h("span", { class: "muted" }, ` ${c.type} · ${fmtBytes(c.size)}`)), holder);
+      h("figcaption", {}, h("strong", {}, c.name), h("span", { class: "muted" }, ` ${c.type} · ${c.files > 1 ? `${c.files} files · ` : ""}${fmtBytes(c.size)}${c.version > 1 ? ` · version ${c.version}` : ""}`)), holder);
   });
   box.replaceChildren(h("section", { class: "card" }, h("h2", {}, "Attached components"), h("div", { class: "components" }, items)));
 }

@@ -225,7 +225,8 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
       are not running (an interrupted save or removal), and the staging folders of
       export jobs that died (``exports/.partial-*``, ``exports/.replaced-*``: a merge
       killed for memory leaves gigabytes there), and the exports of runs that no longer
-      exist (a run deleted while its export ran);
+      exist (a run deleted while its export ran), and the versions of dashboard
+      components that no copy of their run's record points to any more (replaced ones);
     - on both, the temporary files of writes that were killed (``.tmp-*``: a killed
       sync's partial upload), where the volume can name them (`FolderVolume.partial_writes`).
 
@@ -251,7 +252,8 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
     now = time.time() if now is None else now
     # The volume's copies too: a KV may forget a record (a Modal Dict entry idle for 7 days),
     # and a version an old run trained on must stay as long as its history does.
-    by_id: dict[str, Any] = dict(store.history_records())
+    history = store.history_records()
+    by_id: dict[str, Any] = dict(history)
     by_id.update(store.records.items())
     records = [v for v in by_id.values() if isinstance(v, dict)]
     used_hashes = {str(r.get("dataset_hash")) for r in records if r.get("dataset_hash")}
@@ -317,6 +319,8 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
             for ckpt in models.listdir(folder):
                 if ckpt.is_dir and not models.exists(f"{ckpt.path}/{DONE_MARKER}") and now - ckpt.mtime >= GC_GRACE_S:
                     drop(models, ckpt.path)
+    for path in _unused_components(store, history, now - GC_GRACE_S):
+        drop(models, path)
     if models.exists(EXPORTS_DIR):
         for entry in models.listdir(EXPORTS_DIR):
             name = entry.path.rsplit("/", 1)[-1]
@@ -336,6 +340,24 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
             if not dry_run:
                 _remove(volume, path)
     return removal
+
+
+def _unused_components(store: RunStore, history: dict[str, dict[str, Any]], older_than: float) -> list[str]:
+    """Replaced component versions of every run, by what its record and its history both point to."""
+    from trainkit_core.runs.components import unused_component_files
+
+    models = store.models
+    if not models.exists("runs"):
+        return []
+    unused: list[str] = []
+    for entry in models.listdir("runs"):
+        run_id = entry.path.rsplit("/", 1)[-1]
+        if not entry.is_dir:
+            continue
+        copies = [r for r in (store.records.get(run_id), history.get(run_id)) if isinstance(r, dict)]
+        if copies:  # a run with no record at all is `delete_run`'s to remove, whole
+            unused += unused_component_files(models, run_id, copies, older_than=older_than)
+    return unused
 
 
 def _size_of_partial(volume: Any, path: str) -> int:

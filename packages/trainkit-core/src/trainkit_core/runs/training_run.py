@@ -15,7 +15,6 @@ import functools
 import itertools
 import json
 import logging
-import mimetypes
 import sys
 import threading
 import time
@@ -30,6 +29,7 @@ from trainkit_core.ids import check_name, check_run_id
 from trainkit_core.models.trained.paths import ModelPath, trained_dir
 from trainkit_core.plugins.hookspecs import KVStore, Volume
 from trainkit_core.runs.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
+from trainkit_core.runs.paths import history_dir
 from trainkit_core.toolkit.aio import BlockingAndAsync, aio_function, aio_method, in_thread
 from trainkit_core.toolkit.kv_values import get_many_text
 
@@ -59,12 +59,6 @@ SHARED_FIELDS = ("dashboard_components", "latest_rollout")
 #: What the submitter writes once the provider started the job (`training.submit`), which
 #: the job's own copy of the record may not hold yet.
 SUBMITTER_FIELDS = ("function_call_id", *APP_FIELDS)
-
-DASHBOARD_TYPES = {"png": "image/png", "html": "text/html", "json": "application/json", "svg": "image/svg+xml"}
-
-
-def history_dir(run_id: str) -> str:
-    return f"runs/{run_id}"
 
 
 def _index_facts(data: dict[str, Any]) -> dict[str, Any]:
@@ -915,33 +909,40 @@ class TrainingRun(BaseModel):
     def add_dashboard_component(
         self, *, name: str, component_type: str, from_path: str | Path, replace: bool = False
     ) -> dict[str, Any]:
-        """Attach a file (PNG, HTML, JSON, SVG) to the run, for the dashboard."""
+        """Attach a file, or a folder with its `index.<type>`, to the run for the dashboard.
+
+        Each call stores a new immutable version (`trainkit_core.runs.components`) and
+        points the record at it; `replace=True` moves the pointer of an existing name,
+        leaving the old version whole for whoever still reads it until `trainkit gc`.
+        Works while the run trains and after it ended.
+        """
+        from trainkit_core.runs import components
+
         check_name(name, what="component name")
-        if component_type not in DASHBOARD_TYPES:
-            raise UsageError(f"component type {component_type!r} is not one of {', '.join(DASHBOARD_TYPES)}")
-        source = Path(from_path)
-        if not source.is_file():
-            raise NotFoundError(f"no file {str(source)!r}")
         stored = self.store.records.get(self.id)
         present = (stored.get("dashboard_components") or []) if isinstance(stored, dict) else self.dashboard_components
         if any(c.get("name") == name for c in present) and not replace:
             raise ConflictError(f"run {self.id} already has a component {name!r}; pass replace=True")
-        path = f"{history_dir(self.id)}/components/{name}.{component_type}"
-        self.store.models.put_file(source, path)
-        component = {
-            "name": name,
-            "type": component_type,
-            "media_type": DASHBOARD_TYPES[component_type] or mimetypes.guess_type(path)[0],
-            "path": path,
-            "size": source.stat().st_size,
-            "added_at": time.time(),
-        }
+        pointer = components.store_component(
+            self.store.models, self.id, name=name, component_type=component_type, source=Path(from_path)
+        )
 
         def attach(run: TrainingRun) -> None:
-            run.dashboard_components = [c for c in run.dashboard_components if c["name"] != name] + [component]
+            earlier = [c for c in run.dashboard_components if c["name"] == name]
+            if earlier and not replace:
+                raise ConflictError(f"run {self.id} already has a component {name!r}; pass replace=True")
+            pointer["version"] = max((int(c.get("version") or 1) for c in earlier), default=0) + 1
+            run.dashboard_components = [c for c in run.dashboard_components if c["name"] != name] + [pointer]
 
         self.update_shared(attach)
-        return component
+        fresh = self.store.records.get(self.id)
+        if isinstance(fresh, dict) and fresh.get("status") in TERMINAL_STATUSES:
+            # The history is what outlives the key-value record, and an ended run's job no longer writes it.
+            record = TrainingRun.from_stored_data(fresh, store=self.store)
+            self.store.models.write_bytes(
+                f"{history_dir(self.id)}/record.json", record.model_dump_json(indent=2).encode()
+            )
+        return pointer
 
 
 def _history_text(store: RunStore, run_id: str) -> str | None:
