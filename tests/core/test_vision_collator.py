@@ -103,3 +103,21 @@ def test_a_mask_that_would_train_image_tokens_is_caught(twin: tuple[str, Path, A
     other = get_format("gemma4" if fmt.name == "gemma3" else "gemma3")
     with pytest.raises(JobError, match="turn markers"):
         check_vision_mask(processor, other, EXAMPLES[0])  # the wrong format's markers: no turn is found
+
+
+def test_a_weight_0_answer_beside_a_picture_is_context_only(twin: tuple[str, Path, Any]) -> None:
+    from trainkit_core.datasets.vision_collator import IGNORE, VisionCollator, check_vision_mask
+    from trainkit_core.models.chat_format import get_format
+
+    base, _, processor = twin
+    fmt = get_format(TWINS[base])
+    example = {"messages": [dict(m) for m in EXAMPLES[0]["messages"]]}
+    example["messages"][2]["weight"] = 0  # "a red square": read, not learnt
+    batch = VisionCollator(processor, fmt)([example])
+    ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    tokenizer = processor.tokenizer
+    assert tokenizer.decode([t for t, label in zip(ids, labels, strict=True) if label != IGNORE]) == (
+        f"red{fmt.end_of_turn}\n"
+    )
+    assert "a red square" in tokenizer.decode(ids)
+    assert check_vision_mask(processor, fmt, example)["trained_tokens"] == sum(1 for x in labels if x != IGNORE)

@@ -37,6 +37,7 @@ MARKERS = {
     "runs": "run in order by test_first_tutorial_runs and tests/docs/test_tutorials.py",
     "setup": "installs (the test environment already has it); parsed only",
     "needs-modal": "needs a Modal account; parsed only",
+    "fake-modal": "needs a Modal account; run in order against the fake Modal SDK by tests/docs/test_tutorials.py",
     "needs-gpu": "needs a CUDA GPU; parsed only",
     "needs-run": "needs a run id of your own; parsed only",
     "needs-clone": "runs the whole suite or demo; parsed only",
@@ -324,11 +325,11 @@ def test_every_example_parses(tmp_path: Path) -> None:
                 assert done.returncode == 0, f"{where}: {done.stderr}"
 
 
-def tutorial_script(path: Path) -> str:
-    """The page's `runs` examples as one bash script, Python blocks through the test's Python."""
+def tutorial_script(path: Path, markers: tuple[str, ...] = ("runs",)) -> str:
+    """The page's examples of `markers` as one bash script, Python blocks through the test's Python."""
     parts = ["set -euo pipefail"]
     for marker, language, body in EXAMPLE.findall(path.read_text()):
-        if marker != "runs":
+        if marker not in markers:
             continue
         if language == "python":
             parts.append(f"\"$PYTHON\" - <<'PYTHON_EXAMPLE'\n{body}\nPYTHON_EXAMPLE")
@@ -337,17 +338,25 @@ def tutorial_script(path: Path) -> str:
     return "\n".join(parts) + "\n"
 
 
-def run_tutorial(page: Path, folder: Path, *, timeout: int = 900) -> str:
+def run_tutorial(
+    page: Path,
+    folder: Path,
+    *,
+    timeout: int = 900,
+    markers: tuple[str, ...] = ("runs",),
+    env: dict[str, str] | None = None,
+) -> str:
     """Run the page's `runs` blocks in order in one shell in `folder`; their output (fails, showing its end, on a non-zero exit)."""
     env = {
         **os.environ,
+        **(env or {}),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "PYTHON": sys.executable,
         "OMP_NUM_THREADS": "1",
         "NO_COLOR": "1",
     }
     script = folder / "tutorial.sh"
-    script.write_text(tutorial_script(page))
+    script.write_text(tutorial_script(page, markers))
     done = subprocess.run(["bash", str(script)], cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]

@@ -2,17 +2,20 @@
 
 `test_docs.py::test_first_tutorial_runs` does this for the first tutorial; the same
 mechanism (`tutorial_script`) runs the others here, from an empty folder, on the data
-trainkit ships (`demo`, `demo-prefs`, `demo-prompts`). A renamed command or flag in a
-block fails the script, and so the test.
+trainkit ships (`demo`, `demo-prefs`, `demo-prompts`) or that the page has the user
+make (the shapes pictures). The Modal tutorial's `fake-modal` blocks run against the
+fake Modal SDK. A renamed command or flag in a block fails the script, and so the test.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
-from test_docs import DOCS, run_tutorial
+from test_docs import DOCS, ROOT, run_tutorial
 
 
 @pytest.mark.ml
@@ -39,3 +42,50 @@ def test_tutorial_runner_fails_on_a_broken_command(tmp_path: Path, trainkit_home
     page.write_text("<!-- example: runs -->\n```bash\ntrainkit validate demo-prefs --local --nosuchflag\n```\n")
     with pytest.raises(AssertionError, match="nosuchflag"):
         run_tutorial(page, tmp_path)
+
+
+@pytest.mark.ml
+@pytest.mark.e2e
+def test_images_tutorial_runs(tmp_path: Path, trainkit_home: Path) -> None:
+    """The shapes demo as the page prints it: draw the pictures, train the Gemma 3 twin on them, ask it about one."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "make_shapes_dataset.py", tmp_path / "scripts")
+    output = run_tutorial(DOCS / "tutorials" / "images.md", tmp_path, timeout=1200)
+    assert re.search(r"run (run-\S+): succeeded at step (\d+)/\2", output), output[-4000:]
+    assert len(re.findall(r"trained/run-\S+(?: \(base\))?: \d+ tokens", output)) == 2, output[-4000:]
+    # A picture it never saw, named as the page says by the tuned model, and not by its base.
+    answers = [line.strip() for line in output.splitlines()]
+    assert answers.count("a red circle") == 1, output[-4000:]
+
+
+@pytest.mark.ml
+@pytest.mark.e2e
+def test_modal_tutorial_runs_on_the_fake_sdk(
+    tmp_path: Path, trainkit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deploy, ping, sync, plan, train `tiny`, infer, deploy with the web API, stop: through the fake Modal.
+
+    The `trainkit` commands are the real ones, each a process of its own; only `import
+    modal` gives the fake of `tests/modal/fake_modal.py`, whose functions run in worker
+    processes as Modal's containers would. Cut off from Modal as the modal tests are.
+    """
+    pytest.importorskip("trainkit_modal")
+    shutil.copytree(ROOT / "datasets" / "demo", tmp_path / "datasets" / "demo")
+    empty_config = tmp_path / "modal.toml"
+    empty_config.write_text("")
+    for name in ("MODAL_TOKEN_ID", "MODAL_TOKEN_SECRET", "MODAL_PROFILE", "MODAL_ENVIRONMENT", "TRAINKIT_API_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    env = {
+        "TRAINKIT_PROVIDER": "modal",  # what section 1 exports
+        "FAKE_MODAL_ROOT": str(tmp_path / "fake-modal"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "modal" / "fake_sdk"), os.environ.get("PYTHONPATH", "")]),
+        "MODAL_CONFIG_PATH": str(empty_config),
+        "MODAL_SERVER_URL": "http://127.0.0.1:9",  # refused at once, should anything reach for Modal
+    }
+    output = run_tutorial(DOCS / "tutorials" / "modal.md", tmp_path, markers=("fake-modal",), env=env)
+    before_token, after_token = output.split("modal app trainkit: deployed", 2)[1:]
+    assert "web API not deployed: set TRAINKIT_API_TOKEN" in before_token  # section 2 deploys without one
+    assert "gpu       none" in output and "volume models" in output, "ping did not report"
+    assert re.search(r"run (run-\S+): succeeded at step 60/60", output), output[-4000:]
+    assert re.search(r"trained/run-\S+: \d+ tokens", output), "infer did not answer on the fake Modal"
+    assert "web API   https://" in after_token and "modal app trainkit: stopped" in output

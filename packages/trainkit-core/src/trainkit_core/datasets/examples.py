@@ -10,6 +10,10 @@ NaN, no duplicate keys, no lone surrogates) and at most `MAX_LINE_BYTES` long.
 A system message stays in the
 list (first only); the Gemma turn format folds it into the first user turn later
 (`trainkit_core.models.chat_format`), as ``system + "\\n\\n" + user``.
+
+An assistant message may carry OpenAI's ``"weight"``: 0 keeps it in the conversation
+as context but out of the loss, 1 (the default) trains it. An example whose every
+assistant message has weight 0 is refused: it would train nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ EXAMPLE_KEYS = {
 }
 #: Keys of an OpenAI preference line's `input` besides `messages` (accepted, not used).
 PREFERENCE_INPUT_KEYS = ("messages", "tools", "parallel_tool_calls")
-MESSAGE_KEYS = ("role", "content")
+MESSAGE_KEYS = ("role", "content", "weight")
+#: The weights an assistant message may have (OpenAI's: train on it, or not).
+WEIGHTS = (0, 1)
 
 
 @dataclass(frozen=True)
@@ -54,11 +60,16 @@ class Example:
     rejected: str | None = None
     #: Prompt data: the line's other fields (what graders read), as sorted (key, JSON text) pairs.
     fields: tuple[tuple[str, str], ...] = ()
+    #: Indices into `messages` of the assistant messages with weight 0 (context, not trained).
+    untrained: tuple[int, ...] = ()
 
     def as_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {
-            "messages": [{"role": role, "content": as_openai(content)} for role, content in self.messages]
-        }
+        messages: list[dict[str, Any]] = [
+            {"role": role, "content": as_openai(content)} for role, content in self.messages
+        ]
+        for index in self.untrained:
+            messages[index]["weight"] = 0
+        record: dict[str, Any] = {"messages": messages}
         if self.chosen is not None:
             record["chosen"], record["rejected"] = self.chosen, self.rejected
         for key, text in self.fields:
@@ -68,7 +79,7 @@ class Example:
     @property
     def key(self) -> tuple[Any, ...]:
         """What makes two examples the same (duplicates, train/eval overlap)."""
-        return (self.messages, self.chosen, self.rejected, self.fields)
+        return (self.messages, self.chosen, self.rejected, self.fields, self.untrained)
 
     @property
     def image_urls(self) -> list[str]:
@@ -166,12 +177,16 @@ def _parse_line(
             if markers:
                 return None, [*found, *markers]
         return example, found
-    messages, found = (_chat if fmt == "chat" else _prompt_completion)(record, file, number)
-    if messages is not None and not found and not allow_chat_markers:
-        found = _chat_markers(messages, file, number)
-    keep = messages is not None and not found
+    if fmt == "chat":
+        parsed, found = _chat(record, file, number)
+    else:
+        messages, found = _prompt_completion(record, file, number)
+        parsed = Example(file, number, messages) if messages is not None else None
+    if parsed is not None and not found and not allow_chat_markers:
+        found = _chat_markers(parsed.messages, file, number)
+    keep = parsed is not None and not found
     found = [*found, *_unknown_keys(record, fmt, file, number)]
-    return (Example(file, number, messages) if keep and messages is not None else None), found
+    return (parsed if keep else None), found
 
 
 def _chat_markers(messages: tuple[tuple[str, Any], ...], file: str, line: int) -> list[Problem]:
@@ -211,7 +226,7 @@ def _unknown_keys(record: dict[str, Any], fmt: str, file: str, line: int) -> lis
             if isinstance(message, dict):
                 for key in message:
                     if key not in MESSAGE_KEYS:
-                        found.append((f"messages[{index}].{key}", "a message has role and content"))
+                        found.append((f"messages[{index}].{key}", "a message has role, content and weight"))
     return [
         Problem(file, line, "warning", "unknown-key", f"unknown key {_quoted(key)} ({why}); it is ignored")
         for key, why in found
@@ -227,7 +242,7 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def _chat(record: dict[str, Any], file: str, line: int) -> tuple[tuple[tuple[str, Any], ...] | None, list[Problem]]:
+def _chat(record: dict[str, Any], file: str, line: int) -> tuple[Example | None, list[Problem]]:
     def problem(code: str, message: str) -> Problem:
         return Problem(file, line, "error", code, message)
 
@@ -241,11 +256,26 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[tuple[tuple[str
         return None, [problem("messages-empty", '"messages" is empty')]
     problems: list[Problem] = []
     turns: list[tuple[str, Any]] = []
+    untrained: list[int] = []
     for index, message in enumerate(messages):
         at = f"messages[{index}]"
         if not isinstance(message, dict):
             problems.append(problem("message-not-object", f"{at} must be an object, got {_kind(message)}"))
             continue
+        if "weight" in message:
+            weight, role = message["weight"], message.get("role")
+            if role != "assistant":
+                problems.append(
+                    problem("weight-not-assistant", f"{at} ({role}) has a weight; only assistant messages are weighted")
+                )
+            elif isinstance(weight, bool) or weight not in WEIGHTS:
+                problems.append(
+                    problem(
+                        "weight-invalid", f"{at} weight must be 0 or 1 (train on it or not), got {json.dumps(weight)}"
+                    )
+                )
+            elif weight == 0:
+                untrained.append(len(turns))
         role = message.get("role")
         if role is None:
             problems.append(problem("role-missing", f'{at} has no "role"'))
@@ -280,7 +310,14 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[tuple[tuple[str
         turns.append((role, content))
     if problems:
         return None, problems
-    return _check_order(tuple(turns), problem)
+    ordered, problems = _check_order(tuple(turns), problem)
+    if ordered is None:
+        return None, problems
+    if len(untrained) == sum(1 for role, _ in ordered if role == "assistant"):
+        return None, [
+            problem("nothing-trained", "every assistant message has weight 0: the example would train nothing")
+        ]
+    return Example(file, line, ordered, untrained=tuple(untrained)), []
 
 
 def _check_order(
@@ -386,9 +423,20 @@ def _prompt_turns(
                 f"{at}[{len(messages) - 1}] is an assistant message; a prompt ends with the user's turn",
             )
         ]
-    turns, found = _chat({"messages": [*messages, closing]}, file, line)
+    parsed, found = _chat({"messages": [*messages, closing]}, file, line)
+    if parsed is not None and parsed.untrained:
+        found = [
+            Problem(
+                file,
+                line,
+                "warning",
+                "weight-in-prompt",
+                f"messages[{i}] has a weight; a prompt is never trained, so it is ignored",
+            )
+            for i in parsed.untrained
+        ]
     renamed = [Problem(p.file, p.line, p.severity, p.code, p.message.replace("messages[", f"{at}[")) for p in found]
-    return (turns[:-1] if turns is not None else None), renamed
+    return (parsed.messages[:-1] if parsed is not None else None), renamed
 
 
 def _answer(record: dict[str, Any], key: str, file: str, line: int) -> tuple[str | None, list[Problem]]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from trainkit_core.datasets.images import ImageLimits, load_image
 from trainkit_core.errors import JobError, UsageError
-from trainkit_core.models.chat_format import ChatFormat
+from trainkit_core.models.chat_format import ChatFormat, is_trained
 
 IGNORE = -100
 
@@ -45,13 +45,15 @@ def image_placeholder(processor: Any) -> str:
 
 def render_with_images(
     messages: Sequence[Mapping[str, Any]], fmt: ChatFormat, placeholder: str, *, add_generation_prompt: bool = False
-) -> tuple[str, list[str], list[str]]:
-    """(text, image references in order, roles of the turns) of one conversation.
+) -> tuple[str, list[str], list[bool]]:
+    """(text, image references in order, whether training learns each turn) of one conversation.
 
     The same layout as `trainkit_core.models.chat_format.render` (a system message folded into
-    the first user turn, contents stripped), with `placeholder` where each image was.
+    the first user turn, contents stripped), with `placeholder` where each image was. A turn
+    is learnt when it is an assistant's without ``"weight": 0`` (`chat_format.is_trained`).
     """
     turns: list[tuple[str, str]] = []
+    trained: list[bool] = []
     images: list[str] = []
     system = ""
     for index, message in enumerate(messages):
@@ -75,9 +77,10 @@ def render_with_images(
         if system and not turns:
             text = f"{system}\n\n{text}"
         turns.append((role, text))
+        trained.append(is_trained(message))
     body = "".join(f"{fmt.start(role)}{text}{fmt.end_of_turn}\n" for role, text in turns)
     prompt = fmt.generation_prompt if add_generation_prompt else ""
-    return fmt.bos + body + prompt, images, [role for role, _ in turns]
+    return fmt.bos + body + prompt, images, trained
 
 
 @dataclass
@@ -96,18 +99,18 @@ class VisionCollator:
         import json
 
         placeholder = image_placeholder(self.processor)
-        texts, images, roles = [], [], []
+        texts, images, learnt = [], [], []
         for row in examples:
             example = json.loads(row["record"]) if "record" in row else row
-            text, refs, turn_roles = render_with_images(example["messages"], self.fmt, placeholder)
+            text, refs, trained = render_with_images(example["messages"], self.fmt, placeholder)
             texts.append(text)
             images.append([load_image(ref, self.limits) for ref in refs])
-            roles.append(turn_roles)
+            learnt.append(trained)
         kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
         if any(images):
             kwargs["images"] = images
         batch = dict(self.processor(**kwargs))
-        batch["labels"] = assistant_labels(batch["input_ids"], roles, self.processor.tokenizer, self.fmt)
+        batch["labels"] = assistant_labels(batch["input_ids"], learnt, self.processor.tokenizer, self.fmt)
         if self.max_length is not None and batch["input_ids"].shape[1] > self.max_length:
             raise UsageError(
                 f"an example is {batch['input_ids'].shape[1]} tokens with its images, over max_seq_length "
@@ -116,8 +119,8 @@ class VisionCollator:
         return batch
 
 
-def assistant_labels(input_ids: Any, roles: Sequence[Sequence[str]], tokenizer: Any, fmt: ChatFormat) -> Any:
-    """Labels for a processor's `input_ids`: the assistant turns' text and end-of-turn, -100 elsewhere."""
+def assistant_labels(input_ids: Any, trained: Sequence[Sequence[bool]], tokenizer: Any, fmt: ChatFormat) -> Any:
+    """Labels for a processor's `input_ids`: the learnt assistant turns' text and end-of-turn, -100 elsewhere."""
     import torch
 
     turn_start = tokenizer.convert_tokens_to_ids(fmt.turn_start)
@@ -125,16 +128,16 @@ def assistant_labels(input_ids: Any, roles: Sequence[Sequence[str]], tokenizer: 
     header = tokenizer(fmt.start("assistant"), add_special_tokens=False)["input_ids"]
     newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
     labels = torch.full_like(input_ids, IGNORE)
-    for row, turn_roles in enumerate(roles):
+    for row, turns in enumerate(trained):
         ids = input_ids[row].tolist()
         starts = [i for i, token in enumerate(ids) if token == turn_start]
-        if len(starts) != len(turn_roles):
+        if len(starts) != len(turns):
             raise JobError(
-                f"loss mask: {len(starts)} turn markers in the processor's ids for {len(turn_roles)} turns; "
+                f"loss mask: {len(starts)} turn markers in the processor's ids for {len(turns)} turns; "
                 f"does the processor's tokenizer know {fmt.turn_start!r}?"
             )
-        for start, role in zip(starts, turn_roles, strict=True):
-            if role != "assistant":
+        for start, learnt in zip(starts, turns, strict=True):
+            if not learnt:
                 continue
             first = start + len(header)
             if ids[start:first] != header:
@@ -166,7 +169,7 @@ def check_vision_mask(processor: Any, fmt: ChatFormat, example: Mapping[str, Any
         if isinstance(m["content"], list)
         else str(m["content"]).strip()
         for m in example["messages"]
-        if m["role"] == "assistant"
+        if is_trained(m)
     ]
     expected = "".join(a + fmt.end_of_turn + "\n" for a in answers)
     text = tokenizer.decode(trained, skip_special_tokens=False)

@@ -14,7 +14,8 @@ Unsloth), so a model trained here sees the same text whichever format it uses. M
 contents are stripped of surrounding whitespace, as the official templates do.
 
 Training masks the loss to the assistant's turns: the answer text, its end-of-turn
-token and the newline after it are trained; everything of the prompt is not. The
+token and the newline after it are trained; everything of the prompt is not, nor an
+assistant message of ``"weight": 0`` (OpenAI's per-message weight: context only). The
 mask is computed from character offsets on the whole rendered conversation, so the
 tokens are exactly those inference sees. `check_loss_mask` proves this on the real
 tokenizer before a run trains (a model that never learns to stop, because its
@@ -73,11 +74,13 @@ class ChatFormat:
             "{%- set loop_messages = messages -%}"
             "{%- endif -%}"
             "{%- for message in loop_messages -%}"
-            "{%- if message['role'] == 'assistant' -%}"
+            "{%- if message['role'] == 'assistant' and message.get('weight', 1) != 0 -%}"
             f"{{{{ '{ts}{self.model_role}\n' }}}}"
             "{% generation %}"
             f"{{{{ message['content'] | trim }}}}{{{{ '{eot}\n' }}}}"
             "{% endgeneration %}"
+            "{%- elif message['role'] == 'assistant' -%}"
+            f"{{{{ '{ts}{self.model_role}\n' + message['content'] | trim + '{eot}\n' }}}}"
             "{%- else -%}"
             f"{{{{ '{ts}' + message['role'] + '\n' + (first_user_prefix if loop.first else '') "
             f"+ message['content'] | trim + '{eot}\n' }}}}"
@@ -111,13 +114,18 @@ def get_format(name: str) -> ChatFormat:
         raise UsageError(f"unknown chat format {name!r}; known: {', '.join(FORMATS)}") from None
 
 
-def fold_system(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+def fold_system(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """User/assistant turns only: a leading system message joins the first user turn.
 
-    `UsageError` when a system message is not first, a role is unknown, or a system
-    message is not followed by a user turn.
+    An assistant turn keeps its ``weight`` (0: not trained). `UsageError` when a system
+    message is not first, a role is unknown, or a system message is not followed by a
+    user turn.
     """
-    turns = [{"role": str(m.get("role")), "content": str(m.get("content", "")).strip()} for m in messages]
+    turns: list[dict[str, Any]] = [
+        {"role": str(m.get("role")), "content": str(m.get("content", "")).strip()}
+        | ({"weight": m["weight"]} if "weight" in m else {})
+        for m in messages
+    ]
     for i, turn in enumerate(turns):
         if turn["role"] not in ROLES:
             raise UsageError(f"message {i}: unknown role {turn['role']!r}; expected one of {', '.join(ROLES)}")
@@ -138,11 +146,16 @@ def segments(
     pieces: list[tuple[str, bool]] = [(fmt.bos, False)]
     for turn in fold_system(messages):
         pieces.append((fmt.start(turn["role"]), False))
-        trained = turn["role"] == "assistant"
+        trained = is_trained(turn)
         pieces.append((turn["content"] + fmt.end_of_turn + "\n", trained))
     if add_generation_prompt:
         pieces.append((fmt.generation_prompt, False))
     return pieces
+
+
+def is_trained(message: Mapping[str, Any]) -> bool:
+    """Whether training learns this message: an assistant's, unless its weight is 0."""
+    return message.get("role") == "assistant" and message.get("weight", 1) != 0
 
 
 def render(messages: Sequence[Mapping[str, Any]], fmt: ChatFormat, *, add_generation_prompt: bool = False) -> str:
@@ -208,7 +221,7 @@ def check_loss_mask(tokenizer: Any, fmt: ChatFormat, messages: Sequence[Mapping[
     if eot_id is None or eot_id == tokenizer.unk_token_id:
         raise JobError(f"the tokenizer has no {fmt.end_of_turn!r} token: it does not speak the {fmt.name} format")
     encoded = encode_for_training(tokenizer, messages, fmt)
-    answers = [m["content"].strip() for m in messages if m["role"] == "assistant"]
+    answers = [m["content"].strip() for m in messages if is_trained(m)]
     trained = [i for i in encoded["labels"] if i != -100]
     text = tokenizer.decode(trained, skip_special_tokens=False)
     expected = "".join(a + fmt.end_of_turn + "\n" for a in answers)
