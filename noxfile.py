@@ -306,15 +306,16 @@ def ray(session: nox.Session) -> None:
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)
 def lint(session: nox.Session) -> None:
-    """ruff, and the import layers: import-linter's contracts (pyproject.toml) over the sources.
+    """ruff, the import layers (import-linter's contracts in pyproject.toml), and dead code (vulture).
 
-    import-linter reads the source folders (PYTHONPATH), so no package is installed here.
+    import-linter and vulture read the source folders, so no package is installed here.
     """
     session.install(*nox.project.dependency_groups(ROOT, "lint"))
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     sources = os.pathsep.join(str(HERE / SOURCES[name] / "src") for name in ("core", "cli", "api", "modal", "ray"))
     session.run("lint-imports", "--no-cache", env={"PYTHONPATH": sources})
+    session.run("python", "scripts/dead_code.py")
 
 
 @nox.session(python=ML_PYTHON, venv_backend=LIGHT_BACKEND)

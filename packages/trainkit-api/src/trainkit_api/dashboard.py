@@ -115,10 +115,6 @@ def get_component_file(run_id: RunId, name: ComponentName, path: str, state: Api
     return Response(data, media_type=media_type, headers=COMPONENT_HEADERS)
 
 
-def build_components_router() -> APIRouter:
-    return components_router
-
-
 router = APIRouter()
 
 

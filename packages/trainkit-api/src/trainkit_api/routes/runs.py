@@ -28,20 +28,12 @@ Status = Annotated[
 ]
 
 
-def list_page(
-    store: RunStore, *, status: str | None, group_id: str | None, limit: int, after: str | None
-) -> tuple[list[TrainingRun], bool]:
-    """One page of runs, newest first, and whether more follow (`RunStore.page`).
+def list_page_json(store: RunStore, *, status: str | None, group_id: str | None, limit: int, after: str | None) -> str:
+    """One page of runs, newest first, as the `JobList` document: the same text `JobList(...).model_dump_json()` gives.
 
     Reads the runs index and the page's records only, so the cost does not grow with
-    the number of runs (see bench/bench_api_jobs.py). Unfinished runs on the page are
-    reconciled first, so a run whose job died is listed (and filtered) as `failed`.
-    """
-    return store.page(status=status, group_id=group_id, limit=limit, after=after)
-
-
-def list_page_json(store: RunStore, *, status: str | None, group_id: str | None, limit: int, after: str | None) -> str:
-    """`list_page` as the `JobList` document, the same text `JobList(...).model_dump_json()` gives.
+    the number of runs. Unfinished runs on the page are reconciled first, so a run whose
+    job died is listed (and filtered) as `failed`.
 
     Built from `RunStore.page_json`: a finished run whose record did not change since an
     earlier request of this server is not decoded, validated or encoded again, which

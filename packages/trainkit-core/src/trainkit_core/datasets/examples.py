@@ -394,11 +394,6 @@ def split_eval(examples: list[Example], fraction: float, seed: int) -> tuple[lis
     return train, held_out
 
 
-def count_examples(data: bytes) -> int:
-    """Non-blank lines: the example count a listing shows without parsing every line."""
-    return sum(1 for line in data.split(b"\n") if line.strip())
-
-
 # --------------------------------------------------------------------------- preference and prompt data
 
 

@@ -64,10 +64,6 @@ class ImageLimits:
         return cls(settings.image_max_pixels, settings.image_max_bytes, settings.image_max_per_example)
 
 
-def is_image_content(content: Any) -> bool:
-    return isinstance(content, tuple)
-
-
 def text_of(content: Any) -> str:
     """The text of a content: itself when a string, else its text parts joined by a newline."""
     if isinstance(content, str):

@@ -27,10 +27,6 @@ ROOT = "datasets"
 MANIFEST_SCHEMA = 1
 
 
-def dataset_root(name: str) -> str:
-    return f"{ROOT}/{name}"
-
-
 def current_path(name: str) -> str:
     return f"{ROOT}/{name}/current.json"
 

@@ -60,18 +60,6 @@ class LengthCheck:
 
         return cls(max_tokens, count, f"estimate: {CHARS_PER_TOKEN} characters per token, max {max_tokens} tokens")
 
-    @classmethod
-    def with_tokenizer(cls, tokenizer: Any, max_tokens: int, label: str = "tokenizer") -> LengthCheck:
-        """Exact counts with a tokenizer (anything with ``encode(text) -> list``) over the Gemma turn format."""
-
-        def count(example: Example) -> int:
-            text = "".join(
-                f"<start_of_turn>{role}\n{text_of(content)}<end_of_turn>\n" for role, content in example.messages
-            )
-            return len(tokenizer.encode(text))
-
-        return cls(max_tokens, count, f"{label}, max {max_tokens} tokens")
-
 
 @dataclass
 class Checked:

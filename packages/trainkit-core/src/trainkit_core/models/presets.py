@@ -305,8 +305,3 @@ def get_preset(name: str) -> Preset:
 def chat_format_for_model(model_id: str) -> str:
     """The chat format of a Hugging Face id that is not a preset: Gemma 4 ids use `gemma4`."""
     return "gemma4" if "gemma-4" in model_id.lower() else "gemma3"
-
-
-def gpu_for(preset: Preset, override: str = "") -> str:
-    """The GPU a training job asks for: `TRAINKIT_GPU` (passed as `override`) wins over the preset."""
-    return override or preset.gpu

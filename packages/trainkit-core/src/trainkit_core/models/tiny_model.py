@@ -32,7 +32,6 @@ inside the functions.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -71,15 +70,6 @@ DEFAULT_CORPUS = (
     "Translate, summarise, answer, uppercase, reverse: one two three four five six seven eight nine ten.",
     "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 .,;:!?'\"()[]{}<>-_+=*/\\|@#$%^&~`",
 )
-
-
-def tokenizer_key(texts: Iterable[str]) -> str:
-    """A short hash of the corpus a tokenizer was trained on (recorded with the run)."""
-    digest = hashlib.sha256(f"v{BUILD_VERSION}\n".encode())
-    for text in texts:
-        digest.update(text.encode())
-        digest.update(b"\x00")
-    return digest.hexdigest()[:16]
 
 
 def build_tokenizer(texts: Iterable[str], chat_format: str = "gemma3", vocab_size: int = VOCAB_SIZE):  # type: ignore[no-untyped-def]

@@ -148,10 +148,6 @@ GEMMA4_MOE_TWIN = replace(
 TWINS: dict[str, Twin] = {t.base_model: t for t in (GEMMA3MM_TWIN, GEMMA4_TWIN, GEMMA4_E_TWIN, GEMMA4_MOE_TWIN)}
 
 
-def get_twin(base_model: str) -> Twin | None:
-    return TWINS.get(base_model)
-
-
 def build_tokenizer(twin: Twin):  # type: ignore[no-untyped-def]
     """The twin's fixed tokenizer: byte-level BPE over `CORPUS`, the twin's special tokens and chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers

@@ -143,10 +143,6 @@ def _scan(pm: pluggy.PluginManager) -> tuple[dict[str, tuple[ProviderManifest, s
     return found, broken
 
 
-def _manifests(pm: pluggy.PluginManager) -> dict[str, tuple[ProviderManifest, str | None]]:
-    return _scan(pm)[0]
-
-
 def list_providers(pm: pluggy.PluginManager | None = None) -> list[ProviderInfo]:
     """Every installed provider, sorted by name; broken plugins are listed with their error."""
     pm = pm or get_plugin_manager()
