@@ -73,29 +73,14 @@ DEFAULT_CORPUS = (
 
 
 def build_tokenizer(texts: Iterable[str], chat_format: str = "gemma3", vocab_size: int = VOCAB_SIZE):  # type: ignore[no-untyped-def]
-    """A byte-level BPE `PreTrainedTokenizerFast` with Gemma's special tokens and chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    """The tiny model's tokenizer: `DEFAULT_CORPUS` and `texts`, Gemma 3's and 4's special tokens, a format's template."""
+    from trainkit_core.models.tokenizer_builder import build_bpe_tokenizer
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
+    return build_bpe_tokenizer(
+        [*DEFAULT_CORPUS, *texts],
+        special_tokens=SPECIAL_TOKENS,
         vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator([*DEFAULT_CORPUS, *texts], trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<bos>",
-        eos_token="<eos>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        additional_special_tokens=list(SPECIAL_TOKENS[4:]),
         chat_template=get_format(chat_format).chat_template,
-        padding_side="right",
     )
 
 

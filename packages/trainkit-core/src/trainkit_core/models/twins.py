@@ -150,29 +150,14 @@ TWINS: dict[str, Twin] = {t.base_model: t for t in (GEMMA3MM_TWIN, GEMMA4_TWIN, 
 
 def build_tokenizer(twin: Twin):  # type: ignore[no-untyped-def]
     """The twin's fixed tokenizer: byte-level BPE over `CORPUS`, the twin's special tokens and chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from trainkit_core.models.tokenizer_builder import build_bpe_tokenizer
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
+    return build_bpe_tokenizer(
+        CORPUS,
+        special_tokens=twin.special_tokens,
         vocab_size=VOCAB_SIZE,
-        special_tokens=list(twin.special_tokens),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(list(CORPUS), trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token="<bos>",
-        eos_token="<eos>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        extra_special_tokens=dict(twin.named_tokens),
-        additional_special_tokens=list(twin.special_tokens[4:]),
         chat_template=twin.chat_format.chat_template,
-        padding_side="right",
+        named_tokens=dict(twin.named_tokens),
     )
 
 
