@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from trainkit_core.evals.greedy import greedy_answers
 from trainkit_core.evals.metrics import exact_match, token_f1
 from trainkit_core.models.chat_format import ChatFormat
 
@@ -59,25 +60,16 @@ def score_image_batch(
     references = [str(messages[-1]["content"]) for messages in batch]
     longest = max(len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in references)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]
-    out = model.generate(
-        **prompt,
-        max_new_tokens=min(max_new_tokens, longest + length_margin),
-        do_sample=False,
-        temperature=None,
-        top_p=None,
-        top_k=None,
-        eos_token_id=stops,
-        pad_token_id=pad,
+    answers = greedy_answers(
+        model, prompt, stops=stops, pad_token_id=pad, max_new_tokens=min(max_new_tokens, longest + length_margin)
     )
-    width = prompt["input_ids"].shape[1]
     scored = []
-    for row, (loss_sum, tokens), reference in zip(out[:, width:].tolist(), losses, references, strict=True):
-        cut = next((i for i, t in enumerate(row) if t in stops), None)
-        answer = tokenizer.decode(row if cut is None else row[:cut], skip_special_tokens=True).strip()
+    for (ids, stopped), (loss_sum, tokens), reference in zip(answers, losses, references, strict=True):
+        answer = tokenizer.decode(ids, skip_special_tokens=True).strip()
         scored.append(
             {
                 "answer": answer,
-                "stopped": cut is not None,
+                "stopped": stopped,
                 "loss_sum": loss_sum,
                 "loss_tokens": tokens,
                 "exact_match": exact_match(answer, reference),

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from trainkit_core.evals.greedy import greedy_answers
 from trainkit_core.evals.metrics import exact_match, summarize, token_f1
 from trainkit_core.models.chat_format import ChatFormat, encode_for_training, render_prompt
 
@@ -60,7 +61,7 @@ def _losses(model: Any, encoded: list[dict[str, list[int]]], pad: int, device: s
 def _generate(
     model: Any, tokenizer: Any, prompts: list[list[int]], stops: list[int], max_new_tokens: int, device: str
 ) -> list[tuple[list[int], bool]]:
-    """Greedy answers for a batch of prompts (left-padded); (answer ids, stopped) each."""
+    """Greedy answers for a batch of prompts, left-padded; (answer ids, stopped) each."""
     import torch
 
     pad = _pad_id(tokenizer, stops)
@@ -70,22 +71,8 @@ def _generate(
     for row, p in enumerate(prompts):
         ids[row, width - len(p) :] = torch.tensor(p)
         mask[row, width - len(p) :] = 1
-    out = model.generate(
-        input_ids=ids.to(device),
-        attention_mask=mask.to(device),
-        max_new_tokens=max_new_tokens,
-        do_sample=False,
-        temperature=None,
-        top_p=None,
-        top_k=None,
-        eos_token_id=stops,
-        pad_token_id=pad,
-    )
-    answers = []
-    for row in out[:, width:].tolist():
-        cut = next((i for i, t in enumerate(row) if t in stops), None)
-        answers.append((row if cut is None else row[:cut], cut is not None))
-    return answers
+    inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+    return greedy_answers(model, inputs, stops=stops, pad_token_id=pad, max_new_tokens=max_new_tokens)
 
 
 def score_batch(

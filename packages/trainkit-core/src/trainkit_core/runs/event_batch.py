@@ -17,23 +17,22 @@ import threading
 from typing import Any
 
 from trainkit_core.runs.events import EventLog
+from trainkit_core.toolkit.background import BackgroundWorker
 
 log = logging.getLogger(__name__)
 
 
-class EventBatcher:
+class EventBatcher(BackgroundWorker):
     """Queue the events of one `EventLog` and write them in blocks from a background thread."""
 
     def __init__(self, events: EventLog, *, interval_s: float = 0.25, max_batch: int = 256) -> None:
+        super().__init__(f"trainkit-events-{events.run_id}")
         self.events = events
         self.interval_s = interval_s
         self.max_batch = max_batch
         self._queue: list[dict[str, Any]] = []
         self._lock = threading.Lock()  # guards the queue
         self._write_lock = threading.Lock()  # one block in flight at a time: numbers stay in order
-        self._wake = threading.Event()
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
 
     def __enter__(self) -> EventBatcher:
@@ -45,9 +44,7 @@ class EventBatcher:
     def start(self) -> EventBatcher:
         """Attach to the log and start the writer thread."""
         self.events.batcher = self
-        self._thread = threading.Thread(target=self._run, name=f"trainkit-events-{self.events.run_id}", daemon=True)
-        self._thread.start()
-        return self
+        return super().start()
 
     def add(self, event: dict[str, Any]) -> None:
         with self._lock:
@@ -76,13 +73,8 @@ class EventBatcher:
                     self._queue[:0] = batch  # kept for the next try (a half-written block repeats its first)
                 raise
 
-    def close(self) -> None:
-        """Stop the thread, detach, and write what is left (safe to repeat)."""
-        self._closed.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+    def _finish(self) -> None:
+        """Detach, and write what is left (`close` is safe to repeat)."""
         if self.events.batcher is self:
             self.events.batcher = None
         self.flush()

@@ -33,24 +33,19 @@ from typing import Any
 
 from trainkit_core.runs.event_batch import EventBatcher
 from trainkit_core.runs.events import StopFlag
+from trainkit_core.toolkit.background import BackgroundWorker
 
 log = logging.getLogger(__name__)
 
 
-class StopWatcher:
+class StopWatcher(BackgroundWorker):
     """Polls a `StopFlag` in the background; `is_set()` answers from memory."""
 
     def __init__(self, flag: StopFlag, *, poll_s: float = 0.2) -> None:
+        super().__init__("trainkit-stop-watcher")
         self.flag = flag
         self.poll_s = poll_s
         self._seen = threading.Event()
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> StopWatcher:
-        self._thread = threading.Thread(target=self._run, name="trainkit-stop-watcher", daemon=True)
-        self._thread.start()
-        return self
 
     def is_set(self) -> bool:
         return self._seen.is_set()
@@ -61,12 +56,6 @@ class StopWatcher:
             self._seen.set()
         return self._seen.is_set()
 
-    def close(self) -> None:
-        self._closed.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
     def _run(self) -> None:
         while not self._closed.is_set() and not self._seen.is_set():
             try:
@@ -76,7 +65,7 @@ class StopWatcher:
             self._closed.wait(self.poll_s)
 
 
-class RecordSaver:
+class RecordSaver(BackgroundWorker):
     """Calls `save` in the background when asked, at most once every `interval_s`.
 
     `save` takes its copy of the record under the caller's lock and writes it
@@ -84,34 +73,20 @@ class RecordSaver:
     """
 
     def __init__(self, save: Callable[[], Any], *, interval_s: float = 5.0) -> None:
+        super().__init__("trainkit-record-saver")
         self._save = save
         self.interval_s = interval_s
-        self._due = threading.Event()
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> RecordSaver:
-        self._thread = threading.Thread(target=self._run, name="trainkit-record-saver", daemon=True)
-        self._thread.start()
-        return self
 
     def request(self) -> None:
         """Ask for a save (at most one per interval happens)."""
-        self._due.set()
-
-    def close(self) -> None:
-        self._closed.set()
-        self._due.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._wake.set()
 
     def _run(self) -> None:
         while not self._closed.is_set():
-            self._due.wait()
+            self._wake.wait()
             if self._closed.is_set():
                 return
-            self._due.clear()
+            self._wake.clear()
             try:
                 self._save()
             except Exception as exc:  # the next save carries the same state
@@ -119,7 +94,7 @@ class RecordSaver:
             self._closed.wait(self.interval_s)
 
 
-class RecordWriter:
+class RecordWriter(BackgroundWorker):
     """Writes a run's record from a background thread; of the copies queued meanwhile, the newest.
 
     `submit(snapshot)` takes the copy under the writer's lock, so copies are queued in
@@ -131,19 +106,12 @@ class RecordWriter:
     """
 
     def __init__(self, write: Callable[[dict[str, Any]], None], *, retry_s: float = 0.5) -> None:
+        super().__init__("trainkit-record-writer")
         self._write = write
         self.retry_s = retry_s
         self._pending: dict[str, Any] | None = None
         self._lock = threading.Lock()  # guards `_pending`; copies are taken under it
         self._write_lock = threading.Lock()  # one write in flight: copies land in order
-        self._wake = threading.Event()
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> RecordWriter:
-        self._thread = threading.Thread(target=self._run, name="trainkit-record-writer", daemon=True)
-        self._thread.start()
-        return self
 
     def submit(self, snapshot: Callable[[], dict[str, Any]]) -> None:
         """Queue the copy `snapshot()` takes (replacing an older one not written yet)."""
@@ -166,14 +134,8 @@ class RecordWriter:
                         self._pending = data
                 raise
 
-    def close(self) -> None:
-        """Stop the thread and write what is left (safe to repeat)."""
-        self._closed.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        self.flush()
+    def _finish(self) -> None:
+        self.flush()  # what is left, in the caller's thread: a refusal raises there
 
     def _run(self) -> None:
         while not self._closed.is_set():

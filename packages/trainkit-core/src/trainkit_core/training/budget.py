@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from trainkit_core.errors import UsageError
 from trainkit_core.runs.training_run import TrainingRun
+from trainkit_core.toolkit.background import BackgroundWorker
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +70,17 @@ def describe(key: str, limit: float) -> str:
     return f"budget reached: {what}"
 
 
-class RunBudget:
+class RunBudget(BackgroundWorker):
     """One run's budget, checked after every step from memory (`exceeded`)."""
 
     def __init__(self, run: TrainingRun, limits: dict[str, float], *, group_poll_s: float = 5.0) -> None:
+        super().__init__("trainkit-budget")
         self.run = run
         self.limits = limits
         self.group_poll_s = group_poll_s
         self.group_id = run.group_id if any(k.startswith("group_") for k in limits) else None
         #: The group's other runs, as last read: (cost in US dollars, job seconds).
         self._others = (0.0, 0.0)
-        self._closed = threading.Event()
-        self._thread: threading.Thread | None = None
 
     @classmethod
     def for_run(cls, run: TrainingRun, **kwargs: Any) -> RunBudget | None:
@@ -93,15 +92,8 @@ class RunBudget:
         """Read the group's other runs now, then in the background (when the budget is a group's)."""
         if self.group_id is not None:
             self.read_group()
-            self._thread = threading.Thread(target=self._poll, name="trainkit-budget", daemon=True)
-            self._thread.start()
+            super().start()
         return self
-
-    def close(self) -> None:
-        self._closed.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
 
     def read_group(self) -> None:
         """The other runs of the group: what they have cost and run, as their records say."""
@@ -114,7 +106,7 @@ class RunBudget:
             seconds += other.job_seconds(now) or 0.0
         self._others = (cost, seconds)
 
-    def _poll(self) -> None:
+    def _run(self) -> None:
         while not self._closed.wait(self.group_poll_s):
             try:
                 self.read_group()

@@ -64,6 +64,7 @@ def _record_rollout(run: TrainingRun, model: Any, tokenizer: Any, fmt: Any, prom
     """
     import torch
 
+    from trainkit_core.evals.greedy import greedy_answers
     from trainkit_core.models.chat_format import render_prompt
 
     samples = []
@@ -74,16 +75,14 @@ def _record_rollout(run: TrainingRun, model: Any, tokenizer: Any, fmt: Any, prom
         for messages in prompts:
             prompt = render_prompt(messages, fmt)
             ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids.to(device)
-            with torch.no_grad():
-                out = model.generate(
-                    input_ids=ids,
-                    attention_mask=torch.ones_like(ids),
-                    max_new_tokens=ROLLOUT_TOKENS,
-                    do_sample=False,
-                    eos_token_id=tokenizer.convert_tokens_to_ids(fmt.end_of_turn),
-                    pad_token_id=tokenizer.pad_token_id,
-                )
-            answer = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+            [(answer_ids, _)] = greedy_answers(
+                model,
+                {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+                stops=[tokenizer.convert_tokens_to_ids(fmt.end_of_turn)],
+                pad_token_id=tokenizer.pad_token_id,
+                max_new_tokens=ROLLOUT_TOKENS,
+            )
+            answer = tokenizer.decode(answer_ids, skip_special_tokens=True)
             user = [m["content"] for m in messages if m["role"] == "user"]
             samples.append({"prompt": user[-1] if user else "", "output": answer})
     except Exception as exc:  # a sample is a nicety, not the run
