@@ -1,21 +1,28 @@
 """The trainkit command line in a subprocess, on a home and datasets folder of its own.
 
-Shared by the end-to-end suites that drive the CLI as a user would (tests/e2e, tests/gguf).
+The one helper of the end-to-end suites that drive the CLI as a user would (tests/e2e,
+tests/gguf): the commands run as processes, while the test reads the same home's runs
+through the local provider (`store`, `run`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+TRAINKIT = [sys.executable, "-m", "trainkit_cli"]
 
 
 class Env:
     def __init__(self, home: Path, datasets: Path) -> None:
         self.home = home
+        self.datasets = datasets
         self.env = {
             **os.environ,
             "TRAINKIT_HOME": str(home),
@@ -26,16 +33,52 @@ class Env:
             "COLUMNS": "200",
         }
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def cli(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        """`trainkit ARGS`, waited for; `AssertionError` with its output when `check` and it failed."""
         done = subprocess.run(
-            [sys.executable, "-m", "trainkit_cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd=REPO,
-            check=False,
+            [*TRAINKIT, *args], env=self.env, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False
         )
         if check and done.returncode != 0:
             raise AssertionError(f"trainkit {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        """`trainkit ARGS`, started and left running (its output piped)."""
+        return subprocess.Popen(
+            [*TRAINKIT, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+        )
+
+    @functools.cached_property
+    def provider(self) -> Any:
+        """The local provider on this home, as the commands see it."""
+        from trainkit_core import get_provider
+        from trainkit_core.settings import ProviderSettings, Settings
+
+        settings = Settings(provider=ProviderSettings(home=self.home))
+        settings.datasets.datasets_dir = self.datasets
+        return get_provider("local", settings)
+
+    @functools.cached_property
+    def store(self) -> Any:
+        from trainkit_core.runs.training_run import RunStore
+
+        return RunStore.for_provider(self.provider)
+
+    def run(self, run_id: str) -> Any:
+        return self.store.get(run_id)
+
+    def logs(self) -> str:
+        """Every job log of this home, joined."""
+        return "\n".join(p.read_text(errors="replace") for p in (self.home / "logs").glob("*.log"))
+
+    def end_warm_worker(self) -> None:
+        """Stop the warm inference worker `infer` left running on this home, if any."""
+        from trainkit_core.local.inference_server import read_record
+        from trainkit_core.local.runner import alive
+
+        worker = read_record(self.home)
+        if worker and alive(worker.get("pid"), worker.get("pid_start")):
+            try:
+                os.kill(worker["pid"], signal.SIGTERM)
+            except ProcessLookupError:
+                pass

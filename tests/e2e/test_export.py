@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
-import signal
 import struct
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_env import Env
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -55,45 +53,6 @@ for p in prompts:
     answers.append(tok.decode(new, skip_special_tokens=True))
 print(json.dumps({"class": type(model).__name__, "answers": answers}))
 """
-
-
-class Env:
-    def __init__(self, home: Path, datasets: Path) -> None:
-        self.home = home
-        self.env = {
-            **os.environ,
-            "TRAINKIT_HOME": str(home),
-            "TRAINKIT_DATASETS_DIR": str(datasets),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1",
-            "COLUMNS": "200",
-        }
-
-    def cli(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "trainkit_cli", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=REPO,
-            check=False,
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"trainkit {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def end_warm_worker(self) -> None:
-        from trainkit_core.local.inference_server import read_record
-        from trainkit_core.local.runner import alive
-
-        worker = read_record(self.home)
-        if worker and alive(worker.get("pid"), worker.get("pid_start")):
-            try:
-                os.kill(worker["pid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.fixture(scope="module")

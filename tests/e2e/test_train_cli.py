@@ -11,61 +11,21 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_env import Env
 
-from trainkit_core import get_provider
-from trainkit_core.runs.training_run import RunStore, TrainingRun
-from trainkit_core.settings import ProviderSettings, Settings
+from trainkit_core.runs.training_run import TrainingRun
 
 # Generous: each scenario takes well under a minute on 2 idle cores, but a shared,
 # loaded machine can be ten times slower.
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[2]
-TRAINKIT = [sys.executable, "-m", "trainkit_cli"]
-
-
-class Env:
-    """One trainkit home for the module, seen from subprocesses and from here."""
-
-    def __init__(self, home: Path, datasets: Path) -> None:
-        self.home = home
-        self.env = {
-            **os.environ,
-            "TRAINKIT_HOME": str(home),
-            "TRAINKIT_DATASETS_DIR": str(datasets),
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1",
-            "COLUMNS": "200",
-        }
-        settings = Settings(provider=ProviderSettings(home=home))
-        settings.datasets.datasets_dir = datasets
-        self.provider = get_provider("local", settings)
-        self.store = RunStore.for_provider(self.provider)
-
-    def cli(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [*TRAINKIT, *args], env=self.env, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False
-        )
-        if check and done.returncode != 0:
-            raise AssertionError(f"trainkit {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-        return done
-
-    def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [*TRAINKIT, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
-        )
-
-    def run(self, run_id: str) -> TrainingRun:
-        return self.store.get(run_id)
 
 
 def _wait_for(predicate: Any, timeout: float, what: str) -> Any:
