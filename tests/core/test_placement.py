@@ -106,6 +106,35 @@ def test_a_trained_model_runs_where_its_run_trained(settings: Settings) -> None:
     assert unknown == placement_for("infer", {}, settings) == placement_of(provider, "infer", {"model_path": "x/y"})
 
 
+def test_a_trained_model_whose_record_is_forgotten_is_placed_by_its_card(settings: Settings) -> None:
+    """A key-value store may forget a run (Modal's Dict, a week idle): the model's card still sizes it."""
+    import json
+
+    from trainkit_core.models.trained.paths import CARD_FILE
+    from trainkit_core.plugins.provider import get_provider
+
+    provider = get_provider("local", settings)
+    run_id = "run-20261101-120000-abc123"
+    card = {"run_id": run_id, "base_model": "google/gemma-3-12b-it", "preset": "12b", "chat_format": "gemma3"}
+    provider.volume("models").write_bytes(f"trained/{run_id}/{CARD_FILE}", json.dumps(card).encode())
+    placed = placement_of(provider, "eval", {"model_path": f"trained/{run_id}/checkpoints/00000010"})
+    assert placed == placement_for("eval", {"model_size": "12b"}, settings) != placement_for("eval", {}, settings)
+
+
+def test_a_train_call_for_a_run_with_no_record_is_refused_before_anything_starts(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainkit_core.errors import NotFoundError
+    from trainkit_core.plugins.provider import get_provider
+
+    provider = get_provider("local", settings)
+    runner = _Recording()
+    monkeypatch.setattr(provider, "runner", lambda: runner)
+    with pytest.raises(NotFoundError, match="no run 'run-20261101-120000-ffffff' to train"):
+        provider.spawn("train", run_id="run-20261101-120000-ffffff")
+    assert runner.calls == []
+
+
 def test_the_runs_namespace_is_the_runs_modules() -> None:
     from trainkit_core.plugins import placement
     from trainkit_core.runs import training_run as runs

@@ -185,53 +185,19 @@ class ModalRunner:
         return self.settings.provider.app_name
 
     def model_config(self, function: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """What a call will load: `model_size` / `base_model` / `gpu`, from its arguments or its run.
+        """What a call will load: `model_size` / `base_model` / `gpu`, read as every provider reads it.
 
-        The train job gets only a run id: its config is in the run's record. infer and
-        eval name a trained model (`trained/<run id>`): its run's record says what it was
-        trained from, or, once the record has expired from the Dict (7 idle days), the
-        model's card on the models volume. Anything else falls back to the arguments.
+        `trainkit_core.plugins.placement.call_config` on this app's run records and models
+        volume: the train job gets only a run id, infer and eval a trained model's path.
         """
-        if function not in _MODEL_JOBS:
-            return dict(kwargs)  # e.g. gpu_ping's model_size
-        if any(kwargs.get(key) for key in ("model_size", "base_model")):
-            return dict(kwargs)
-        if function == "train":
-            record = self._run_record(str(kwargs.get("run_id") or ""))
-            if record is None:
-                raise NotFoundError(
-                    f"no run {kwargs.get('run_id')!r} in the Modal app {self.app_name!r}; start it with `trainkit train`"
-                )
-            return record
-        model_path = kwargs.get("model_path")
-        if isinstance(model_path, str) and model_path.startswith("trained/"):
-            found = self._run_record(model_path.split("/")[1]) or self._card_config(model_path)
-            if found is not None:
-                return found
-        return dict(kwargs)
-
-    def _run_record(self, run_id: str) -> dict[str, Any] | None:
-        """The `config` of run `run_id` from the ``runs`` store, or None."""
-        if not run_id:
-            return None
-        record = ModalKV.for_settings(self.sdk, self.settings, RUNS_NAMESPACE).get(run_id)
-        config = record.get("config") if isinstance(record, dict) else None
-        return dict(config) if isinstance(config, dict) else None
-
-    def _card_config(self, model_path: str) -> dict[str, Any] | None:
-        """Size, base model and GPU of a trained model, from its card on the models volume; None if unreadable."""
-        from trainkit_core.errors import TrainkitError
-        from trainkit_core.models.trained import parse_model_path, read_card
+        from trainkit_core.plugins.placement import call_config
         from trainkit_modal.volume import ModalVolume
 
-        try:
-            card = read_card(
-                ModalVolume(self.sdk, self.settings.volumes.name_for("models")), parse_model_path(model_path)
-            )
-        except TrainkitError:
-            return None  # the container validates the path again and says what is wrong
-        config = {"gpu": card.config.get("gpu") or ""}
-        return {**config, "model_size": card.preset} if card.preset else {**config, "base_model": card.base_model}
+        if function not in _MODEL_JOBS:
+            return dict(kwargs)  # e.g. gpu_ping's model_size
+        runs = ModalKV.for_settings(self.sdk, self.settings, RUNS_NAMESPACE)
+        models = ModalVolume(self.sdk, self.settings.volumes.name_for("models"))
+        return call_config(runs, function, kwargs, models=models)
 
     def _check_secret(self, config: Mapping[str, Any]) -> None:
         if self.spec.hf_secret:

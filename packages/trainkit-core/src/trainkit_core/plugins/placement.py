@@ -4,9 +4,10 @@ A provider places a job by its `Placement`: the GPU kind and count, host memory 
 timeout. The provider facade computes it for every call and hands it to a runner
 whose `FunctionRunner.spawn` takes a ``placement`` argument (a provider that declares
 the `gpu` capability must: the conformance suite checks it). A provider can also
-compute it itself with `placement_of(provider, job, kwargs)`, which reads the run
-behind a train call or a trained model (as the Modal app's routing does). So a provider places a 31b run on a large GPU without knowing trainkit's
-presets.
+compute it itself with `placement_of(provider, job, kwargs)`. Both read the run behind a
+train call or a trained model through `call_config`, which the Modal provider's routing
+to its declared functions reads too: one reading of a call's model choice. So a provider
+places a 31b run on a large GPU without knowing trainkit's presets.
 
 GPU kinds are named as Modal names them (``A10G``, ``A100-80GB``, ``H100``): the
 presets' names, or ``TRAINKIT_GPU`` / a run's ``gpu`` when set. A provider maps them to
@@ -19,7 +20,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from trainkit_core.errors import NotFoundError
+
 if TYPE_CHECKING:
+    from trainkit_core.plugins.hookspecs import KVStore, Volume
     from trainkit_core.plugins.provider import Provider
     from trainkit_core.settings import Settings
 
@@ -104,9 +108,9 @@ def placement_for(job: str, config: Mapping[str, Any], settings: Settings) -> Pl
 
 
 def _run_behind(job: str, call: Mapping[str, Any]) -> str | None:
-    """The run whose config sizes a call that names no size: a train call's run, or the run
+    """The run whose config sizes a call that names no model: a train call's run, or the run
     that made the trained model a call loads (``trained/<run id>[/checkpoints/<step>]``)."""
-    if call.get("model_size"):
+    if call.get("model_size") or call.get("base_model"):
         return None
     if job == "train" and call.get("run_id"):
         return str(call["run_id"])
@@ -117,22 +121,52 @@ def _run_behind(job: str, call: Mapping[str, Any]) -> str | None:
     return None
 
 
-def job_config(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """A call's model choice: its arguments, else the config of the run behind it (`_run_behind`).
+def call_config(runs: KVStore, job: str, kwargs: Mapping[str, Any], *, models: Volume | None = None) -> dict[str, Any]:
+    """A call's model choice (``model_size``, ``base_model``, ``gpu``): its arguments, else the run behind it.
 
-    A model trained from ``tiny`` so runs where ``tiny`` trains (on CPU), not on the
-    default size's GPU.
+    The run's record in `runs` says what it trained from (`_run_behind`), so a model
+    trained from ``tiny`` runs where ``tiny`` trains (on CPU), not on the default size's
+    GPU. When the store no longer holds that record (a Modal Dict forgets entries idle
+    for 7 days), the model's card on `models` says it. A train call's run must have a
+    record: there is nothing to train otherwise (`NotFoundError`). Every provider's
+    routing reads a call through here, the facade's `placement_of` and Modal's choice of
+    a declared function alike.
     """
     config = kwargs.get("config")
     call = {**kwargs, **config} if isinstance(config, dict) else dict(kwargs)
     run_id = _run_behind(job, call)
-    record = provider.kv(RUNS_NAMESPACE).get(run_id) if run_id else None
-    run_config = record.get("config") if isinstance(record, dict) else None
-    if not isinstance(run_config, dict):
+    if run_id is None:
         return call
+    record = runs.get(run_id)
+    run_config = record.get("config") if isinstance(record, dict) else None
     if job == "train":
+        if not isinstance(run_config, dict):
+            raise NotFoundError(f"no run {run_id!r} to train", hint="start a run with `trainkit train`")
         return dict(run_config)
-    return {**call, "model_size": run_config.get("model_size"), "gpu": call.get("gpu") or run_config.get("gpu")}
+    found = run_config if isinstance(run_config, dict) else _card_config(models, str(call["model_path"]))
+    if found is None:
+        return call  # the job validates the path again and says what is wrong
+    chosen = {"model_size": found.get("model_size"), "gpu": call.get("gpu") or found.get("gpu")}
+    return {**call, **chosen, **({"base_model": found["base_model"]} if found.get("base_model") else {})}
+
+
+def _card_config(models: Volume | None, model_path: str) -> dict[str, Any] | None:
+    """Size, base model and GPU of a trained model from its card; None when there is none to read."""
+    from trainkit_core.errors import TrainkitError
+    from trainkit_core.models.trained import parse_model_path, read_card
+
+    if models is None:
+        return None
+    try:
+        card = read_card(models, parse_model_path(model_path))
+    except TrainkitError:
+        return None
+    return {"model_size": card.preset, "base_model": card.base_model, "gpu": card.config.get("gpu") or ""}
+
+
+def job_config(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """`call_config` on `provider`'s run records and models volume."""
+    return call_config(provider.kv(RUNS_NAMESPACE), job, kwargs, models=provider.volume("models"))
 
 
 def placement_of(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> Placement:
