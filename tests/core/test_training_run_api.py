@@ -82,6 +82,17 @@ def test_the_seeds_names_are_read_written_and_stored(store: RunStore) -> None:
         TrainingRun.from_stored_data({"id": "a", "training_run_id": "b"})
 
 
+def test_the_seeds_method_names_do_what_trainkits_do(store: RunStore) -> None:
+    """`apply_framework_status` is `advance_phase`, `close` is `stop` (graceful: the stop flag, never the app)."""
+    run = _new(store, status="running", phase="training")
+    assert run.apply_framework_status("provisioning") is None and run.phase == "training"  # never goes back
+    assert run.apply_framework_status("no-such-phase") is None
+    assert run.apply_framework_status("saving") == "saving" == run.phase
+    assert not store.stop_flag(run.id).is_set()
+    run.close("enough")
+    assert store.stop_flag(run.id).is_set() and run.status == "running"
+
+
 # --------------------------------------------------------------------------- result, wait_all, async
 
 

@@ -110,7 +110,7 @@ def follow_run(run: Any, *, quiet: bool = False, interruptible: bool = True) -> 
                     default="d",
                 )
                 if choice == "s":
-                    run.close("stopped from the CLI (Ctrl-C)")
+                    run.stop("stopped from the CLI (Ctrl-C)")
                     err.print(f"stop requested; waiting for run {run.id} to save its adapter")
                 elif choice == "d":
                     err.print(f"detached; follow it with: trainkit runs logs {run.id} --follow")

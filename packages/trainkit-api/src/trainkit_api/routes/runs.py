@@ -83,7 +83,7 @@ def get_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
 def stop_job(run_id: RunId, state: ApiState = Depends(get_state)) -> TrainingRun:
     """Ask the run to stop gracefully: it saves its adapter and ends `stopped`. Safe to repeat."""
     run = state.run(run_id)
-    run.close("stop requested through the API")
+    run.stop("stop requested through the API")
     return run
 
 

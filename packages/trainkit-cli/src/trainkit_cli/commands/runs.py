@@ -224,7 +224,7 @@ def stop(state: CliState, run_id: str, wait_: bool, as_json: bool) -> None:
     run = refresh_run(_store(state).get(run_id))
     if run.ended():
         raise ConflictError(f"run {run_id} already ended {run.status}")
-    run.close("stop requested from the CLI")
+    run.stop("stop requested from the CLI")
     if wait_:
         run.wait()
     if as_json:

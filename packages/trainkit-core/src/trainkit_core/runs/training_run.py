@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, computed_field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, computed_field
 
 from trainkit_core.errors import ConflictError, JobTimeout, NotFoundError, TrainkitError, UsageError
 from trainkit_core.ids import check_name, check_run_id
@@ -30,6 +30,7 @@ from trainkit_core.models.trained.paths import ModelPath, trained_dir
 from trainkit_core.plugins.hookspecs import KVStore, Volume
 from trainkit_core.runs.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
 from trainkit_core.runs.paths import history_dir
+from trainkit_core.runs.seed_names import SeedNames
 from trainkit_core.toolkit.aio import BlockingAndAsync, aio_function, aio_method, in_thread
 from trainkit_core.toolkit.kv_values import get_many_text
 
@@ -306,21 +307,11 @@ class Checkpoint(BaseModel):
 #: Seconds a finished run's job call gets to end on its own before `TrainingRun.release` ends it.
 RELEASE_GRACE_S = 30.0
 
-#: The seed's names (seed 002) of fields trainkit names otherwise: both are read and
-#: written, and a record that has only the seed's name loads. The first two are also in
-#: the stored JSON (`training_run_id`, `framework_status`); the app's are attributes only.
-SEED_NAMES = {
-    "training_run_id": "id",
-    "framework_status": "phase",
-    "modal_app_id": "provider_app_id",
-    "modal_app_url": "provider_app_url",
-}
 
-
-class TrainingRun(BaseModel):
+class TrainingRun(SeedNames):
     """One fine-tuning run, as stored. Field names follow the seed's record.
 
-    The seed's names are kept beside trainkit's (`SEED_NAMES`): ``training_run_id``
+    The seed's names are kept beside trainkit's (`trainkit_core.runs.seed_names`): ``training_run_id``
     is `id`, ``framework_status`` is `phase` (both spellings stored), ``modal_app_id``
     and ``modal_app_url`` are `provider_app_id` and `provider_app_url`; each spelling
     is an attribute (read and write), and a record that has only the seed's name
@@ -390,63 +381,6 @@ class TrainingRun(BaseModel):
     #: for a run never stored: `write_record` merges only what changed since into the stored
     #: record, so two handles of one run never undo each other's keys.
     _metadata_seen: dict[str, Any] | None = PrivateAttr(default=None)
-
-    # ------------------------------------------------------------------ the seed's names
-
-    @model_validator(mode="before")
-    @classmethod
-    def _seed_names(cls, data: Any) -> Any:
-        """A record may carry the seed's names instead of (or beside, agreeing with) trainkit's."""
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        for seed_name, name in SEED_NAMES.items():
-            if seed_name not in data:
-                continue
-            value = data.pop(seed_name)
-            if name not in data:
-                data[name] = value
-            elif data[name] != value:
-                raise ValueError(f"{seed_name} {value!r} disagrees with {name} {data[name]!r}")
-        return data
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def training_run_id(self) -> str:
-        """The seed's name of `id`."""
-        return self.id
-
-    @training_run_id.setter
-    def training_run_id(self, value: str) -> None:
-        self.id = value
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def framework_status(self) -> str:
-        """The seed's name of `phase`: the latest phase the training reported."""
-        return self.phase
-
-    @framework_status.setter
-    def framework_status(self, value: str) -> None:
-        self.phase = value
-
-    @property
-    def modal_app_id(self) -> str:
-        """The seed's name of `provider_app_id` (a Modal app id when the provider is Modal)."""
-        return self.provider_app_id
-
-    @modal_app_id.setter
-    def modal_app_id(self, value: str) -> None:
-        self.provider_app_id = value
-
-    @property
-    def modal_app_url(self) -> str:
-        """The seed's name of `provider_app_url`."""
-        return self.provider_app_url
-
-    @modal_app_url.setter
-    def modal_app_url(self, value: str) -> None:
-        self.provider_app_url = value
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -700,7 +634,7 @@ class TrainingRun(BaseModel):
         """The module's `wait_all`, as a member: seed 002 calls it ``TrainingRun.wait_all(runs)``."""
         return wait_all(runs, poll_interval=poll_interval, timeout=timeout)
 
-    def apply_framework_status(self, phase: str) -> str | None:
+    def advance_phase(self, phase: str) -> str | None:
         """Advance the phase (not saved); None when the phase is unknown or would go back."""
         if phase not in PHASES:
             return None
@@ -722,7 +656,7 @@ class TrainingRun(BaseModel):
         caller saves the record next. Phases are timed on this module's clock.
         """
         previous = self.phase
-        if self.apply_framework_status(phase) is None:
+        if self.advance_phase(phase) is None:
             return
         self.end_phase(previous)
         self.step_times[phase] = {"start": time.time(), "end": None}
@@ -812,14 +746,12 @@ class TrainingRun(BaseModel):
             return False
         return False
 
-    def close(self, reason: str = "stop requested") -> None:
+    def stop(self, reason: str = "stop requested") -> None:
         """Ask the run to stop gracefully (it saves its adapter and ends `stopped`). Safe to repeat."""
         if self.ended():
             return
         self.store.stop_flag(self.id).request(reason)
         self.events.append("log", message=reason)
-
-    stop = close
 
     @property
     def job_call_id(self) -> str:
