@@ -380,3 +380,22 @@ def test_a_plugin_grader_holding_the_gil_is_stopped_by_its_timeout_and_holds_up_
     assert backtracks(["<p>"], ["QQQ"]) == [1.0]
     with pytest.raises(GraderError, match="grader 'boom' raised RuntimeError: the grader broke on example"):
         boom(["<p>"], ["x"])
+
+
+def test_a_grpo_run_whose_reward_did_not_rise_says_so_with_what_to_try() -> None:
+    from trainkit_core.training.methods.grpo import reward_verdict
+
+    def history(rewards: list[float], zero: float) -> list[dict[str, float]]:
+        logged = [{"reward": r, "frac_reward_zero_std": zero, "loss": 0.1} for r in rewards]
+        return [*logged, {"train_runtime": 12.0}]  # trl's last entry: the run's summary, no reward
+
+    metrics, warnings = reward_verdict(history([0.2, 0.25, 0.4, 0.6, 0.7, 0.8], 0.2))
+    assert warnings == [] and metrics["reward_rise"] > 0.3 and metrics["zero_advantage_share"] == 0.2
+    assert (metrics["reward_first"], metrics["reward_last"]) == (0.225, 0.75)  # two logged steps at each end
+
+    metrics, [warning] = reward_verdict(history([0.2, 0.2, 0.2, 0.16, 0.18, 0.16], 0.9))
+    assert metrics["reward_rise"] < 0 and "did not rise: 0.200 over the first" in warning
+    assert "in 90% of the groups every completion scored the same" in warning and "temperature" in warning
+    [warning] = reward_verdict(history([0.5, 0.5, 0.5], 0.1))[1]
+    assert "learning rate" in warning and "90%" not in warning
+    assert reward_verdict([{"loss": 1.0}]) == ({}, [])  # nothing logged: nothing to say

@@ -132,8 +132,11 @@ def test_grpo_after_sft_raises_the_exact_match_reward_and_records_its_rollout(lo
     assert demo.exact_match_reward(after) - demo.exact_match_reward(before) >= 0.4, (before, after)
 
     last = _progress(run)[-1]
-    for field in ("reward_mean", "reward_std", "reward_exact_match_mean", "completion_length"):
+    for field in ("reward_mean", "reward_std", "reward_exact_match_mean", "completion_length", "zero_advantage_share"):
         assert isinstance(last[field], float), last
+    # The reward rose, and the run's end says by how much (no warning that it did not).
+    assert run.metrics["reward_rise"] > 0 and run.metrics["reward_last"] > run.metrics["reward_first"], run.metrics
+    assert not [e for e in run.events.read() if e["type"] == "warning" and "did not rise" in e.get("message", "")]
     rollout = run.latest_rollout
     assert rollout and rollout["kind"] == "grpo" and rollout["samples"]
     sample = rollout["samples"][0]

@@ -419,6 +419,10 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             "train_examples": method.train_examples(rows, dataset),
         }
     )
+    summary, warnings = method.training_summary(list(trainer.state.log_history))
+    run.metrics.update(summary)
+    for warning in warnings:
+        run.events.append("warning", message=warning)
 
     run.enter_phase("saving")
     out_dir = models_root / trained_dir(run.id)

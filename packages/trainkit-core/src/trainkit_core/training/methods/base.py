@@ -118,6 +118,14 @@ class Method:
     def before_save(self, trainer: Any) -> None:
         """Anything to remove from the trained model before its adapter is saved."""
 
+    def training_summary(self, log_history: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+        """(metrics, warnings) about whether training did what this method is for, from trl's logs.
+
+        Called once training ended, before the adapter is saved; the warnings go to the
+        run's events as they are (a run that did not learn says so at its end).
+        """
+        return {}, []
+
     def train_examples(self, rows: list[Any], dataset: Any) -> int:
         """How many examples it trained on (the job's rows, or the dataset's own)."""
         return len(rows) if self.tokenizes_rows else len(dataset.train)

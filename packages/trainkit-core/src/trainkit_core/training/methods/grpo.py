@@ -33,9 +33,15 @@ if TYPE_CHECKING:
 GRPO_EVENT_FIELDS = {
     "reward": "reward_mean",
     "reward_std": "reward_std",
+    # The share of groups whose completions all scored the same: their advantage is zero,
+    # so they teach nothing. Near 1, the run is not learning whatever else it logs.
+    "frac_reward_zero_std": "zero_advantage_share",
     "kl": "kl",
+    "entropy": "entropy",
     "completions/mean_length": "completion_length",
 }
+#: Logged steps compared at each end of a run (a third of them, at most this many).
+REWARD_WINDOW = 5
 #: Completions kept per recorded rollout (one group or two).
 ROLLOUT_SAMPLES = 16
 
@@ -46,6 +52,37 @@ def grader_event_fields(names: list[str]) -> dict[str, str]:
         fields[f"rewards/{name}/mean"] = f"reward_{name}_mean"
         fields[f"rewards/{name}/std"] = f"reward_{name}_std"
     return fields
+
+
+def reward_verdict(log_history: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """(metrics, warnings): the reward at the start and the end of a GRPO run, and a warning when it did not rise.
+
+    A GRPO run that ends with the reward where it started has learnt nothing from its
+    graders, however its loss moved; said at the end as the adapter gate says it for SFT,
+    with the share of groups that taught nothing (every completion scored the same).
+    """
+    logged = [e for e in log_history if isinstance(e.get("reward"), int | float)]
+    if len(logged) < 2:
+        return {}, []
+    window = max(1, min(REWARD_WINDOW, len(logged) // 3))
+    first = sum(e["reward"] for e in logged[:window]) / window
+    last = sum(e["reward"] for e in logged[-window:]) / window
+    shares = [e["frac_reward_zero_std"] for e in logged if isinstance(e.get("frac_reward_zero_std"), int | float)]
+    zero = sum(shares) / len(shares) if shares else None
+    metrics = {"reward_first": round(first, 4), "reward_last": round(last, 4), "reward_rise": round(last - first, 4)}
+    if zero is not None:
+        metrics["zero_advantage_share"] = round(zero, 4)
+    if last > first:
+        return metrics, []
+    why = (
+        f"; in {zero:.0%} of the groups every completion scored the same, which teaches nothing: more "
+        "generations per prompt, a higher temperature or a grader with partial credit give them a spread"
+        if zero is not None and zero >= 0.5
+        else "; try another learning rate or more steps"
+    )
+    return metrics, [
+        f"the GRPO reward did not rise: {first:.3f} over the first logged steps, {last:.3f} over the last{why}"
+    ]
 
 
 class RolloutKeeper:
@@ -258,6 +295,10 @@ class Grpo(Method):
         from trainkit_core.rewards.registry import check_reward_names
 
         return grader_event_fields([name for name, _ in check_reward_names(list(config.rewards or []))])
+
+    def training_summary(self, log_history: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+        """Whether the reward rose: its mean over the first logged steps against the last ones."""
+        return reward_verdict(log_history)
 
     def build_trainer(self, inputs: TrainerInputs) -> Any:
         keeper = RolloutKeeper()
