@@ -1,4 +1,4 @@
-"""`DELETE /v1/jobs/{job_id}`: delete a run and what it left behind.
+"""`DELETE /v1/jobs/{run_id}`: delete a run and what it left behind.
 
 The same operation as `trainkit runs delete` (`trainkit_core.runs.retention.delete_run`):
 409 with the reason for a run still running, a resumed delete when an earlier one was
@@ -31,7 +31,7 @@ class Deleted(BaseModel):
 
 
 def delete_job(
-    job_id: RunId,
+    run_id: RunId,
     state: ApiState = Depends(get_state),
     keep_model: Annotated[bool, Query(description="Keep trained/<run id> and its exports.")] = False,
     dry_run: Annotated[bool, Query(description="Only report what would be removed.")] = False,
@@ -40,9 +40,9 @@ def delete_job(
     from trainkit_core.runs.retention import delete_run
     from trainkit_core.runs.training_run import RunStore
 
-    removal = delete_run(RunStore.for_provider(state.provider), job_id, keep_model=keep_model, dry_run=dry_run)
+    removal = delete_run(RunStore.for_provider(state.provider), run_id, keep_model=keep_model, dry_run=dry_run)
     return Deleted(
-        id=job_id,
+        id=run_id,
         deleted=not dry_run,
         paths=removal.paths,
         bytes=removal.bytes,
@@ -53,5 +53,5 @@ def delete_job(
 
 def build_router() -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
-    router.add_api_route("/jobs/{job_id}", delete_job, methods=["DELETE"], response_model=Deleted)
+    router.add_api_route("/jobs/{run_id}", delete_job, methods=["DELETE"], response_model=Deleted)
     return router
