@@ -154,3 +154,15 @@ def test_a_folder_component_is_served_whole_and_file_by_file(server, tmp_path) -
             assert client.get(f"/v1/jobs/{run.id}/components/report/files/{bad}").status_code == 404, bad
     with httpx.Client(base_url=server.url, timeout=30) as anonymous:
         assert anonymous.get(f"/v1/jobs/{run.id}/components/report/files/img/dot.svg").status_code == 401
+
+
+def test_the_dashboards_statuses_are_the_runs() -> None:
+    """The page filters by the statuses a run can have; its list is a copy of core's one list."""
+    import json as _json
+    import re as _re
+
+    from trainkit_api.dashboard import static_file
+    from trainkit_core.runs.statuses import RUN_STATUSES
+
+    listed = _re.search(r"const STATUSES = (\[[^\]]*\]);", static_file("app.js").read_text())
+    assert listed and tuple(_json.loads(listed.group(1))) == RUN_STATUSES

@@ -19,12 +19,13 @@ from trainkit_api.schemas import Checkpoint, CheckpointList, JobList
 from trainkit_api.state import ApiState, get_state
 from trainkit_api.training import DRY_RUN_RESPONSES, DryRun, JobCreate, JobResume, plan_job, resume_job, start_job
 from trainkit_core.ids import RUN_ID_PATTERN
+from trainkit_core.runs.statuses import RUN_STATUSES
 from trainkit_core.runs.training_run import RunStore, TrainingRun
 
 RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN.pattern, description="A run id, `run-YYYYMMDD-HHMMSS-xxxxxx`.")]
 Status = Annotated[
     str | None,
-    Query(pattern="^(pending|running|succeeded|failed|stopped|preempted)$", description="Only runs with this status."),
+    Query(pattern=f"^({'|'.join(RUN_STATUSES)})$", description="Only runs with this status."),
 ]
 
 

@@ -16,6 +16,7 @@ import click
 
 from trainkit_cli.run_progress import describe_event, fmt_loss, follow_run, print_run_summary, refresh_run
 from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
+from trainkit_core.runs.statuses import RUN_STATUSES
 
 
 def _store(state: CliState) -> Any:
@@ -57,7 +58,7 @@ def runs() -> None:
 @click.option(
     "--status",
     default=None,
-    type=click.Choice(["pending", "running", "succeeded", "failed", "stopped", "preempted"]),
+    type=click.Choice(list(RUN_STATUSES)),
     help="Only runs with this status.",
 )
 @click.option("--group", "group_id", default=None, help="Only runs of this sweep group.")

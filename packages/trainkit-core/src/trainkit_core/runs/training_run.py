@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, computed_field
 
@@ -31,6 +31,7 @@ from trainkit_core.plugins.hookspecs import KVStore, Volume
 from trainkit_core.runs.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
 from trainkit_core.runs.paths import history_dir
 from trainkit_core.runs.seed_names import SeedNames
+from trainkit_core.runs.statuses import TERMINAL_STATUSES, UNFINISHED, RunStatus
 from trainkit_core.toolkit.aio import BlockingAndAsync, aio_function, aio_method, in_thread
 from trainkit_core.toolkit.kv_values import get_many_text
 
@@ -44,9 +45,6 @@ RUNS_NAMESPACE = "runs"
 #: The run's app, filled from its job's handle where the provider knows it (`RunHandle.app`).
 APP_FIELDS = ("provider_app_id", "provider_app_url", "deployment_id")
 
-RunStatus = Literal["pending", "running", "succeeded", "failed", "stopped", "preempted"]
-TERMINAL_STATUSES = ("succeeded", "failed", "stopped")
-UNFINISHED = ("pending", "running")
 
 #: A run's phases, in the only order they may advance.
 PHASES = ("provisioning", "loading_model", "loading_dataset", "training", "saving", "evaluating", "done")

@@ -22,6 +22,7 @@ from typing import Any
 from trainkit_core.errors import ConflictError, NotFoundError, TrainkitError, UsageError
 from trainkit_core.ids import new_run_id
 from trainkit_core.runs.pricing import price_for_run
+from trainkit_core.runs.statuses import UNFINISHED
 from trainkit_core.runs.training_run import APP_FIELDS, RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
 from trainkit_core.training.methods import METHODS, get_method
@@ -273,7 +274,7 @@ def resume_run(
         from trainkit_core.runs.reconcile import reconcile_run
 
         reconcile_run(run)
-    if run.status in ("pending", "running"):
+    if run.status in UNFINISHED:
         raise ConflictError(f"run {run_id} is still {run.status}", hint=f"trainkit runs stop {run_id} first")
     latest = run.latest_checkpoint()
     if latest is None:
