@@ -263,18 +263,10 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[Example | None,
             problems.append(problem("message-not-object", f"{at} must be an object, got {_kind(message)}"))
             continue
         if "weight" in message:
-            weight, role = message["weight"], message.get("role")
-            if role != "assistant":
-                problems.append(
-                    problem("weight-not-assistant", f"{at} ({role}) has a weight; only assistant messages are weighted")
-                )
-            elif isinstance(weight, bool) or weight not in WEIGHTS:
-                problems.append(
-                    problem(
-                        "weight-invalid", f"{at} weight must be 0 or 1 (train on it or not), got {json.dumps(weight)}"
-                    )
-                )
-            elif weight == 0:
+            weighed = _weight(message, at, problem)
+            if isinstance(weighed, Problem):
+                problems.append(weighed)
+            elif weighed == 0:
                 untrained.append(len(turns))
         role = message.get("role")
         if role is None:
@@ -318,6 +310,16 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[Example | None,
             problem("nothing-trained", "every assistant message has weight 0: the example would train nothing")
         ]
     return Example(file, line, ordered, untrained=tuple(untrained)), []
+
+
+def _weight(message: dict[str, Any], at: str, problem: Any) -> int | Problem:
+    """An assistant message's weight (0 or 1), or the problem with the one it has."""
+    weight, role = message["weight"], message.get("role")
+    if role != "assistant":
+        return problem("weight-not-assistant", f"{at} ({role}) has a weight; only assistant messages are weighted")
+    if isinstance(weight, bool) or weight not in WEIGHTS:
+        return problem("weight-invalid", f"{at} weight must be 0 or 1 (train on it or not), got {json.dumps(weight)}")
+    return int(weight)
 
 
 def _check_order(
