@@ -196,8 +196,9 @@ class ModalRunner:
         if function not in _MODEL_JOBS:
             return dict(kwargs)  # e.g. gpu_ping's model_size
         runs = ModalKV.for_settings(self.sdk, self.settings, RUNS_NAMESPACE)
-        models = ModalVolume(self.sdk, self.settings.volumes.name_for("models"))
-        return call_config(runs, function, kwargs, models=models)
+        return call_config(
+            runs, function, kwargs, models=lambda: ModalVolume(self.sdk, self.settings.volumes.name_for("models"))
+        )
 
     def _check_secret(self, config: Mapping[str, Any]) -> None:
         if self.spec.hf_secret:

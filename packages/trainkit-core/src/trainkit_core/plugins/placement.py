@@ -16,7 +16,7 @@ its own hardware names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -121,13 +121,16 @@ def _run_behind(job: str, call: Mapping[str, Any]) -> str | None:
     return None
 
 
-def call_config(runs: KVStore, job: str, kwargs: Mapping[str, Any], *, models: Volume | None = None) -> dict[str, Any]:
+def call_config(
+    runs: KVStore, job: str, kwargs: Mapping[str, Any], *, models: Callable[[], Volume] | None = None
+) -> dict[str, Any]:
     """A call's model choice (``model_size``, ``base_model``, ``gpu``): its arguments, else the run behind it.
 
     The run's record in `runs` says what it trained from (`_run_behind`), so a model
     trained from ``tiny`` runs where ``tiny`` trains (on CPU), not on the default size's
     GPU. When the store no longer holds that record (a Modal Dict forgets entries idle
-    for 7 days), the model's card on `models` says it. A train call's run must have a
+    for 7 days), the model's card on the models volume says it (`models` gives the volume,
+    asked for only then). A train call's run must have a
     record: there is nothing to train otherwise (`NotFoundError`). Every provider's
     routing reads a call through here, the facade's `placement_of` and Modal's choice of
     a declared function alike.
@@ -150,7 +153,7 @@ def call_config(runs: KVStore, job: str, kwargs: Mapping[str, Any], *, models: V
     return {**call, **chosen, **({"base_model": found["base_model"]} if found.get("base_model") else {})}
 
 
-def _card_config(models: Volume | None, model_path: str) -> dict[str, Any] | None:
+def _card_config(models: Callable[[], Volume] | None, model_path: str) -> dict[str, Any] | None:
     """Size, base model and GPU of a trained model from its card; None when there is none to read."""
     from trainkit_core.errors import TrainkitError
     from trainkit_core.models.trained import parse_model_path, read_card
@@ -158,7 +161,7 @@ def _card_config(models: Volume | None, model_path: str) -> dict[str, Any] | Non
     if models is None:
         return None
     try:
-        card = read_card(models, parse_model_path(model_path))
+        card = read_card(models(), parse_model_path(model_path))
     except TrainkitError:
         return None
     return {"model_size": card.preset, "base_model": card.base_model, "gpu": card.config.get("gpu") or ""}
@@ -166,7 +169,7 @@ def _card_config(models: Volume | None, model_path: str) -> dict[str, Any] | Non
 
 def job_config(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """`call_config` on `provider`'s run records and models volume."""
-    return call_config(provider.kv(RUNS_NAMESPACE), job, kwargs, models=provider.volume("models"))
+    return call_config(provider.kv(RUNS_NAMESPACE), job, kwargs, models=lambda: provider.volume("models"))
 
 
 def placement_of(provider: Provider, job: str, kwargs: Mapping[str, Any]) -> Placement:
