@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -236,6 +237,49 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
     Anything younger than `GC_GRACE_S` stays, so a sync or a save in flight is never
     cut short.
     """
+    now = time.time() if now is None else now
+    # The volume's copies too: a KV may forget a record (a Modal Dict entry idle for 7 days),
+    # and a version an old run trained on must stay as long as its history does.
+    history = store.history_records()
+    by_id: dict[str, Any] = dict(history)
+    by_id.update(store.records.items())
+    records = [v for v in by_id.values() if isinstance(v, dict)]
+    removal = Removal(dry_run=dry_run)
+
+    def drop(volume: Volume, path: str) -> None:
+        removal.paths.append(path)
+        removal.bytes += tree_size(volume, path)
+        if not dry_run:
+            _remove(volume, path)
+
+    young = now - GC_GRACE_S
+    used_hashes = {str(r.get("dataset_hash")) for r in records if r.get("dataset_hash")}
+    for path in _unused_dataset_files(data, used_hashes, young, already=removal.paths):
+        drop(data, path)
+    running = {str(r.get("id")) for r in records if r.get("status") in (*UNFINISHED, "preempted")}
+    for path in _unfinished_checkpoints(store.models, running, young, skipped=removal.skipped):
+        drop(store.models, path)
+    for path in _unused_components(store, history, young):
+        drop(store.models, path)
+    for path in _leftover_exports(store.models, set(by_id), young):
+        drop(store.models, path)
+    for volume in (data, store.models):
+        # A killed writer's temporary file (`.tmp-*`): listings hide them, the volume names them.
+        partial_writes = getattr(volume, "partial_writes", None)
+        for path in partial_writes(young) if partial_writes else []:
+            removal.paths.append(path)
+            removal.bytes += _size_of_partial(volume, path)
+            if not dry_run:
+                _remove(volume, path)
+    return removal
+
+
+def _unused_dataset_files(data: Volume, used_hashes: set[str], young: float, *, already: list[str]) -> Iterator[str]:
+    """Per dataset: versions neither current nor used by a run, abandoned syncs, then the blobs and checks nothing kept uses.
+
+    `already` is what the caller has dropped so far (the versions, when the blobs are
+    looked at): a generator, so each path is dropped before the next is decided.
+    """
     import json
 
     from trainkit_core.datasets.layout import (
@@ -247,24 +291,6 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
         verified_dir,
         versions_dir,
     )
-    from trainkit_core.models.trained.paths import DONE_MARKER
-
-    now = time.time() if now is None else now
-    # The volume's copies too: a KV may forget a record (a Modal Dict entry idle for 7 days),
-    # and a version an old run trained on must stay as long as its history does.
-    history = store.history_records()
-    by_id: dict[str, Any] = dict(history)
-    by_id.update(store.records.items())
-    records = [v for v in by_id.values() if isinstance(v, dict)]
-    used_hashes = {str(r.get("dataset_hash")) for r in records if r.get("dataset_hash")}
-    running = {str(r.get("id")) for r in records if r.get("status") in (*UNFINISHED, "preempted")}
-    removal = Removal(dry_run=dry_run)
-
-    def drop(volume: Volume, path: str) -> None:
-        removal.paths.append(path)
-        removal.bytes += tree_size(volume, path)
-        if not dry_run:
-            _remove(volume, path)
 
     names = [e.path.rsplit("/", 1)[-1] for e in data.listdir(ROOT) if e.is_dir] if data.exists(ROOT) else []
     for name in names:
@@ -276,13 +302,13 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
         for entry in versions:
             version = entry.path.rsplit("/", 1)[-1]
             where = manifest_path(name, version)
-            young = _touched_since(data, entry, now - GC_GRACE_S)
+            fresh = _touched_since(data, entry, young)
             complete = data.exists(where) and not data.exists(f"{entry.path}/pending.json")
             used_by_run = complete and Manifest.from_json(data.read_bytes(where), where=where).hash in used_hashes
-            if version == current or (not complete and young) or used_by_run:
+            if version == current or (not complete and fresh) or used_by_run:
                 kept.append(version)
             else:
-                drop(data, entry.path)
+                yield entry.path
         used: set[str] = set()
         for version in kept:
             where = manifest_path(name, version)
@@ -291,55 +317,58 @@ def collect_garbage(store: RunStore, data: Volume, *, dry_run: bool = False, now
         if data.exists(blobs_dir(name)):
             for blob in data.listdir(blobs_dir(name)):
                 sha = blob.path.rsplit("/", 1)[-1]
-                if not blob.is_dir and sha not in used and now - blob.mtime >= GC_GRACE_S:
-                    drop(data, blob.path)
+                if not blob.is_dir and sha not in used and blob.mtime <= young:
+                    yield blob.path
         if data.exists(verified_dir(name)):
             kept_blobs = (
                 {b.path.rsplit("/", 1)[-1] for b in data.listdir(blobs_dir(name))}
                 if data.exists(blobs_dir(name))
                 else set()
             )
-            kept_blobs -= {p.rsplit("/", 1)[-1] for p in removal.paths if p.startswith(f"{blobs_dir(name)}/")}
+            kept_blobs -= {p.rsplit("/", 1)[-1] for p in already if p.startswith(f"{blobs_dir(name)}/")}
             for marker in data.listdir(verified_dir(name)):
                 if marker.path.rsplit("/", 1)[-1] not in kept_blobs:
-                    drop(data, marker.path)  # a check that no blob backs any more
+                    yield marker.path  # a check that no blob backs any more
 
-    models = store.models
-    if models.exists("trained"):
-        for entry in models.listdir("trained"):
-            run_id = entry.path.rsplit("/", 1)[-1]
-            folder = f"{entry.path}/checkpoints"
-            if not entry.is_dir:
-                note = f"{entry.path}: not a folder (a symbolic link or a file); left alone, remove it yourself"
-                log.warning("gc: %s", note)
-                removal.skipped.append(note)
-                continue
-            if run_id in running or not models.exists(folder):
-                continue
-            for ckpt in models.listdir(folder):
-                if ckpt.is_dir and not models.exists(f"{ckpt.path}/{DONE_MARKER}") and now - ckpt.mtime >= GC_GRACE_S:
-                    drop(models, ckpt.path)
-    for path in _unused_components(store, history, now - GC_GRACE_S):
-        drop(models, path)
-    if models.exists(EXPORTS_DIR):
-        for entry in models.listdir(EXPORTS_DIR):
-            name = entry.path.rsplit("/", 1)[-1]
-            if not entry.is_dir or _touched_since(models, entry, now - GC_GRACE_S):
-                continue
-            owner = EXPORT_PATH_PATTERN.fullmatch(entry.path)
-            if name.startswith(EXPORT_STAGING_PREFIXES):
-                drop(models, entry.path)
-            elif owner is not None and owner.group("run_id") not in by_id:
-                drop(models, entry.path)  # the export of a deleted run (deleted while it exported)
-    for volume in (data, models):
-        # A killed writer's temporary file (`.tmp-*`): listings hide them, the volume names them.
-        partial_writes = getattr(volume, "partial_writes", None)
-        for path in partial_writes(now - GC_GRACE_S) if partial_writes else []:
-            removal.paths.append(path)
-            removal.bytes += _size_of_partial(volume, path)
-            if not dry_run:
-                _remove(volume, path)
-    return removal
+
+def _unfinished_checkpoints(models: Volume, running: set[str], young: float, *, skipped: list[str]) -> list[str]:
+    """Checkpoints without their `done` marker of runs that are not running (an interrupted save or removal)."""
+    from trainkit_core.models.trained.paths import DONE_MARKER
+
+    found: list[str] = []
+    if not models.exists("trained"):
+        return found
+    for entry in models.listdir("trained"):
+        run_id = entry.path.rsplit("/", 1)[-1]
+        folder = f"{entry.path}/checkpoints"
+        if not entry.is_dir:
+            note = f"{entry.path}: not a folder (a symbolic link or a file); left alone, remove it yourself"
+            log.warning("gc: %s", note)
+            skipped.append(note)
+            continue
+        if run_id in running or not models.exists(folder):
+            continue
+        for ckpt in models.listdir(folder):
+            if ckpt.is_dir and not models.exists(f"{ckpt.path}/{DONE_MARKER}") and ckpt.mtime <= young:
+                found.append(ckpt.path)
+    return found
+
+
+def _leftover_exports(models: Volume, runs: set[str], young: float) -> list[str]:
+    """Staging folders of export jobs that died, and the exports of runs that no longer exist."""
+    found: list[str] = []
+    if not models.exists(EXPORTS_DIR):
+        return found
+    for entry in models.listdir(EXPORTS_DIR):
+        name = entry.path.rsplit("/", 1)[-1]
+        if not entry.is_dir or _touched_since(models, entry, young):
+            continue
+        owner = EXPORT_PATH_PATTERN.fullmatch(entry.path)
+        if name.startswith(EXPORT_STAGING_PREFIXES):
+            found.append(entry.path)
+        elif owner is not None and owner.group("run_id") not in runs:
+            found.append(entry.path)  # the export of a deleted run (deleted while it exported)
+    return found
 
 
 def _unused_components(store: RunStore, history: dict[str, dict[str, Any]], older_than: float) -> list[str]:
