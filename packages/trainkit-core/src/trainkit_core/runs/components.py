@@ -157,7 +157,12 @@ def read_manifest(volume: Volume, run_id: str, pointer: Mapping[str, Any]) -> Co
 
 def read_file(volume: Volume, run_id: str, pointer: Mapping[str, Any], path: str | None = None) -> tuple[bytes, str]:
     """A file of the version `pointer` names (its entry when `path` is None), with its media type."""
-    manifest = read_manifest(volume, run_id, pointer)
+    return _read(volume, run_id, pointer, read_manifest(volume, run_id, pointer), path)
+
+
+def _read(
+    volume: Volume, run_id: str, pointer: Mapping[str, Any], manifest: ComponentManifest, path: str | None
+) -> tuple[bytes, str]:
     path = manifest.entry if path is None else path
     found = manifest.files.get(path)
     if found is None:
@@ -174,8 +179,8 @@ def self_contained_entry(volume: Volume, run_id: str, pointer: Mapping[str, Any]
     gets must need nothing else. `src` and `href` attributes naming a file of the
     component (relative to the entry) are inlined, and `url(...)` in inlined style sheets.
     """
-    data, media_type = read_file(volume, run_id, pointer)
-    manifest = read_manifest(volume, run_id, pointer)
+    manifest = read_manifest(volume, run_id, pointer)  # read once: every inlined file is named in it
+    data, media_type = _read(volume, run_id, pointer, manifest, None)
     if manifest.type != "html" or len(manifest.files) == 1:
         return data, media_type
 
@@ -186,7 +191,7 @@ def self_contained_entry(volume: Volume, run_id: str, pointer: Mapping[str, Any]
         kind = manifest.files[target].media_type
         if in_css and kind == "text/css":
             return None  # a style sheet's @import stays as it is: no loops, one level of inlining
-        content, _ = read_file(volume, run_id, pointer, target)
+        content, _ = _read(volume, run_id, pointer, manifest, target)
         if kind == "text/css":
             content = _inline_css_urls(content.decode("utf-8", "replace"), target, inline).encode()
         return f"data:{kind};base64,{base64.b64encode(content).decode()}"
