@@ -204,7 +204,7 @@ CASES: list[tuple[str, str, bytes, str, int, str]] = [
     ("role-capitalised", "chat", G + chat(("User", "q"), ("assistant", "a")), "role-unknown", 2, "'User'"),
     ("role-trailing-space", "chat", G + chat(("user ", "q"), ("assistant", "a")), "role-unknown", 2, "'user '"),
     ("role-number", "chat", G + chat((1, "q"), ("assistant", "a")), "role-unknown", 2, "unknown role"),
-    ("role-tool", "chat", G + chat(("user", "q"), ("tool", "a")), "role-unknown", 2, "'tool'"),
+    ("role-tool", "chat", G + chat(("user", "q"), ("tool", "a")), "tool-call-id-missing", 2, "tool_call_id"),
     ("empty-string-turn", "chat", G + chat(("user", ""), ("assistant", "a")), "content-empty", 2, "messages[0]"),
     ("newlines-only-turn", "chat", G + chat(("user", "q"), ("assistant", "\n\n\t")), "content-empty", 2, "messages[1]"),
     (

@@ -14,6 +14,14 @@ list (first only); the Gemma turn format folds it into the first user turn later
 An assistant message may carry OpenAI's ``"weight"``: 0 keeps it in the conversation
 as context but out of the loss, 1 (the default) trains it. An example whose every
 assistant message has weight 0 is refused: it would train nothing.
+
+A chat example may use tools as OpenAI's fine-tuning format has them: ``"tools"`` (the
+functions), an assistant's ``"tool_calls"``, ``"tool"`` messages answering them by
+``"tool_call_id"``, and an assistant's thinking as ``"reasoning_content"`` (or a content
+part ``{"type": "thinking", "thinking": ...}``). Their shape and references are checked
+in `trainkit_core.datasets.tool_calls`; where a tool message may come, in `_check_order`.
+An `Example` keeps them as JSON text (`Example.tools`, `Example.extras`), hashable like
+the rest, and `Example.as_record` gives them back in OpenAI's form.
 """
 
 from __future__ import annotations
@@ -23,11 +31,14 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from trainkit_core.datasets import tool_calls
 from trainkit_core.datasets.images import as_openai, image_urls, parse_content, text_of
 from trainkit_core.datasets.problems import Problem
 from trainkit_core.datasets.strict_json import StrictJSONError, loads
+from trainkit_core.datasets.tool_calls import dumps
+from trainkit_core.datasets.tool_calls import kind as _kind
 
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
 BOM = b"\xef\xbb\xbf"
 #: The longest line accepted (bytes): far above any example a model can train on.
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -35,13 +46,21 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 MAX_PROBLEMS_PER_FILE = 100
 #: The keys each format defines; any other key is reported (`unknown-key`).
 EXAMPLE_KEYS = {
-    "chat": ("messages",),
+    "chat": ("messages", "tools", "parallel_tool_calls"),  # parallel_tool_calls: accepted, not used
     "prompt_completion": ("prompt", "completion"),
     "preference": ("input", "preferred_output", "non_preferred_output"),
 }
 #: Keys of an OpenAI preference line's `input` besides `messages` (accepted, not used).
 PREFERENCE_INPUT_KEYS = ("messages", "tools", "parallel_tool_calls")
+#: The keys of a message in preference and prompt data.
 MESSAGE_KEYS = ("role", "content", "weight")
+#: The message keys of an `Example`'s `extras`, in the order they are kept.
+EXTRA_KEYS = ("tool_calls", "tool_call_id", "reasoning_content")
+#: The keys of a chat message: OpenAI's tool calling and thinking besides.
+CHAT_MESSAGE_KEYS = (*MESSAGE_KEYS, *EXTRA_KEYS)
+#: Keys accepted (and not used) on a message of this role. A tool message's ``name`` (the
+#: function's, as many exporters write it) says nothing its tool_call_id does not.
+IGNORED_MESSAGE_KEYS = {"tool": ("name",)}
 #: The weights an assistant message may have (OpenAI's: train on it, or not).
 WEIGHTS = (0, 1)
 
@@ -62,24 +81,39 @@ class Example:
     fields: tuple[tuple[str, str], ...] = ()
     #: Indices into `messages` of the assistant messages with weight 0 (context, not trained).
     untrained: tuple[int, ...] = ()
+    #: The functions the model may call: JSON text of OpenAI's tool list, each tool
+    #: ``{"type": "function", "function": {"name", "description"?, "parameters"?}}``.
+    tools: str | None = None
+    #: (index into `messages`, JSON text of an object of the `EXTRA_KEYS` it has) for each
+    #: message with any: ``tool_calls`` (arguments as objects), ``tool_call_id``, ``reasoning_content``.
+    extras: tuple[tuple[int, str], ...] = ()
 
     def as_record(self) -> dict[str, Any]:
+        """The example in OpenAI's form: what the renderer and the train job read."""
         messages: list[dict[str, Any]] = [
             {"role": role, "content": as_openai(content)} for role, content in self.messages
         ]
+        for index, extra in self.extra_fields().items():
+            messages[index].update(extra)
         for index in self.untrained:
             messages[index]["weight"] = 0
         record: dict[str, Any] = {"messages": messages}
+        if self.tools is not None:
+            record["tools"] = json.loads(self.tools)
         if self.chosen is not None:
             record["chosen"], record["rejected"] = self.chosen, self.rejected
         for key, text in self.fields:
             record[key] = json.loads(text)
         return record
 
+    def extra_fields(self) -> dict[int, dict[str, Any]]:
+        """The `extras` parsed: message index -> its tool_calls, tool_call_id and reasoning_content."""
+        return {index: json.loads(text) for index, text in self.extras}
+
     @property
     def key(self) -> tuple[Any, ...]:
         """What makes two examples the same (duplicates, train/eval overlap)."""
-        return (self.messages, self.chosen, self.rejected, self.fields, self.untrained)
+        return (self.messages, self.chosen, self.rejected, self.fields, self.untrained, self.tools, self.extras)
 
     @property
     def image_urls(self) -> list[str]:
@@ -91,11 +125,31 @@ class Example:
 
     @property
     def chars(self) -> int:
-        return (
-            sum(len(text_of(content)) for _, content in self.messages)
-            + len(self.chosen or "")
-            + len(self.rejected or "")
-        )
+        return sum(len(text) for _, text in self.texts())
+
+    def texts(self) -> list[tuple[str, str]]:
+        """(where, text) of the text a chat format writes out of this example.
+
+        The contents, the preference answers, the thinking, each call's function name and
+        arguments (as JSON) and the tools (as JSON): what length estimates count and the
+        chat-marker check reads.
+        """
+        found = [
+            (f"messages[{i}] ({role}) content", text_of(content)) for i, (role, content) in enumerate(self.messages)
+        ]
+        for index, extra in self.extra_fields().items():
+            role = self.messages[index][0]
+            if "reasoning_content" in extra:
+                found.append((f"messages[{index}] ({role}) reasoning_content", extra["reasoning_content"]))
+            for number, call in enumerate(extra.get("tool_calls", [])):
+                at = f"messages[{index}].tool_calls[{number}]"
+                found.append((f"{at} function name", call["function"]["name"]))
+                found.append((f"{at} arguments", dumps(call["function"]["arguments"])))
+        if self.chosen is not None and self.rejected is not None:
+            found += [("preferred_output[0] content", self.chosen), ("non_preferred_output[0] content", self.rejected)]
+        if self.tools is not None:
+            found.append(("tools", self.tools))
+        return found
 
 
 def parse_jsonl(
@@ -172,8 +226,7 @@ def _parse_line(
         if example is None or any(p.severity == "error" for p in found):
             return None, found
         if not allow_chat_markers:
-            answers = tuple(("assistant", text) for text in (example.chosen, example.rejected) if text is not None)
-            markers = _chat_markers(example.messages + answers, file, number)
+            markers = _chat_markers(example, file, number)
             if markers:
                 return None, [*found, *markers]
         return example, found
@@ -183,26 +236,30 @@ def _parse_line(
         messages, found = _prompt_completion(record, file, number)
         parsed = Example(file, number, messages) if messages is not None else None
     if parsed is not None and not found and not allow_chat_markers:
-        found = _chat_markers(parsed.messages, file, number)
+        found = _chat_markers(parsed, file, number)
     keep = parsed is not None and not found
     found = [*found, *_unknown_keys(record, fmt, file, number)]
     return (parsed if keep else None), found
 
 
-def _chat_markers(messages: tuple[tuple[str, Any], ...], file: str, line: int) -> list[Problem]:
-    """Text of a chat format's turn markers inside content: it would let one example write turns of its own."""
+def _chat_markers(example: Example, file: str, line: int) -> list[Problem]:
+    """Text of a chat format's markers in an example's text: it would let one example write turns of its own.
+
+    Every text a format writes out is read (`Example.texts`): contents, thinking, call
+    arguments, tool answers, the tools' definitions.
+    """
     from trainkit_core.models.chat_format import control_texts
 
-    for index, (role, content) in enumerate(messages):
+    for where, text in example.texts():
         for marker in control_texts():
-            if marker in text_of(content):
+            if marker in text:
                 return [
                     Problem(
                         file,
                         line,
                         "error",
                         "chat-marker",
-                        f"messages[{index}] ({role}) content holds the chat marker {marker!r}, which would let this "
+                        f"{where} holds the chat marker {marker!r}, which would let this "
                         "example write turns of its own; remove it, or set allow_chat_markers = true in dataset.toml",
                     )
                 ]
@@ -224,9 +281,12 @@ def _unknown_keys(record: dict[str, Any], fmt: str, file: str, line: int) -> lis
     if isinstance(messages, list):
         for index, message in enumerate(messages):
             if isinstance(message, dict):
+                role = message.get("role")
+                known = (*CHAT_MESSAGE_KEYS, *(IGNORED_MESSAGE_KEYS.get(role, ()) if isinstance(role, str) else ()))
                 for key in message:
-                    if key not in MESSAGE_KEYS:
-                        found.append((f"messages[{index}].{key}", "a message has role, content and weight"))
+                    if key not in known:
+                        found.append((f"messages[{index}].{key}", f"a message has {', '.join(CHAT_MESSAGE_KEYS)}"))
+        found += tool_calls.unknown_keys(record)
     return [
         Problem(file, line, "warning", "unknown-key", f"unknown key {_quoted(key)} ({why}); it is ignored")
         for key, why in found
@@ -235,11 +295,6 @@ def _unknown_keys(record: dict[str, Any], fmt: str, file: str, line: int) -> lis
 
 def _quoted(key: str) -> str:
     return repr(key if len(key) <= 60 else key[:60] + "…")
-
-
-def _kind(value: Any) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
 
 
 def _chat(record: dict[str, Any], file: str, line: int) -> tuple[Example | None, list[Problem]]:
@@ -255,7 +310,11 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[Example | None,
     if not messages:
         return None, [problem("messages-empty", '"messages" is empty')]
     problems: list[Problem] = []
+    tools = None
+    if "tools" in record:
+        tools, problems = tool_calls.parse_tools(record["tools"], problem)
     turns: list[tuple[str, Any]] = []
+    extras: dict[int, dict[str, Any]] = {}
     untrained: list[int] = []
     for index, message in enumerate(messages):
         at = f"messages[{index}]"
@@ -267,7 +326,7 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[Example | None,
             if isinstance(weighed, Problem):
                 problems.append(weighed)
             elif weighed == 0:
-                untrained.append(len(turns))
+                untrained.append(index)
         role = message.get("role")
         if role is None:
             problems.append(problem("role-missing", f'{at} has no "role"'))
@@ -275,41 +334,149 @@ def _chat(record: dict[str, Any], file: str, line: int) -> tuple[Example | None,
         if role not in ROLES:
             hint = ' (write Gemma\'s "model" role as "assistant")' if role == "model" else ""
             problems.append(
-                problem("role-unknown", f"{at} has unknown role {role!r}; expected system, user or assistant{hint}")
-            )
-            continue
-        if "content" not in message:
-            problems.append(problem("content-missing", f'{at} ({role}) has no "content"'))
-            continue
-        content = message["content"]
-        if isinstance(content, list):
-            parts, part_problems = parse_content(content, at, role, problem)
-            problems.extend(part_problems)
-            if parts is not None:
-                turns.append((role, parts))
-            continue
-        if not isinstance(content, str):
-            problems.append(
                 problem(
-                    "content-not-string",
-                    f"{at} ({role}) content must be a string or a list of parts, got {_kind(content)}",
+                    "role-unknown", f"{at} has unknown role {role!r}; expected system, user, assistant or tool{hint}"
                 )
             )
             continue
-        if not content.strip():
-            problems.append(problem("content-empty", f"{at} ({role}) content is empty"))
-            continue
-        turns.append((role, content))
+        content, extra, found = _message(message, role, at, problem)
+        problems.extend(found)
+        if not found:
+            turns.append((role, content))
+            if extra:
+                extras[index] = extra
     if problems:
         return None, problems
-    ordered, problems = _check_order(tuple(turns), problem)
-    if ordered is None:
+    calls = {index: extra["tool_calls"] for index, extra in extras.items() if "tool_calls" in extra}
+    problems = tool_calls.check_calls(calls, tools, problem) or _check_order(turns, extras, problem)
+    if problems:
         return None, problems
-    if len(untrained) == sum(1 for role, _ in ordered if role == "assistant"):
+    if len(untrained) == sum(1 for role, _ in turns if role == "assistant"):
         return None, [
             problem("nothing-trained", "every assistant message has weight 0: the example would train nothing")
         ]
-    return Example(file, line, ordered, untrained=tuple(untrained)), []
+    example = Example(
+        file,
+        line,
+        tuple(turns),
+        untrained=tuple(untrained),
+        tools=dumps(tools) if tools is not None else None,
+        extras=tuple((index, dumps(extra)) for index, extra in sorted(extras.items())),
+    )
+    return example, []
+
+
+def _message(message: dict[str, Any], role: str, at: str, problem: Any) -> tuple[Any, dict[str, Any], list[Problem]]:
+    """One message's content (normalised) and extras (`EXTRA_KEYS` it has), and its problems.
+
+    An assistant message that makes tool calls may have no content (missing, null or
+    empty): it is kept as "". Any other message needs content.
+    """
+    problems: list[Problem] = []
+    extra: dict[str, Any] = {}
+    calling = role == "assistant" and "tool_calls" in message
+    if "tool_calls" in message and not calling:
+        problems.append(
+            problem("tool-calls-invalid", f"{at} ({role}) has tool_calls; only assistant messages make calls")
+        )
+    elif calling:
+        calls, found = tool_calls.parse_calls(message["tool_calls"], at, problem)
+        problems.extend(found)
+        if calls is not None:
+            extra["tool_calls"] = calls
+    call_id = message.get("tool_call_id")
+    if role == "tool" and (not isinstance(call_id, str) or not call_id.strip()):
+        problems.append(
+            problem("tool-call-id-missing", f'{at} (tool) has no "tool_call_id" (the id of the call it answers)')
+        )
+    elif role == "tool":
+        extra["tool_call_id"] = call_id
+    elif "tool_call_id" in message:
+        problems.append(
+            problem("tool-calls-invalid", f"{at} ({role}) has a tool_call_id; only a tool message answers a call")
+        )
+    content, reasoning, found = _content(message, role, at, calling, problem)
+    problems.extend(found)
+    if reasoning:
+        extra["reasoning_content"] = reasoning
+    return content, extra, problems
+
+
+def _content(
+    message: dict[str, Any], role: str, at: str, calling: bool, problem: Any
+) -> tuple[Any, str | None, list[Problem]]:
+    """A message's content (normalised), its thinking, and their problems.
+
+    Thinking is ``reasoning_content`` or a content part ``{"type": "thinking", "thinking": ...}``
+    (the form of Anthropic-style exports), given once; only an assistant message has it.
+    """
+    problems: list[Problem] = []
+    thinking: list[str] = []
+    if "reasoning_content" in message:
+        value = message["reasoning_content"]
+        if role != "assistant":
+            problems.append(
+                problem("reasoning-invalid", f"{at} ({role}) has reasoning_content; only assistant messages think")
+            )
+        elif not isinstance(value, str) or not value.strip():
+            got = "an empty string" if isinstance(value, str) else _kind(value)
+            problems.append(
+                problem("reasoning-invalid", f"{at} reasoning_content must be a non-empty string, got {got}")
+            )
+        else:
+            thinking.append(value)
+    content = message.get("content")
+    if "content" not in message and not calling:
+        return None, None, [*problems, problem("content-missing", f'{at} ({role}) has no "content"')]
+    if isinstance(content, list) and content:
+        thought, found = _thinking_parts(content, at, role, problem)
+        if thought and thinking:
+            found.append(
+                problem("reasoning-invalid", f"{at} has reasoning_content and a thinking part; give its thinking once")
+            )
+        thinking += thought
+        content, found_in_parts = parse_content(content, at, role, problem, skip=("thinking",))
+        problems += found + found_in_parts
+    elif calling and content in (None, []):
+        content = ""
+    elif isinstance(content, list):
+        problems += parse_content(content, at, role, problem)[1]  # the empty list's problem
+    elif not isinstance(content, str):
+        problems.append(
+            problem(
+                "content-not-string",
+                f"{at} ({role}) content must be a string or a list of parts, got {_kind(content)}",
+            )
+        )
+    if isinstance(content, str) and not content.strip() and not problems:
+        if calling:
+            content = ""
+        else:
+            only = " (its thinking is no answer)" if thinking else ""
+            problems.append(problem("content-empty", f"{at} ({role}) content is empty{only}"))
+    return content, "\n".join(thinking) or None, problems
+
+
+def _thinking_parts(content: list[Any], at: str, role: str, problem: Any) -> tuple[list[str], list[Problem]]:
+    """The text of a content's thinking parts, and their problems."""
+    found: list[str] = []
+    problems: list[Problem] = []
+    for index, part in enumerate(content):
+        if not isinstance(part, dict) or part.get("type") != "thinking":
+            continue
+        where, text = f"{at}.content[{index}]", part.get("thinking")
+        if role != "assistant":
+            problems.append(
+                problem(
+                    "reasoning-invalid",
+                    f"{where} is a thinking part in a {role} message; only assistant messages think",
+                )
+            )
+        elif not isinstance(text, str) or not text.strip():
+            problems.append(problem("reasoning-invalid", f'{where} is a thinking part without a non-empty "thinking"'))
+        else:
+            found.append(text)
+    return found, problems
 
 
 def _weight(message: dict[str, Any], at: str, problem: Any) -> int | Problem:
@@ -322,41 +489,73 @@ def _weight(message: dict[str, Any], at: str, problem: Any) -> int | Problem:
     return int(weight)
 
 
-def _check_order(
-    turns: tuple[tuple[str, Any], ...], problem: Any
-) -> tuple[tuple[tuple[str, Any], ...] | None, list[Problem]]:
-    """An optional system message first, then user/assistant alternating, user first, assistant last."""
+def _check_order(turns: list[tuple[str, Any]], extras: dict[int, dict[str, Any]], problem: Any) -> list[Problem]:
+    """An optional system message first, a user turn next, and each message after one it may follow.
+
+    After a user comes an assistant; after an assistant without tool calls, a user; after
+    one with calls, tool messages answering each call once (in any order), then an
+    assistant (the model goes on with the answers). The last message is an assistant's:
+    one whose calls get no answers trains the calls. The first problem only: the later
+    ones are often its consequences.
+    """
     roles = [role for role, _ in turns]
     for index, role in enumerate(roles):
         if role == "system" and index > 0:
-            return None, [
+            return [
                 problem("system-not-first", f"messages[{index}] is a system message; only the first message may be one")
             ]
     start = 1 if roles[0] == "system" else 0
-    rest = roles[start:]
-    if not rest:
-        return None, [problem("no-turns", "only a system message; add a user and an assistant turn")]
-    if rest[0] != "user":
-        return None, [
-            problem("first-not-user", f"messages[{start}] is {rest[0]}; the conversation must start with a user turn")
-        ]
-    for offset in range(1, len(rest)):
-        if rest[offset] == rest[offset - 1]:
-            index = start + offset
-            return None, [
-                problem(
-                    "roles-not-alternating",
-                    f"messages[{index}] is a second {rest[offset]} turn in a row; user and assistant must alternate",
-                )
-            ]
-    if rest[-1] != "assistant":
-        return None, [
+    if start == len(roles):
+        return [problem("no-turns", "only a system message; add a user and an assistant turn")]
+    if roles[start] != "user":
+        return [
             problem(
-                "last-not-assistant",
-                f"the last message (messages[{len(roles) - 1}]) is {rest[-1]}; a conversation must end with an assistant turn",
+                "first-not-user", f"messages[{start}] is {roles[start]}; the conversation must start with a user turn"
             )
         ]
-    return turns, []
+    caller: int | None = None  # the assistant message whose calls the tool messages answer
+    answered: dict[str, bool] = {}  # its calls' ids: answered yet?
+    for index in range(start + 1, len(roles)):
+        role, before = roles[index], roles[index - 1]
+        if role == "tool":
+            found = tool_calls.answer_problem(index, extras[index]["tool_call_id"], caller, answered, problem)
+            if found is not None:
+                return [found]
+            continue
+        waiting = [call_id for call_id, done in answered.items() if not done]
+        if waiting:
+            return [
+                problem(
+                    "tool-call-unanswered",
+                    f"messages[{index}] ({role}) comes before tool call(s) {', '.join(map(repr, waiting))} of "
+                    f"messages[{caller}] are answered; answer each call with a tool message of its tool_call_id",
+                )
+            ]
+        if role == before:
+            return [
+                problem(
+                    "roles-not-alternating",
+                    f"messages[{index}] is a second {role} turn in a row; user and assistant must alternate",
+                )
+            ]
+        if before == "tool" and role == "user":
+            return [
+                problem(
+                    "roles-not-alternating",
+                    f"messages[{index}] is a user turn right after tool answers; the assistant goes on after its "
+                    "calls are answered",
+                )
+            ]
+        calls = extras.get(index, {}).get("tool_calls", [])
+        caller, answered = (index, {call["id"]: False for call in calls}) if calls else (None, {})
+    if roles[-1] != "assistant":
+        return [
+            problem(
+                "last-not-assistant",
+                f"the last message (messages[{len(roles) - 1}]) is {roles[-1]}; a conversation must end with an assistant turn",
+            )
+        ]
+    return []
 
 
 def _prompt_completion(
@@ -411,6 +610,15 @@ def _prompt_turns(
         return None, [problem("messages-not-list", f"{at} must be an array, got {_kind(messages)}")]
     if not messages:
         return None, [problem("messages-empty", f"{at} is empty")]
+    for index, message in enumerate(messages):
+        if isinstance(message, dict) and (message.get("role") == "tool" or any(k in message for k in EXTRA_KEYS)):
+            return None, [
+                problem(
+                    "prompt-tools-unsupported",
+                    f"{at}[{index}] has a tool call, a tool answer or thinking; a prompt here is text turns only "
+                    "(tool calling and thinking are for chat datasets)",
+                )
+            ]
     # The chat rules want an answer last: check the prompt with a stand-in answer after it.
     closing = {"role": "assistant", "content": "-"}
     if isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant":

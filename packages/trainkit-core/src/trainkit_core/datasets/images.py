@@ -88,12 +88,14 @@ def as_openai(content: Any) -> Any:
 
 
 def parse_content(
-    content: list[Any], at: str, role: str, problem: Callable[[str, str], Problem]
+    content: list[Any], at: str, role: str, problem: Callable[[str, str], Problem], *, skip: tuple[str, ...] = ()
 ) -> tuple[str | tuple[Part, ...] | None, list[Problem]]:
     """Check a list `content` (message `at`, of `role`); its normalised parts, or the problems.
 
     Text parts alone make a plain string (joined by newlines): such a turn is text and
-    trains on any model.
+    trains on any model. Parts of a type in `skip` are another parser's (an assistant's
+    ``thinking``, `trainkit_core.datasets.examples`): passed over here, so that the
+    other parts keep their indices in the messages.
     """
     if not content:
         return None, [problem("content-empty", f"{at} ({role}) content is an empty list")]
@@ -105,6 +107,8 @@ def parse_content(
             problems.append(problem("part-not-object", f"{where} must be an object with a type"))
             continue
         kind = part.get("type")
+        if kind in skip:
+            continue
         if kind == "text":
             text = part.get("text")
             if not isinstance(text, str) or not text.strip():

@@ -298,13 +298,16 @@ def length_check_for(
         tokenizer = _cached_tokenizer(preset.base_model)
     if tokenizer is None:
         return LengthCheck.estimate(limit)
-    from trainkit_core.models.chat_format import get_format, render
+    from trainkit_core.models.chat_format import get_format, render_example
 
     fmt = get_format(preset.chat_format if preset else "gemma3")
 
     def count(example: Example) -> int:
-        messages = [{"role": role, "content": text_of(content)} for role, content in example.messages]
-        return len(tokenizer.encode(render(messages, fmt), add_special_tokens=False))
+        record = example.as_record()  # tools and calls counted too; images as their text only
+        for message, (_, content) in zip(record["messages"], example.messages, strict=True):
+            message["content"] = text_of(content)
+        text = render_example(record, fmt, keep_thinking=fmt.native_tools)
+        return len(tokenizer.encode(text, add_special_tokens=False))
 
     label = f"{preset.base_model} tokenizer" if preset else "tokenizer"
     return LengthCheck(limit, count, f"{label}, max {limit} tokens")

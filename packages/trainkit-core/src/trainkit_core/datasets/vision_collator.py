@@ -57,6 +57,11 @@ def render_with_images(
     images: list[str] = []
     system = ""
     for index, message in enumerate(messages):
+        if message.get("role") == "tool" or message.get("tool_calls") or message.get("reasoning_content"):
+            raise UsageError(
+                f"message {index}: tool calls and thinking are not yet trained together with images; "
+                "train them in a text-only dataset"
+            )
         role, content = str(message.get("role")), message.get("content")
         pieces: list[str] = []
         parts: list[Any] = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
