@@ -66,6 +66,11 @@ def provider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[n
         "non_preferred_output": [{"role": "assistant", "content": "go away"}],
     }
     _dataset(root, "word-pairs", "preference", [plain_pair] * 4)
+    thought = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello", "reasoning_content": "Greet."},
+    ]
+    _dataset(root, "thoughts", "chat", [{"messages": text}, {"messages": thought}])
     monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(root))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no cached tokenizer of a real model
     return get_provider("local", Settings.from_env())
@@ -160,3 +165,11 @@ def test_the_datasets_found_are_listed_once(provider, tmp_path: Path) -> None:  
         find_local(tmp_path / "datasets", "pairs")
     found = err.value.message.split("(found: ", 1)[1].rstrip(")").split(", ")
     assert sorted(found) == sorted(set(found)) and "demo" in found and "words" in found
+
+
+def test_thinking_for_a_format_without_it_is_refused_at_its_line_unless_dropped(provider) -> None:  # type: ignore[no-untyped-def]
+    planned, started = _refusals(provider, {"dataset": "thoughts"})  # tiny speaks Gemma 3
+    assert isinstance(planned, UsageError) and "has thinking (train.jsonl:2)" in planned.message
+    assert "gemma3 chat format" in planned.message and "--drop-thinking" in (planned.hint or "")
+    assert (planned.message, planned.hint) == (started.message, started.hint)
+    assert check_request(provider, {"dataset": "thoughts", "keep_thinking": False}).config.keep_thinking is False

@@ -255,11 +255,10 @@ def test_system_first_is_accepted_and_kept(tmp_path: Path) -> None:
 
 def test_system_message_folds_into_first_user_turn() -> None:
     """The documented rule (docs/reference/dataset-format.md), as the shared chat format applies it."""
-    from trainkit_core.models.chat_format import GEMMA3, fold_system, render
+    from trainkit_core.models.chat_format import GEMMA3, render
 
     data = chat(("system", "be brief"), ("user", "hi"), ("assistant", "yo"))
     record = parse_jsonl(data, "t.jsonl", "chat")[0][0].as_record()
-    assert fold_system(record["messages"])[0] == {"role": "user", "content": "be brief\n\nhi"}
     assert "<start_of_turn>user\nbe brief\n\nhi<end_of_turn>" in render(record["messages"], GEMMA3)
 
 

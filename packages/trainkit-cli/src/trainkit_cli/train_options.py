@@ -57,6 +57,12 @@ def config_options(func: Any) -> Any:
             "across examples); --batch-size then counts packed rows. Text only, hf backend.",
         ),
         click.option(
+            "--keep-thinking/--drop-thinking",
+            default=None,
+            help="Train on the assistant's thinking where the data has it (Gemma 4; default), or drop it so the "
+            "model learns to answer directly.",
+        ),
+        click.option(
             "--processes",
             default=None,
             type=int,

@@ -14,8 +14,8 @@ in ``docs/concepts/model-sizes.md`` (``bench/bench_tiny_recipes.py``).
 
 Its tokenizer is a byte-level BPE (at most `VOCAB_SIZE` tokens) trained with
 `tokenizers` on the dataset's text, with Gemma's special tokens for both chat
-formats (``<start_of_turn>``/``<end_of_turn>`` and ``<|turn>``/``<turn|>``, always the
-first ids) and the run's chat template. The vocabulary is large enough that the words
+formats (``<start_of_turn>``/``<end_of_turn>`` and ``<|turn>``/``<turn|>``) and Gemma 4's
+tool and thought tokens, always the first ids, and the run's chat template. The vocabulary is large enough that the words
 of a small task become whole tokens (a word a task maps is then one embedding row).
 
 The base weights do not depend on the corpus (a fixed seed and a fixed vocabulary of
@@ -41,11 +41,23 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.models.chat_format import GEMMA3, GEMMA4, get_format
+from trainkit_core.models.tool_syntax import GEMMA4_THINKING_TOKENS, GEMMA4_TOKENS, RESPONSE_OPEN
 
-BUILD_VERSION = 2  # bump when the architecture or recipe changes (v2: 1024 tokens, untied head)
+#: Bump when the architecture or recipe changes (v2: 1024 tokens, untied head; v3: tool and
+#: thought tokens, digits split one by one as Gemma's tokenizer splits them).
+BUILD_VERSION = 3
 #: Where the tiny base lives, relative to the hf-cache volume (HF_HOME).
 TINY_BASE_PATH = f"trainkit/tiny-gemma/v{BUILD_VERSION}"
-SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", *GEMMA3.special_tokens, *GEMMA4.special_tokens)
+SPECIAL_TOKENS = (
+    "<pad>",
+    "<eos>",
+    "<bos>",
+    "<unk>",
+    *GEMMA3.special_tokens,
+    *GEMMA4.special_tokens,
+    *GEMMA4_TOKENS,
+    *GEMMA4_THINKING_TOKENS,
+)
 #: The model's vocabulary: every tokenizer built here has at most this many tokens, and
 #: the special tokens always take the first ids, so one base serves every tokenizer.
 VOCAB_SIZE = 1024
@@ -81,6 +93,7 @@ def build_tokenizer(texts: Iterable[str], chat_format: str = "gemma3", vocab_siz
         special_tokens=SPECIAL_TOKENS,
         vocab_size=vocab_size,
         chat_template=get_format(chat_format).chat_template,
+        split_digits=True,
     )
 
 
@@ -89,7 +102,7 @@ def build_model(tokenizer, seed: int = 0, vocab_size: int = VOCAB_SIZE, **shape:
     import torch
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    eot = [tokenizer.convert_tokens_to_ids(t) for t in (GEMMA3.end_of_turn, GEMMA4.end_of_turn)]
+    eot = [tokenizer.convert_tokens_to_ids(t) for t in (GEMMA3.end_of_turn, GEMMA4.end_of_turn, RESPONSE_OPEN)]
     config = Gemma3TextConfig(
         vocab_size=vocab_size,
         **{**TINY_SHAPE, **shape},

@@ -23,11 +23,14 @@ def build_bpe_tokenizer(
     vocab_size: int,
     chat_template: str,
     named_tokens: Mapping[str, str] | None = None,
+    split_digits: bool = False,
 ) -> Any:
     """A `PreTrainedTokenizerFast` trained on `corpus`; `special_tokens` start with `BASE_TOKENS`.
 
     `named_tokens` become attributes of the tokenizer (``image_token``, ``boi_token``: what
-    a processor looks up by name).
+    a processor looks up by name). `split_digits` makes every digit a token of its own, as
+    Gemma's tokenizer does: a number never seen in training is then made of tokens that
+    were, so a model can copy it (a tool call's arguments) digit by digit.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -35,7 +38,12 @@ def build_bpe_tokenizer(
     if tuple(special_tokens[: len(BASE_TOKENS)]) != BASE_TOKENS:
         raise ValueError(f"special tokens must start with {BASE_TOKENS}")
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # type: ignore[assignment]
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = (  # type: ignore[assignment]
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        if split_digits
+        else byte_level
+    )
     tok.decoder = decoders.ByteLevel()  # type: ignore[assignment]
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -149,6 +149,11 @@ class TrainConfig(BaseModel):
         description="SFT: pack several examples into each row of max_seq_length tokens, padding-free (position ids "
         "restart per example, no attention across examples); batch_size then counts packed rows. Text only, hf backend.",
     )
+    keep_thinking: bool = Field(
+        True,
+        description="Train on the assistant's thinking (reasoning_content) where the data has it (Gemma 4); false "
+        "drops it, so the model learns to answer directly.",
+    )
     processes: int = Field(
         1,
         ge=1,

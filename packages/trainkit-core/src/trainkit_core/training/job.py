@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import JobError
-from trainkit_core.models.chat_format import check_loss_mask, encode_for_training, get_format, render
+from trainkit_core.models.chat_format import check_loss_mask, encode_example, get_format, render, render_example
 from trainkit_core.models.presets import TINY_BASE_MODEL
 from trainkit_core.models.trained.layout import base_model_path as local_base_path
 from trainkit_core.models.trained.layout import make_card, resolve_base_model, write_card
@@ -307,7 +307,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             tokenized.update(examples=len(rows))
         else:
             for example in dataset.train:
-                row = encode_for_training(tokenizer, example["messages"], fmt, max_length=config.max_seq_length)
+                row = encode_example(
+                    tokenizer, example, fmt, max_length=config.max_seq_length, keep_thinking=config.keep_thinking
+                )
                 if any(label != -100 for label in row["labels"]):
                     rows.append(row)
                 else:
@@ -460,7 +462,7 @@ def _texts(example: dict[str, Any], fmt: Any) -> list[str]:
             render([*example["messages"], {"role": "assistant", "content": example[side]}], fmt)
             for side in ("chosen", "rejected")
         ]
-    texts = [render(example["messages"], fmt)]
+    texts = [render_example(example, fmt)]
     if isinstance(example.get("reference"), str):
         texts.append(example["reference"])
     return texts
@@ -485,7 +487,7 @@ def _keep_eval_rows(config: TrainConfig, dataset: Any, tokenizer: Any, fmt: Any)
     if not config.keep_checkpoints or not dataset.eval:
         return []
     rows = [
-        encode_for_training(tokenizer, e["messages"], fmt, max_length=config.max_seq_length)
+        encode_example(tokenizer, e, fmt, max_length=config.max_seq_length, keep_thinking=config.keep_thinking)
         for e in dataset.eval[:EVAL_EXAMPLES]
     ]
     return [r for r in rows if any(label != -100 for label in r["labels"])]

@@ -161,7 +161,7 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
     """Tokens of each training example (as the job encodes it), whether exact, and how counted."""
     import importlib.util
 
-    from trainkit_core.models.chat_format import get_format, render
+    from trainkit_core.models.chat_format import get_format, render_example
     from trainkit_core.models.presets import TINY_BASE_MODEL
 
     fmt = get_format(config.chat_format or "gemma3")
@@ -172,7 +172,7 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
         if config.model_id == TINY_BASE_MODEL:
             from trainkit_core.models.tiny_model import build_tokenizer
 
-            tokenizer = build_tokenizer([render(e["messages"], fmt) for e in train], fmt.name)
+            tokenizer = build_tokenizer([render_example(e, fmt) for e in train], fmt.name)
             method = "the tiny model's tokenizer, built from the dataset as the job builds it"
         else:
             from trainkit_core.datasets.validate import _cached_tokenizer
@@ -181,16 +181,19 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
             tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
             method = f"{config.model_id} tokenizer from the local cache"
     if tokenizer is None:
-        counts = [min(limit, math.ceil(len(render(e["messages"], fmt)) / CHARS_PER_TOKEN)) for e in train]
+        counts = [
+            min(limit, math.ceil(len(render_example(e, fmt, keep_thinking=config.keep_thinking)) / CHARS_PER_TOKEN))
+            for e in train
+        ]
         return counts, False, f"{CHARS_PER_TOKEN} characters per token"
-    from trainkit_core.models.chat_format import encode_for_training
+    from trainkit_core.models.chat_format import encode_example
 
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.chat_template = fmt.chat_template
     counts = []
     for example in train:
-        row = encode_for_training(tokenizer, example["messages"], fmt, max_length=limit)
+        row = encode_example(tokenizer, example, fmt, max_length=limit, keep_thinking=config.keep_thinking)
         if any(label != -100 for label in row["labels"]):
             counts.append(len(row["input_ids"]))  # the job drops an example with no answer left
     return counts, True, method

@@ -98,6 +98,7 @@ def check_request(
     if local.spec is not None:
         data_files = [local.path / f for f in local.spec.files if (local.path / f).is_file()]
         _refuse_images_on_a_text_model(config, sum(1 for f in data_files if _names_images(f.read_bytes())))
+        _refuse_thinking_without_a_place(config, local.spec.format, data_files)
     return CheckedRequest(config, dataset_format, price, limits, local=local)
 
 
@@ -173,6 +174,28 @@ def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
             "conversations with their pixels, and trl refuses packing for vision data)",
             hint="train without --packing",
         )
+
+
+def _refuse_thinking_without_a_place(config: TrainConfig, dataset_format: str, files: list[Any]) -> None:
+    """Thinking in the data of a model whose chat format has none (Gemma 3): named at its line, before any record."""
+    from trainkit_core.models.chat_format import get_format
+
+    if not config.keep_thinking or get_format(config.chat_format or "gemma3").native_tools:
+        return
+    from trainkit_core.datasets.examples import parse_jsonl
+
+    for path in files:
+        data = path.read_bytes()
+        if b'"reasoning_content"' not in data and b'"thinking"' not in data:
+            continue
+        examples, _ = parse_jsonl(data, path.name, dataset_format)
+        thinking = next((e for e in examples if any("reasoning_content" in f for f in e.extra_fields().values())), None)
+        if thinking is not None:
+            raise UsageError(
+                f"dataset {config.dataset!r} has thinking ({thinking.where}), which the {config.chat_format} chat "
+                f"format of {config.model_id} has no place for",
+                hint="train a Gemma 4 model, or drop the thinking with --drop-thinking",
+            )
 
 
 def start_run(
