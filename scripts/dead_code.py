@@ -21,7 +21,15 @@ EXCLUDE = ("fake_modal.py", "fake_sdk")
 DECORATORS = [
     *(f"@*.{verb}" for verb in ("get", "post", "put", "patch", "delete", "exception_handler", "middleware")),
     *("@*.command", "@*.group", "@*.callback", "@pytest.fixture", "@*.fixture", "@nox.session", "@*.parametrize"),
-    *("@field_validator", "@model_validator", "@computed_field", "@*.hookimpl", "@hookimpl", "@*.hookspec"),
+    *(
+        "@field_validator",
+        "@model_validator",
+        "@model_serializer",
+        "@computed_field",
+        "@*.hookimpl",
+        "@hookimpl",
+        "@*.hookspec",
+    ),
     *("@*.function", "@*.cls", "@*.method", "@*.enter", "@*.exit", "@*.asgi_app", "@*.clustered"),
 ]
 #: Found through a "module:function" string or a name in a table, not a call vulture can see.

@@ -12,6 +12,7 @@ METRICS = (
     ("exact_match", "exact match"),
     ("f1", "token F1"),
     ("end_of_turn_rate", "stopped at end of turn"),
+    ("tool_call_accuracy", "tool calls right"),
 )
 
 
@@ -33,6 +34,8 @@ def print_report(report: dict[str, Any], title: str | None = None) -> None:
     table.add_column("tuned", justify="right")
     tuned, base = report.get("tuned") or {}, report.get("base") or {}
     for key, label in METRICS:
+        if key == "tool_call_accuracy" and key not in base and key not in tuned:
+            continue  # only where the examples call tools
         table.add_row(label, _cell(base, key), _cell(tuned, key))
     table.add_row("examples", str(base.get("examples", "")), str(tuned.get("examples", "")))
     out = console()

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Literal
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES, type_of
@@ -76,13 +76,17 @@ class GenerateResult(BaseModel):
 class ChatMessageIn(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[dict[str, Any]] = Field(
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = Field(
+        None,
         description=(
             "Text, or a list of `{type: text, text}` and `{type: image_url, image_url: {url: data:...}}` parts; "
-            "http(s) image URLs only where the server allows fetching (TRAINKIT_API_FETCH_IMAGE_URLS)."
-        )
+            "http(s) image URLs only where the server allows fetching (TRAINKIT_API_FETCH_IMAGE_URLS). "
+            "Left out only by an assistant message with `tool_calls`."
+        ),
     )
+    tool_calls: list[dict[str, Any]] | None = Field(None, description="An assistant's earlier calls (OpenAI's form).")
+    tool_call_id: str | None = Field(None, description="A tool message: the call it answers.")
 
     @field_validator("content")
     @classmethod
@@ -115,11 +119,41 @@ class ChatCompletionRequest(BaseModel):
     n: int = Field(1, ge=1, le=1, description="Only 1 is supported.")
     stream: bool = False
     stream_options: StreamOptions | None = None
+    tools: list[dict[str, Any]] | None = Field(
+        None, description="Functions the model may call (OpenAI's `{type: function, function: {...}}`)."
+    )
+    tool_choice: str | dict[str, Any] | None = Field(
+        None,
+        description="`auto` (the default with tools) or `none`; `required` and a named function are refused: "
+        "trainkit does not constrain decoding.",
+    )
+
+
+class FunctionOut(BaseModel):
+    name: str
+    arguments: str = Field(description="The arguments as a JSON string, as OpenAI sends them.")
+
+
+class ToolCallOut(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionOut
 
 
 class ChatMessageOut(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCallOut] | None = None
+    reasoning_content: str | None = Field(None, description="The model's thinking, where it thought (Gemma 4).")
+
+    @model_serializer(mode="wrap")
+    def _only_what_is_there(self, handler: Any) -> dict[str, Any]:
+        """A plain answer stays ``{"role", "content"}``; calls and thinking appear where the model made them."""
+        data: dict[str, Any] = handler(self)
+        for key in ("tool_calls", "reasoning_content"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class Choice(BaseModel):
@@ -187,8 +221,16 @@ def generate_request(body: ChatCompletionRequest) -> dict[str, Any]:
     messages = []
     for i, message in enumerate(body.messages):
         role = "system" if message.role == "developer" else message.role
-        messages.append({"role": role, "content": _content(message.content, f"messages[{i}]")})
+        turn: dict[str, Any] = {"role": role}
+        if message.content is not None:
+            turn["content"] = _content(message.content, f"messages[{i}]")
+        for key in ("tool_calls", "tool_call_id"):
+            if getattr(message, key) is not None:
+                turn[key] = getattr(message, key)
+        messages.append(turn)
     request: dict[str, Any] = {**target, "messages": messages, "base": base}
+    if body.tools and _offers_tools(body.tool_choice):
+        request["tools"] = body.tools
     max_tokens = body.max_completion_tokens or body.max_tokens
     if max_tokens is not None:
         request["max_new_tokens"] = max_tokens
@@ -196,6 +238,39 @@ def generate_request(body: ChatCompletionRequest) -> dict[str, Any]:
         if getattr(body, name) is not None:
             request[name] = getattr(body, name)
     return request
+
+
+def _offers_tools(choice: str | dict[str, Any] | None) -> bool:
+    """Whether the model gets the tools: `auto` yes, `none` no; what trainkit cannot enforce is refused."""
+    if choice is None or choice == "auto":
+        return True
+    if choice == "none":
+        return False
+    shown = choice if isinstance(choice, str) else json.dumps(choice)[:80]
+    raise UsageError(
+        f"tool_choice {shown!r} is not supported: trainkit does not constrain what the model writes, so it "
+        "cannot force a call",
+        hint='leave tool_choice out (or "auto"): a model trained on your calls calls them',
+    )
+
+
+def message_out(result: dict[str, Any]) -> ChatMessageOut:
+    """The assistant's message of a generation result: text, or calls (arguments as JSON strings), and thinking."""
+    calls = result.get("tool_calls") or []
+    return ChatMessageOut(
+        content=result.get("text", "") if not calls or result.get("text") else None,
+        tool_calls=[
+            ToolCallOut(
+                id=call["id"],
+                function=FunctionOut(
+                    name=call["function"]["name"], arguments=json.dumps(call["function"]["arguments"])
+                ),
+            )
+            for call in calls
+        ]
+        or None,
+        reasoning_content=result.get("reasoning_content"),
+    )
 
 
 def _error_event(exc: BaseException) -> dict[str, Any]:
@@ -350,12 +425,7 @@ def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_
                 id=completion_id,
                 created=created,
                 model=body.model,
-                choices=[
-                    Choice(
-                        message=ChatMessageOut(content=result.get("text", "")),
-                        finish_reason=result.get("finish_reason") or "stop",
-                    )
-                ],
+                choices=[Choice(message=message_out(result), finish_reason=result.get("finish_reason") or "stop")],
                 usage=ChatUsage(prompt_tokens=prompt, completion_tokens=done, total_tokens=prompt + done),
             )
 
@@ -375,14 +445,28 @@ def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_
         }
         return format_event(data)
 
+    # A call is only known once the model's answer is whole: with tools the answer is
+    # sent when done, as OpenAI's deltas (thinking, text, then each call).
+    buffered = bool(request.tools)
+
+    def message_chunks(message: ChatMessageOut) -> Iterator[str]:
+        if message.reasoning_content:
+            yield chunk({"reasoning_content": message.reasoning_content})
+        if message.content:
+            yield chunk({"content": message.content})
+        for index, call in enumerate(message.tool_calls or []):
+            yield chunk({"tool_calls": [{"index": index, **call.model_dump()}]})
+
     def chunks() -> Iterator[str]:
         yield STARTED
         yield chunk({"role": "assistant", "content": ""})
         try:
             for event in client.stream(state.provider, request):
-                if event.get("type") == "token" and event.get("text"):
+                if event.get("type") == "token" and event.get("text") and not buffered:
                     yield chunk({"content": event["text"]})
                 elif event.get("type") == "done":
+                    if buffered:
+                        yield from message_chunks(message_out(event))
                     yield chunk({}, event.get("finish_reason") or "stop")
                     if include_usage:
                         usage = event.get("usage") or {}

@@ -8,6 +8,7 @@ The short form `--model-size 4b` uses that preset's newest trained model.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import click
 from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
 
 
-def _messages(path: str) -> list[dict[str, Any]]:
+def _messages(path: str, option: str = "--messages", key: str = "messages") -> list[Any]:
     """The messages of a JSON file, read as strict JSON (so deep nesting is an error, not a crash).
 
     Its size is checked before it is read: no file over `MAX_REQUEST_BYTES` can hold a
@@ -32,10 +33,10 @@ def _messages(path: str) -> list[dict[str, Any]]:
     try:
         info = Path(path).stat()
         if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"--messages {path}: not a regular file")
+            raise UsageError(f"{option} {path}: not a regular file")
         if info.st_size > MAX_REQUEST_BYTES:
             raise InputTooLargeError(
-                f"--messages {path}: {info.st_size} bytes, over the limit of {MAX_REQUEST_BYTES} "
+                f"{option} {path}: {info.st_size} bytes, over the limit of {MAX_REQUEST_BYTES} "
                 "(the longest text and the most images a request may carry)"
             )
         data = strict_json.loads(Path(path).read_text(encoding="utf-8"))
@@ -45,10 +46,10 @@ def _messages(path: str) -> list[dict[str, Any]]:
         raise UsageError(f"{path} is not UTF-8 (byte {exc.start})") from None
     except strict_json.StrictJSONError as exc:
         raise UsageError(f"{path} is not valid JSON: {exc}") from None
-    if isinstance(data, dict) and "messages" in data:
-        data = data["messages"]
+    if isinstance(data, dict) and key in data:
+        data = data[key]
     if not isinstance(data, list):
-        raise UsageError(f"{path} must hold a list of messages or an object with 'messages'")
+        raise UsageError(f"{option} {path} must hold a list of {key} or an object with {key!r}")
     return data
 
 
@@ -87,6 +88,12 @@ def _data_url(path: str) -> str:
     multiple=True,
     help="A picture for the (last) user turn; repeat for several. Needs a multimodal model.",
 )
+@click.option(
+    "--tools",
+    "tools_file",
+    metavar="FILE",
+    help="JSON file with the functions the model may call (OpenAI's tool definitions); calls are printed.",
+)
 @click.option("--base", is_flag=True, help="Generate with the model's base alone (adapter off), for comparison.")
 @click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=128, show_default=True)
 @click.option("--temperature", type=click.FloatRange(0.0, 5.0), default=0.0, show_default=True, help="0: greedy.")
@@ -104,6 +111,7 @@ def infer_command(
     prompt: str | None,
     messages_file: str | None,
     images: tuple[str, ...],
+    tools_file: str | None,
     base: bool,
     max_new_tokens: int,
     temperature: float,
@@ -123,6 +131,7 @@ def infer_command(
         "prompt": prompt,
         "messages": _messages(messages_file) if messages_file else None,
         "images": [_data_url(path) for path in images] or None,
+        "tools": _messages(tools_file, "--tools", "tools") if tools_file else None,
         "base": base,
         "max_new_tokens": max_new_tokens,
         "temperature": temperature,
@@ -131,7 +140,7 @@ def infer_command(
         "seed": seed,
     }
     use_server = False if no_warm else None
-    if stream and not as_json:
+    if stream and not as_json and not tools_file:  # calls are known when the answer is whole
         result: dict[str, Any] = {}
         for event in client.stream(state.provider, request, use_server=use_server):
             if event["type"] == "token":
@@ -146,7 +155,15 @@ def infer_command(
     if as_json:
         print_json(result)
         return
-    click.echo(result["text"])
+    if result.get("reasoning_content"):
+        from rich.markup import escape
+
+        console(stderr=True).print(f"[dim]thinking: {escape(result['reasoning_content'])}[/dim]")
+    if result["text"]:
+        click.echo(result["text"])
+    for call in result.get("tool_calls") or []:
+        function = call["function"]
+        click.echo(f"call {function['name']}({json.dumps(function['arguments'], ensure_ascii=False)})")
     _footer(result)
 
 

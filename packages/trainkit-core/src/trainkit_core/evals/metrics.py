@@ -5,7 +5,8 @@ uppercasing is about case). Token F1 is the SQuAD-style overlap of whitespace to
 case-folded, so a partly right answer gets partial credit. Perplexity is
 ``exp(mean loss)`` over the reference answers' tokens. The end-of-turn rate is the
 share of answers that ended with the end-of-turn token rather than at the length
-limit: a model that never learned to stop scores 0 there whatever its words.
+limit: a model that never learned to stop scores 0 there whatever its words. Tool-call
+accuracy, where examples call tools, is the share whose first calls were right.
 """
 
 from __future__ import annotations
@@ -59,4 +60,10 @@ def summarize(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             if n and all("stopped" in r for r in rows)
             else {}
         ),
+        **({"tool_call_accuracy": round(sum(calls) / len(calls), 4)} if (calls := _tool_calls(rows)) else {}),
     }
+
+
+def _tool_calls(rows: list[Mapping[str, Any]]) -> list[float]:
+    """The tool-call scores of the rows that call tools (scored by `trainkit_core.evals.scoring.score_calls`)."""
+    return [float(r["tool_call"]) for r in rows if "tool_call" in r]

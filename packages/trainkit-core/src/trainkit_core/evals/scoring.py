@@ -3,21 +3,24 @@
 For each example: the mean loss (and so perplexity) of the reference answer given the
 conversation, computed on exactly the tokens training learns (`encode_for_training`:
 the answer and its end-of-turn); and a greedy generation from the prompt, scored by
-exact match and token F1. The same loaded weights answer as the base model with the
-adapter switched off, so tuned and base are compared on one load. Heavy imports
-inside functions; runs in the ``eval`` job and after training.
+exact match and token F1. An example whose conversation calls tools is also asked for
+its first call (the conversation before it, with its tools): tool-call accuracy is the
+share of those whose calls are right (the same functions, arguments equal as JSON).
+The same loaded weights answer as the base model with the adapter switched off, so
+tuned and base are compared on one load. Heavy imports inside functions; runs in the
+``eval`` job and after training.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainkit_core.evals.greedy import greedy_answers
 from trainkit_core.evals.metrics import exact_match, summarize, token_f1
-from trainkit_core.models.chat_format import ChatFormat, encode_for_training, render_prompt
+from trainkit_core.models.chat_format import ChatFormat, encode_example, render_prompt
 
 #: Generation stops at the end of turn, or after the reference's length plus this margin.
 LENGTH_MARGIN = 16
@@ -26,7 +29,8 @@ BATCH_SIZE = 16
 
 
 def _stops(tokenizer: Any, fmt: ChatFormat) -> list[int]:
-    ids = [tokenizer.convert_tokens_to_ids(fmt.end_of_turn)]
+    ids = [tokenizer.convert_tokens_to_ids(text) for text in fmt.stop_texts]
+    ids = [i for i in ids if i is not None and i != tokenizer.unk_token_id]
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
         ids.append(tokenizer.eos_token_id)
     return ids
@@ -79,40 +83,45 @@ def score_batch(
     model: Any,
     tokenizer: Any,
     fmt: ChatFormat,
-    batch: Sequence[Sequence[dict[str, str]]],
+    batch: Sequence[Mapping[str, Any]],
     *,
     device: str,
     max_new_tokens: int,
     processor: Any = None,
 ) -> list[dict[str, Any]]:
-    """Loss on the reference and a greedy answer for each example of a batch (no grad).
+    """Loss on the reference and a greedy answer for each example (a record: messages, tools) of a batch.
 
     With a `processor` (a multimodal model), a batch holding images is scored through it.
     """
     stops = _stops(tokenizer, fmt)
-    if processor is not None and any(isinstance(m.get("content"), list) for messages in batch for m in messages):
+    conversations = [record["messages"] for record in batch]
+    if processor is not None and any(
+        isinstance(m.get("content"), list) for messages in conversations for m in messages
+    ):
         from trainkit_core.evals.image_scoring import score_image_batch
 
         return score_image_batch(
             model,
             processor,
             fmt,
-            batch,
+            conversations,
             stops,
             device=device,
             max_new_tokens=max_new_tokens,
             length_margin=LENGTH_MARGIN,
         )
-    encoded = [encode_for_training(tokenizer, messages, fmt) for messages in batch]
+    encoded = [encode_example(tokenizer, record, fmt) for record in batch]
     losses = _losses(model, encoded, _pad_id(tokenizer, stops), device)
-    references = [messages[-1]["content"] for messages in batch]
+    references = [messages[-1]["content"] for messages in conversations]
     prompts = [
-        list(tokenizer(render_prompt(messages, fmt), add_special_tokens=False)["input_ids"]) for messages in batch
+        list(tokenizer(render_prompt(r["messages"], fmt, tools=r.get("tools")), add_special_tokens=False)["input_ids"])
+        for r in batch
     ]
     longest = max(len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in references)
     answers = _generate(model, tokenizer, prompts, stops, min(max_new_tokens, longest + LENGTH_MARGIN), device)
+    calls = score_calls(model, tokenizer, fmt, batch, stops=stops, device=device)
     scored = []
-    for (loss_sum, tokens), (ids, stopped), reference in zip(losses, answers, references, strict=True):
+    for (loss_sum, tokens), (ids, stopped), reference, call in zip(losses, answers, references, calls, strict=True):
         answer = tokenizer.decode(ids, skip_special_tokens=True).strip()
         scored.append(
             {
@@ -122,9 +131,72 @@ def score_batch(
                 "loss_tokens": tokens,
                 "exact_match": exact_match(answer, reference),
                 "f1": token_f1(answer, reference),
+                **call,
             }
         )
     return scored
+
+
+def _first_call(record: Mapping[str, Any]) -> tuple[list[Any], list[Any]] | None:
+    """(the conversation before the first assistant message that calls tools, its calls), or None."""
+    for index, message in enumerate(record["messages"]):
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            return list(record["messages"][:index]), list(message["tool_calls"])
+    return None
+
+
+def score_calls(
+    model: Any,
+    tokenizer: Any,
+    fmt: ChatFormat,
+    batch: Sequence[Mapping[str, Any]],
+    *,
+    stops: list[int],
+    device: str,
+) -> list[dict[str, Any]]:
+    """For each record that calls tools: ``tool_call`` 1.0 when the model's first calls are the reference's.
+
+    The calls are compared as (function name, arguments as JSON) in any order; an answer
+    whose calls do not parse scores 0. Records without calls get ``{}``.
+    """
+    from trainkit_core.models import tool_syntax
+
+    found = [(i, turn, record.get("tools")) for i, record in enumerate(batch) if (turn := _first_call(record))]
+    out: list[dict[str, Any]] = [{} for _ in batch]
+    if not found:
+        return out
+    prompts = [
+        list(tokenizer(render_prompt(prompt, fmt, tools=tools), add_special_tokens=False)["input_ids"])
+        for _, (prompt, _), tools in found
+    ]
+    wanted = [
+        [(tool_syntax.function_of(c)["name"], tool_syntax.arguments_of(c)) for c in calls] for _, (_, calls), _ in found
+    ]
+    longest = max(
+        len(
+            tokenizer(tool_syntax.gemma4_calls(calls) + tool_syntax.gemma3_calls(calls), add_special_tokens=False)[
+                "input_ids"
+            ]
+        )
+        for _, (_, calls), _ in found
+    )
+    answers = _generate(model, tokenizer, prompts, stops, longest + LENGTH_MARGIN, device)
+    for (index, _, _), (ids, _), reference in zip(found, answers, wanted, strict=True):
+        raw = tokenizer.decode(ids, skip_special_tokens=False)
+        try:
+            parsed = tool_syntax.parse_answer(raw, fmt.name)["tool_calls"]
+            made = [(c["name"], c["arguments"]) for c in parsed]
+        except tool_syntax.ToolSyntaxError:
+            made = []
+        right = sorted(map(_call_key, made)) == sorted(map(_call_key, reference))
+        out[index] = {"tool_call": 1.0 if right else 0.0, "tool_call_answer": raw}
+    return out
+
+
+def _call_key(call: tuple[str, Any]) -> str:
+    import json
+
+    return json.dumps([call[0], call[1]], sort_keys=True)
 
 
 def evaluate(
@@ -161,7 +233,7 @@ def evaluate(
             with ctx:
                 scored = []
                 for first in range(0, len(examples), BATCH_SIZE):
-                    batch = [ex["messages"] for ex in examples[first : first + BATCH_SIZE]]
+                    batch = examples[first : first + BATCH_SIZE]
                     scored += score_batch(
                         model, tokenizer, fmt, batch, device=device, max_new_tokens=max_new_tokens, processor=processor
                     )

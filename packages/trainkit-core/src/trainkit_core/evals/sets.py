@@ -22,7 +22,9 @@ from trainkit_core.plugins.hookspecs import KVStore, Volume
 from trainkit_core.toolkit.kv_lock import kv_lock
 
 REPORT_ID_PATTERN = re.compile(r"^ev-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
-ROLES = ("system", "user", "assistant")
+ROLES = ("system", "user", "assistant", "tool")
+#: What a message of a tool-calling conversation carries besides role and content.
+TOOL_KEYS = ("tool_calls", "tool_call_id", "reasoning_content", "weight")
 
 
 def set_path(name: str) -> str:
@@ -62,16 +64,24 @@ def normalize_example(record: Any, *, where: str) -> dict[str, Any]:
                 f"{where}: message {i} needs a role ({', '.join(ROLES)}) and string content "
                 "(or, in a user or system message, text and image_url parts)"
             )
-        clean.append({"role": m["role"], "content": m["content"]})
-    if clean[-1]["role"] != "assistant" or clean[-2]["role"] != "user":
-        raise UsageError(f"{where}: the last two messages must be the user's question and the assistant's reference")
-    return {"messages": clean}
+        clean.append({"role": m["role"], "content": m["content"] or ""} | {k: m[k] for k in TOOL_KEYS if k in m})
+    if clean[-1]["role"] != "assistant" or clean[-2]["role"] not in ("user", "tool"):
+        raise UsageError(
+            f"{where}: the last two messages must be the user's question (or a tool's answer) and the "
+            "assistant's reference"
+        )
+    tools = record.get("tools")
+    if tools is not None and not (isinstance(tools, list) and all(isinstance(t, Mapping) for t in tools)):
+        raise UsageError(f"{where}: 'tools' must be a list of tool definitions")
+    return {"messages": clean} | ({"tools": tools} if tools else {})
 
 
 def _content_ok(content: Any, role: Any) -> bool:
     """A string, or (not for the assistant) a list of text and image_url parts as the datasets hold them."""
     if isinstance(content, str):
         return True
+    if content is None and role == "assistant":
+        return True  # an assistant's message of calls only (checked when rendered)
     if role == "assistant" or not isinstance(content, list) or not content:
         return False
     return all(

@@ -21,11 +21,55 @@ from trainkit_core.models.chat_format import render_prompt
 
 
 def stop_token_ids(loaded: LoadedModel) -> list[int]:
+    """The end of the turn, Gemma 4's handover after a call (where the tokenizer has it), and EOS."""
     tok = loaded.tokenizer
-    ids = [tok.convert_tokens_to_ids(loaded.fmt.end_of_turn)]
+    ids = []
+    for text in loaded.fmt.stop_texts:
+        token_id = tok.convert_tokens_to_ids(text)
+        if token_id is not None and token_id != tok.unk_token_id:
+            ids.append(token_id)
     if tok.eos_token_id is not None and tok.eos_token_id not in ids:
         ids.append(tok.eos_token_id)
     return ids
+
+
+def answer_fields(loaded: LoadedModel, req: GenerateRequest, ids: list[int]) -> dict[str, Any]:
+    """``text``, and where the model called tools or thought, ``tool_calls`` and ``reasoning_content``.
+
+    Calls are read only when the request gave tools. A call that does not parse is
+    answered as the model's plain text: a client gets what the model said, never a
+    server error for what a model wrote.
+    """
+    import uuid
+
+    from trainkit_core.models.tool_syntax import ToolSyntaxError, parse_answer
+
+    tok = loaded.tokenizer
+    plain = tok.decode(ids, skip_special_tokens=True)
+    if not (req.tools or loaded.fmt.native_tools):
+        return {"text": plain}
+    raw = tok.decode(ids, skip_special_tokens=False)
+    try:
+        parsed = parse_answer(raw, loaded.fmt.name)
+    except ToolSyntaxError:
+        return {"text": plain}
+    fields: dict[str, Any] = {"text": _without_special(tok, parsed["content"])}
+    if parsed["reasoning_content"]:
+        fields["reasoning_content"] = parsed["reasoning_content"]
+    if req.tools and parsed["tool_calls"]:
+        fields["tool_calls"] = [
+            {"id": "call_" + uuid.uuid4().hex[:24], "type": "function", "function": call}
+            for call in parsed["tool_calls"]
+        ]
+    elif parsed["tool_calls"]:
+        return {"text": plain}  # calls nobody offered the model: its words, as they are
+    return fields
+
+
+def _without_special(tok: Any, text: str) -> str:
+    for token in tok.all_special_tokens:
+        text = text.replace(token, "")
+    return text.strip()
 
 
 def image_inputs(loaded: LoadedModel, turns: list[dict[str, Any]]) -> Any:
@@ -102,7 +146,7 @@ def generate(
     if req.has_images:
         inputs = image_inputs(loaded, req.chat())
     else:
-        prompt = render_prompt(req.chat(), loaded.fmt)
+        prompt = render_prompt(req.chat(), loaded.fmt, tools=req.tool_list())
         inputs = tok(prompt, add_special_tokens=False, return_tensors="pt").to(loaded.device)
     prompt_len = int(inputs["input_ids"].shape[1])
     check_context(loaded, prompt_len, req.max_new_tokens)
@@ -154,8 +198,8 @@ def generate(
         "base": req.base,
         "base_model": loaded.card.base_model,
         "chat_format": loaded.fmt.name,
-        "text": tok.decode(answer, skip_special_tokens=True),
-        "finish_reason": "stop" if stopped else "length",
+        **(fields := answer_fields(loaded, req, answer)),
+        "finish_reason": "tool_calls" if "tool_calls" in fields else "stop" if stopped else "length",
         "usage": {"prompt_tokens": prompt_len, "completion_tokens": len(new)},
         "timings": {"load_s": round(loaded.load_s, 4), "generate_s": round(time.perf_counter() - started, 4)},
         "cached": loaded.cached,

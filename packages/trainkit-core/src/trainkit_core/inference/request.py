@@ -4,7 +4,9 @@ Plain pydantic, no heavy imports. One of `prompt` or `messages`; `model_path` (a
 trained model) or `model_size` (the short form: that preset's newest trained
 model). `base=True` generates with the model's base alone, for comparison.
 Sampling: `temperature` 0 means greedy (the default, so answers are reproducible);
-`top_k` 0 means no top-k cut.
+`top_k` 0 means no top-k cut. With `tools`, the model may answer with calls
+(`trainkit_core.models.tool_syntax` reads them); the conversation may then go on with
+the calls and the ``tool`` messages that answer them, as in OpenAI's API.
 """
 
 from __future__ import annotations
@@ -51,11 +53,66 @@ class ImagePart(BaseModel):
     image_url: ImageURL
 
 
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=256)
+    #: A JSON object, as a string (OpenAI's form) or as the object itself.
+    arguments: str | dict[str, Any] = "{}"
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class Tool(BaseModel):
+    """A function the model may call (OpenAI's definition: name, description, JSON-schema parameters)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["function"] = "function"
+    function: dict[str, Any]
+
+    @field_validator("function")
+    @classmethod
+    def _named(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(value.get("name"), str) or not value["name"]:
+            raise ValueError("a tool's function needs a name")
+        if "parameters" in value and not isinstance(value["parameters"], dict):
+            raise ValueError(f"tool {value['name']!r}: parameters must be a JSON schema object")
+        return value
+
+
 class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    role: Literal["system", "user", "assistant"]
-    content: str | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]]
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]] = ""
+    #: An assistant's calls earlier in the conversation, and a tool message's answer to one.
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _content_given(cls, data: Any) -> Any:
+        """Content may be left out (or null) only by an assistant message that calls tools, as OpenAI's."""
+        if isinstance(data, dict) and data.get("content") is None:
+            if not (data.get("role") == "assistant" and data.get("tool_calls")):
+                raise ValueError("content is required (only an assistant message with tool_calls may leave it out)")
+            data = {**data, "content": ""}
+        return data
+
+    @model_validator(mode="after")
+    def _tool_fields(self) -> Message:
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError(f"tool_calls on a {self.role} message; only an assistant's message calls tools")
+        if (self.tool_call_id is None) == (self.role == "tool"):
+            raise ValueError("a tool message needs tool_call_id (the call it answers), and only a tool message has one")
+        return self
 
     @field_validator("content", mode="before")
     @classmethod
@@ -80,6 +137,8 @@ class GenerateRequest(BaseModel):
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
     #: Images for the (last) user turn, as ``data:image/...;base64,`` URLs (`trainkit infer --image`).
     images: list[str] | None = None
+    #: Functions the model may call; its calls come back as ``tool_calls`` (`trainkit infer --tools`).
+    tools: list[Tool] | None = Field(None, max_length=128)
     #: True where the caller fetches or refuses http(s) image URLs itself, then validates again (the API).
     remote_images_resolved_later: ClassVar[bool] = False
 
@@ -98,8 +157,8 @@ class GenerateRequest(BaseModel):
         if self.messages is not None:
             if not self.messages:
                 raise ValueError("messages is empty")
-            if self.messages[-1].role != "user":
-                raise ValueError("the last message must be the user's")
+            if self.messages[-1].role not in ("user", "tool"):
+                raise ValueError("the last message must be the user's (or a tool's answer)")
         if self.model_path is None and self.model_size is None:
             raise ValueError("give model_path (trained/<run id>) or model_size (a preset)")
         if self.model_path is not None and self.model_size is not None:
@@ -113,6 +172,9 @@ class GenerateRequest(BaseModel):
         """The conversation to format: `messages`, or `prompt` as one user turn; `images` join the last user turn."""
         if self.messages is not None:
             turns = [m.model_dump(exclude_none=True) for m in self.messages]
+            for turn in turns:
+                for call in turn.get("tool_calls", []):
+                    call["function"]["arguments"] = _arguments(call["function"]["arguments"])
         else:
             turns = [{"role": "user", "content": self.prompt or ""}]
         if self.images:
@@ -123,6 +185,9 @@ class GenerateRequest(BaseModel):
             parts = parts + [{"type": "image_url", "image_url": {"url": url}} for url in self.images]
             turns[-1] = {**last, "content": parts}
         return turns
+
+    def tool_list(self) -> list[dict[str, Any]] | None:
+        return [t.model_dump() for t in self.tools] if self.tools else None
 
     @property
     def has_images(self) -> bool:
@@ -141,6 +206,20 @@ class GenerateRequest(BaseModel):
                 for e in exc.errors()
             )
             raise UsageError(f"invalid generation request: {problems}") from None
+
+
+def _arguments(value: str | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    import json
+
+    try:
+        parsed = json.loads(value) if value.strip() else {}
+    except ValueError:
+        raise UsageError(f"a tool call's arguments are not JSON: {value[:60]!r}") from None
+    if not isinstance(parsed, dict):
+        raise UsageError(f"a tool call's arguments must be a JSON object, got {value[:60]!r}")
+    return parsed
 
 
 def check_sizes(data: dict[str, Any]) -> None:
