@@ -41,6 +41,7 @@ MARKERS = {
     "needs-gpu": "needs a CUDA GPU; parsed only",
     "needs-run": "needs a run id of your own; parsed only",
     "needs-clone": "runs the whole suite or demo; parsed only",
+    "long-run": "trains for minutes on a CPU, or needs what such a run made; parsed only (figures in the developer records)",
     "data": "a file's contents (a data format sample), not a command; shown only",
 }
 

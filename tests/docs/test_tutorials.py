@@ -89,3 +89,9 @@ def test_modal_tutorial_runs_on_the_fake_sdk(
     assert re.search(r"run (run-\S+): succeeded at step 60/60", output), output[-4000:]
     assert re.search(r"trained/run-\S+: \d+ tokens", output), "infer did not answer on the fake Modal"
     assert "web API   https://" in after_token and "modal app trainkit: stopped" in output
+
+
+def test_tool_calling_tutorial_data_validates_as_the_page_says(tmp_path: Path, trainkit_home: Path) -> None:
+    """The page's quick blocks (its training is `long-run`: minutes on a CPU, figures in the developer records)."""
+    output = run_tutorial(DOCS / "tutorials" / "tool-calling.md", tmp_path)
+    assert "400 train" in output and "50 eval" in output and "0 error(s), 0 warning(s)" in output, output[-2000:]
