@@ -94,7 +94,7 @@ def test_gemma4_writes_declarations_calls_answers_and_thinking_in_its_own_tokens
         "<|turn>user\n3 km in miles?<turn|>\n"
         "<|turn>model\n<|channel>thought\nCall convert.<channel|>"
         '<|tool_call>call:convert{value:3,unit:<|"|>km<|"|>}<tool_call|><|tool_response>'
-        "response:convert{miles:1.86}<tool_response|>"
+        'response:convert{value:<|"|>{"miles": 1.86}<|"|>}<tool_response|>'
         "About 1.86 miles.<turn|>\n"
     )
 
@@ -131,7 +131,7 @@ def test_thinking_on_gemma3_is_refused_unless_dropped() -> None:
 
 def test_the_prompt_after_a_tools_answer_continues_the_model_turn_on_gemma4_and_opens_one_on_gemma3() -> None:
     so_far = CALLING[:4]
-    assert render_prompt(so_far, GEMMA4, tools=TOOLS).endswith("response:convert{miles:1.86}<tool_response|>")
+    assert render_prompt(so_far, GEMMA4, tools=TOOLS).endswith('{"miles": 1.86}<|"|>}<tool_response|>')
     assert render_prompt(so_far, GEMMA3, tools=TOOLS).endswith("```<end_of_turn>\n<start_of_turn>model\n")
     # earlier thinking is not shown again to the model at inference
     assert "Call convert." not in render_prompt(so_far, GEMMA4, tools=TOOLS)

@@ -77,35 +77,12 @@ class ChatFormat:
         """A Jinja chat template rendering exactly `render`, with `{% generation %}` markers.
 
         The markers let `apply_chat_template(..., return_assistant_tokens_mask=True)` and
-        trl's `assistant_only_loss` find the assistant's tokens too.
+        trl's `assistant_only_loss` find the assistant's tokens too
+        (`trainkit_core.models.chat_template`).
         """
-        ts, eot = self.turn_start, self.end_of_turn
-        return (
-            "{{ bos_token }}"
-            "{%- if messages[0]['role'] == 'system' -%}"
-            "{%- set first_user_prefix = messages[0]['content'] | trim + '\n\n' -%}"
-            "{%- set loop_messages = messages[1:] -%}"
-            "{%- else -%}"
-            "{%- set first_user_prefix = '' -%}"
-            "{%- set loop_messages = messages -%}"
-            "{%- endif -%}"
-            "{%- for message in loop_messages -%}"
-            "{%- if message['role'] == 'assistant' and message.get('weight', 1) != 0 -%}"
-            f"{{{{ '{ts}{self.model_role}\n' }}}}"
-            "{% generation %}"
-            f"{{{{ message['content'] | trim }}}}{{{{ '{eot}\n' }}}}"
-            "{% endgeneration %}"
-            "{%- elif message['role'] == 'assistant' -%}"
-            f"{{{{ '{ts}{self.model_role}\n' + message['content'] | trim + '{eot}\n' }}}}"
-            "{%- else -%}"
-            f"{{{{ '{ts}' + message['role'] + '\n' + (first_user_prefix if loop.first else '') "
-            f"+ message['content'] | trim + '{eot}\n' }}}}"
-            "{%- endif -%}"
-            "{%- endfor -%}"
-            "{%- if add_generation_prompt -%}"
-            f"{{{{ '{ts}{self.model_role}\n' }}}}"
-            "{%- endif -%}"
-        )
+        from trainkit_core.models.chat_template import chat_template
+
+        return chat_template(self)
 
 
 GEMMA3 = ChatFormat(name="gemma3", bos="<bos>", turn_start="<start_of_turn>", end_of_turn="<end_of_turn>")
@@ -205,7 +182,8 @@ def segments(
             calls = turn.get("tool_calls") or []
             for call in calls:
                 names[str(call.get("id"))] = str(ts.function_of(call)["name"])
-            body = ts.gemma4_thought(turn["reasoning_content"]) if thinking and turn.get("reasoning_content") else ""
+            reasoning = turn.get("reasoning_content") if thinking and keep_thinking else None
+            body = ts.gemma4_thought(reasoning) if reasoning else ""
             if calls and native:
                 body += content + ts.gemma4_calls(calls) + ts.RESPONSE_OPEN
             elif calls:

@@ -8,7 +8,7 @@ Gemma 4 has tokens of its own (its model card and official chat template)::
 
     <|tool>declaration:NAME{description:<|"|>…<|"|>,parameters:{…}}<tool|>   in the system turn
     <|tool_call>call:NAME{city:<|"|>Paris<|"|>,days:3}<tool_call|>          in the model's turn
-    <|tool_response>response:NAME{temp:21}<tool_response|>                  the answer, same turn
+    <|tool_response>response:NAME{value:<|"|>21 C<|"|>}<tool_response|>     the answer, same turn
     <|channel>thought\\n…<channel|>                                          the model's thinking
     <|think|>                                                               at the start of the system turn: thinking on
 
@@ -175,13 +175,10 @@ def gemma4_calls(calls: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def gemma4_response(name: str, content: str) -> str:
-    """A tool's answer: its fields when it is a JSON object, else ``{value:…}``."""
-    try:
-        parsed = json.loads(content)
-    except ValueError:
-        parsed = None
-    body = parsed if isinstance(parsed, dict) else {"value": content}
+def gemma4_response(name: str, content: Any) -> str:
+    """A tool's answer: an object's fields, else the text as ``{value:…}`` (a JSON text stays text,
+    so the saved Jinja template, which cannot parse JSON, writes the same)."""
+    body = content if isinstance(content, Mapping) else {"value": content}
     return f"response:{name}{gemma4_value(body)}{RESPONSE_CLOSE}"
 
 

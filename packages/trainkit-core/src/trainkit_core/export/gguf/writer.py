@@ -124,9 +124,14 @@ def language_model_tensors(tensors: dict[str, Any]) -> tuple[dict[str, Any], lis
 
 
 def plain_chat_template(fmt: ChatFormat) -> str:
-    """The chat format's Jinja template without the `{% generation %}` markers, which only
-    transformers knows (llama.cpp's and Ollama's template engines reject them)."""
-    return re.sub(r"\{%-?\s*(end)?generation\s*-?%\}", "", fmt.chat_template)
+    """The chat format's template of plain conversations, without `{% generation %}` markers
+    (only transformers knows them; llama.cpp's and Ollama's template engines reject them).
+
+    Not the tool-aware template saved with the tokenizer: `chat_template.text_chat_template` says why.
+    """
+    from trainkit_core.models.chat_template import text_chat_template
+
+    return text_chat_template(fmt)
 
 
 def _tensor_rows(folder: Path) -> dict[str, Any]:
