@@ -168,3 +168,19 @@ def test_a_well_formed_call_gets_an_id_and_its_arguments(tokenizer: Any) -> None
     assert "tool_calls" not in answer_fields(
         SimpleNamespace(tokenizer=tokenizer, fmt=GEMMA4), plain, tokenizer.encode(said, add_special_tokens=False)
     )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("fmt", [GEMMA3, GEMMA4], ids=lambda f: f.name)
+def test_an_answer_without_calls_or_thinking_is_the_decoded_text_unchanged(tokenizer: Any, fmt: ChatFormat) -> None:
+    """Leading spaces and all: what the model said, as plain generation decodes it."""
+    from types import SimpleNamespace
+
+    from trainkit_core.inference.generation import answer_fields
+    from trainkit_core.inference.request import GenerateRequest
+
+    said = " 3 km is about 1.86 miles. "
+    req = GenerateRequest.parse({"model_size": "tiny", "prompt": "3 km?", "tools": TOOLS})
+    fields = answer_fields(
+        SimpleNamespace(tokenizer=tokenizer, fmt=fmt), req, tokenizer.encode(said, add_special_tokens=False)
+    )  # type: ignore[arg-type]
+    assert fields == {"text": said}

@@ -53,6 +53,8 @@ def answer_fields(loaded: LoadedModel, req: GenerateRequest, ids: list[int]) -> 
         parsed = parse_answer(raw, loaded.fmt.name)
     except ToolSyntaxError:
         return {"text": plain}
+    if not parsed["tool_calls"] and not parsed["reasoning_content"]:
+        return {"text": plain}  # nothing to take apart: the answer exactly as decoded
     fields: dict[str, Any] = {"text": _without_special(tok, parsed["content"])}
     if parsed["reasoning_content"]:
         fields["reasoning_content"] = parsed["reasoning_content"]
