@@ -65,6 +65,18 @@ def settings_for(home: Path, token: str | None) -> Settings:
     return Settings(provider=ProviderSettings(home=home), api=ApiSettings(api_token=token))
 
 
+def ml_settings(home: Path, datasets: Path, *, idle_s: float = 15) -> Settings:
+    """A server of its own for a module that trains: its home, its datasets, a warm worker that ends soon."""
+    from trainkit_core.settings import ComputeSettings, DatasetSettings
+
+    return Settings(
+        provider=ProviderSettings(home=home),
+        datasets=DatasetSettings(datasets_dir=datasets),
+        compute=ComputeSettings(infer_idle_timeout_s=idle_s),
+        api=ApiSettings(api_token=TOKEN),
+    )
+
+
 def serve(settings: Settings) -> Iterator[Server]:
     """Start uvicorn in a thread; stop it when the generator is closed."""
     provider = get_provider("local", settings)

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import TOKEN, serve, sse_events
+from api_helpers import ml_settings, serve, sse_events
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e]
 
@@ -36,15 +36,8 @@ def small_dataset(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def ml_server(tmp_path_factory: pytest.TempPathFactory):
-    from trainkit_core.settings import ApiSettings, ComputeSettings, DatasetSettings, ProviderSettings, Settings
-
-    settings = Settings(
-        provider=ProviderSettings(home=tmp_path_factory.mktemp("api-ml-home")),
-        datasets=DatasetSettings(datasets_dir=small_dataset(tmp_path_factory.mktemp("api-datasets"))),
-        compute=ComputeSettings(infer_idle_timeout_s=15),
-        api=ApiSettings(api_token=TOKEN),
-    )
-    yield from serve(settings)
+    home, datasets = tmp_path_factory.mktemp("api-ml-home"), small_dataset(tmp_path_factory.mktemp("api-datasets"))
+    yield from serve(ml_settings(home, datasets))
 
 
 @pytest.fixture(scope="module")

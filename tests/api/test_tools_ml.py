@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import TOKEN, serve
+from api_helpers import ml_settings, serve
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e]
 
@@ -68,35 +68,14 @@ def clock_dataset(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def served_model(tmp_path_factory: pytest.TempPathFactory):
-    from trainkit_core.settings import ApiSettings, ComputeSettings, DatasetSettings, ProviderSettings, Settings
-
-    settings = Settings(
-        provider=ProviderSettings(home=tmp_path_factory.mktemp("tools-home")),
-        datasets=DatasetSettings(datasets_dir=clock_dataset(tmp_path_factory.mktemp("tools-datasets"))),
-        compute=ComputeSettings(infer_idle_timeout_s=30),
-        api=ApiSettings(api_token=TOKEN),
-    )
-    for server in serve(settings):
+    home, datasets = tmp_path_factory.mktemp("tools-home"), clock_dataset(tmp_path_factory.mktemp("tools-datasets"))
+    for server in serve(ml_settings(home, datasets, idle_s=30)):
         with server.client(timeout=httpx.Timeout(120.0)) as client:
             created = client.post("/v1/jobs", json={"dataset": "clock", "model_size": "tiny", "steps": 150})
             assert created.status_code == 201, created.text
             run_id = created.json()["id"]
-        _wait(server, run_id)
+        server.store.get(run_id).result(timeout=900, stop_app_on_success=False)  # JobError unless it succeeded
         yield server, f"trained/{run_id}"
-
-
-def _wait(server: Any, run_id: str, timeout: float = 900) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout
-    with server.client() as client:
-        while time.monotonic() < deadline:
-            record = client.get(f"/v1/jobs/{run_id}").json()
-            if record["status"] in ("succeeded", "failed", "stopped", "cancelled"):
-                assert record["status"] == "succeeded", record
-                return
-            time.sleep(2)
-    raise AssertionError(f"run {run_id} did not end within {timeout} s")
 
 
 def test_the_openai_client_gets_tool_calls_plain_and_streamed_and_goes_on_after_the_answer(served_model) -> None:

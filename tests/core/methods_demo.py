@@ -96,7 +96,7 @@ def write_datasets(root: Path) -> None:
 
 def answers(provider: Any, model_path: str, prompts: list[str], max_new_tokens: int = 16) -> list[str]:
     """Greedy answers of a saved model (loaded as inference loads it) to `prompts`."""
-    from trainkit_core.evals.scoring import _generate, _stops
+    from trainkit_core.evals.scoring import _generate
     from trainkit_core.inference.loading import load_adapter_model
     from trainkit_core.models.chat_format import render_prompt
     from trainkit_core.models.trained.card import read_card
@@ -109,7 +109,7 @@ def answers(provider: Any, model_path: str, prompts: list[str], max_new_tokens: 
     hf_cache = Path(provider.volume("hf-cache").root)
     model, tokenizer, fmt = load_adapter_model(folder, card, hf_cache, device="cpu", quantize=False)
     model.eval()
-    stops = _stops(tokenizer, fmt)
+    stops = fmt.stop_ids(tokenizer)
     encoded = [tokenizer(render_prompt([_user(p)], fmt), add_special_tokens=False)["input_ids"] for p in prompts]
     found = _generate(model, tokenizer, encoded, stops, max_new_tokens, "cpu")
     return [tokenizer.decode(ids, skip_special_tokens=True) for ids, _ in found]

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from trainkit_core.evals.scoring import BATCH_SIZE, _losses, _pad_id, _stops
+from trainkit_core.evals.scoring import BATCH_SIZE, _losses, _pad_id
 from trainkit_core.models.chat_format import ChatFormat, encode_for_training
 
 
@@ -24,7 +24,7 @@ def with_answer(pair: dict[str, Any], side: str) -> list[dict[str, str]]:
 def _accuracy(model: Any, tokenizer: Any, fmt: ChatFormat, pairs: Sequence[dict[str, Any]], device: str) -> float:
     import torch
 
-    pad = _pad_id(tokenizer, _stops(tokenizer, fmt))
+    pad = _pad_id(tokenizer, fmt.stop_ids(tokenizer))
     wins = 0
     with torch.inference_mode():
         for start in range(0, len(pairs), BATCH_SIZE):

@@ -14,6 +14,7 @@ tuned and base are compared on one load. Heavy imports inside functions; runs in
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,14 +27,6 @@ from trainkit_core.models.chat_format import ChatFormat, encode_example, render_
 LENGTH_MARGIN = 16
 #: Examples scored at once (padded batches: the loss forward pass and greedy generation).
 BATCH_SIZE = 16
-
-
-def _stops(tokenizer: Any, fmt: ChatFormat) -> list[int]:
-    ids = [tokenizer.convert_tokens_to_ids(text) for text in fmt.stop_texts]
-    ids = [i for i in ids if i is not None and i != tokenizer.unk_token_id]
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids.append(tokenizer.eos_token_id)
-    return ids
 
 
 def _pad_id(tokenizer: Any, stops: list[int]) -> int:
@@ -93,7 +86,7 @@ def score_batch(
 
     With a `processor` (a multimodal model), a batch holding images is scored through it.
     """
-    stops = _stops(tokenizer, fmt)
+    stops = fmt.stop_ids(tokenizer)
     conversations = [record["messages"] for record in batch]
     if processor is not None and any(
         isinstance(m.get("content"), list) for messages in conversations for m in messages
@@ -172,14 +165,8 @@ def score_calls(
     wanted = [
         [(tool_syntax.function_of(c)["name"], tool_syntax.arguments_of(c)) for c in calls] for _, (_, calls), _ in found
     ]
-    longest = max(
-        len(
-            tokenizer(tool_syntax.gemma4_calls(calls) + tool_syntax.gemma3_calls(calls), add_special_tokens=False)[
-                "input_ids"
-            ]
-        )
-        for _, (_, calls), _ in found
-    )
+    written = tool_syntax.gemma4_calls if fmt.native_tools else tool_syntax.gemma3_calls
+    longest = max(len(tokenizer(written(calls), add_special_tokens=False)["input_ids"]) for _, (_, calls), _ in found)
     answers = _generate(model, tokenizer, prompts, stops, longest + LENGTH_MARGIN, device)
     for (index, _, _), (ids, _), reference in zip(found, answers, wanted, strict=True):
         raw = tokenizer.decode(ids, skip_special_tokens=False)
@@ -194,8 +181,6 @@ def score_calls(
 
 
 def _call_key(call: tuple[str, Any]) -> str:
-    import json
-
     return json.dumps([call[0], call[1]], sort_keys=True)
 
 

@@ -20,19 +20,6 @@ from trainkit_core.inference.request import GenerateRequest
 from trainkit_core.models.chat_format import render_prompt
 
 
-def stop_token_ids(loaded: LoadedModel) -> list[int]:
-    """The end of the turn, Gemma 4's handover after a call (where the tokenizer has it), and EOS."""
-    tok = loaded.tokenizer
-    ids = []
-    for text in loaded.fmt.stop_texts:
-        token_id = tok.convert_tokens_to_ids(text)
-        if token_id is not None and token_id != tok.unk_token_id:
-            ids.append(token_id)
-    if tok.eos_token_id is not None and tok.eos_token_id not in ids:
-        ids.append(tok.eos_token_id)
-    return ids
-
-
 def answer_fields(loaded: LoadedModel, req: GenerateRequest, ids: list[int]) -> dict[str, Any]:
     """``text``, and where the model called tools or thought, ``tool_calls`` and ``reasoning_content``.
 
@@ -152,7 +139,7 @@ def generate(
         inputs = tok(prompt, add_special_tokens=False, return_tensors="pt").to(loaded.device)
     prompt_len = int(inputs["input_ids"].shape[1])
     check_context(loaded, prompt_len, req.max_new_tokens)
-    stops = stop_token_ids(loaded)
+    stops = loaded.fmt.stop_ids(tok)
 
     class _Pieces(BaseStreamer):  # type: ignore[misc]
         """Decodes the growing answer and hands on the new text (prompt skipped)."""

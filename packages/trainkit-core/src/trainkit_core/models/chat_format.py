@@ -61,12 +61,17 @@ class ChatFormat:
     def special_tokens(self) -> tuple[str, str]:
         return (self.turn_start, self.end_of_turn)
 
-    @property
-    def stop_texts(self) -> tuple[str, ...]:
-        """Where generation stops: the end of the turn, and (Gemma 4) a call handed to the caller."""
+    def stop_ids(self, tokenizer: Any) -> list[int]:
+        """Where generation stops: the end of the turn, Gemma 4's hand-over of a call (where the
+        tokenizer has that token), and the tokenizer's EOS. One list for inference, evals and samples."""
         from trainkit_core.models.tool_syntax import RESPONSE_OPEN
 
-        return (self.end_of_turn, RESPONSE_OPEN) if self.native_tools else (self.end_of_turn,)
+        texts = (self.end_of_turn, RESPONSE_OPEN) if self.native_tools else (self.end_of_turn,)
+        ids = [tokenizer.convert_tokens_to_ids(text) for text in texts]
+        ids = [i for i in ids if i is not None and i != tokenizer.unk_token_id]
+        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+            ids.append(tokenizer.eos_token_id)
+        return ids
 
     @property
     def generation_prompt(self) -> str:

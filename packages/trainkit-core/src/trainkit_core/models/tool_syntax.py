@@ -93,44 +93,40 @@ def _parse_value(text: str, pos: int) -> tuple[Any, int]:
             raise ToolSyntaxError("a string is not closed")
         return text[pos + len(QUOTE) : end], end + len(QUOTE)
     if text.startswith("{", pos):
-        return _parse_object(text, pos + 1)
+        pairs, end = _parse_items(text, pos + 1, "}", _parse_pair)
+        return dict(pairs), end
     if text.startswith("[", pos):
-        items: list[Any] = []
-        pos = _skip(text, pos + 1)
-        if text.startswith("]", pos):
-            return items, pos + 1
-        while True:
-            item, pos = _parse_value(text, pos)
-            items.append(item)
-            pos = _skip(text, pos)
-            if text.startswith("]", pos):
-                return items, pos + 1
-            if not text.startswith(",", pos):
-                raise ToolSyntaxError(f"expected ',' or ']' at {pos}")
-            pos += 1
+        return _parse_items(text, pos + 1, "]", _parse_value)
     match = _SCALAR.match(text, pos)
     if match is None:
         raise ToolSyntaxError(f"not a value at {pos}: {text[pos : pos + 20]!r}")
     return json.loads(match.group()), match.end()
 
 
-def _parse_object(text: str, pos: int) -> tuple[dict[str, Any], int]:
-    found: dict[str, Any] = {}
+def _parse_items(text: str, pos: int, close: str, item: Any) -> tuple[list[Any], int]:
+    """The comma-separated items up to `close` (an object's pairs, an array's values), and the position after it."""
+    items: list[Any] = []
     pos = _skip(text, pos)
-    if text.startswith("}", pos):
-        return found, pos + 1
+    if text.startswith(close, pos):
+        return items, pos + 1
     while True:
+        found, pos = item(text, pos)
+        items.append(found)
         pos = _skip(text, pos)
-        key = _KEY.match(text, pos)
-        if key is None or not text.startswith(":", key.end()):
-            raise ToolSyntaxError(f"expected a key and ':' at {pos}")
-        found[key.group()], pos = _parse_value(text, key.end() + 1)
-        pos = _skip(text, pos)
-        if text.startswith("}", pos):
-            return found, pos + 1
+        if text.startswith(close, pos):
+            return items, pos + 1
         if not text.startswith(",", pos):
-            raise ToolSyntaxError(f"expected ',' or '}}' at {pos}")
+            raise ToolSyntaxError(f"expected ',' or {close!r} at {pos}")
         pos += 1
+
+
+def _parse_pair(text: str, pos: int) -> tuple[tuple[str, Any], int]:
+    pos = _skip(text, pos)
+    key = _KEY.match(text, pos)
+    if key is None or not text.startswith(":", key.end()):
+        raise ToolSyntaxError(f"expected a key and ':' at {pos}")
+    value, pos = _parse_value(text, key.end() + 1)
+    return (key.group(), value), pos
 
 
 def _skip(text: str, pos: int) -> int:

@@ -78,7 +78,7 @@ def _record_rollout(run: TrainingRun, model: Any, tokenizer: Any, fmt: Any, prom
             [(answer_ids, _)] = greedy_answers(
                 model,
                 {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
-                stops=[tokenizer.convert_tokens_to_ids(fmt.end_of_turn)],
+                stops=fmt.stop_ids(tokenizer),
                 pad_token_id=tokenizer.pad_token_id,
                 max_new_tokens=ROLLOUT_TOKENS,
             )
