@@ -41,6 +41,7 @@ MARKERS = {
     "needs-gpu": "needs a CUDA GPU; parsed only",
     "needs-run": "needs a run id of your own; parsed only",
     "needs-clone": "runs the whole suite or demo; parsed only",
+    "needs-server": "talks to a running `trainkit serve`; parsed only (tests/api/test_fine_tuning_ml.py makes the same calls)",
     "long-run": "trains for minutes on a CPU, or needs what such a run made; parsed only (figures in the developer records)",
     "data": "a file's contents (a data format sample), not a command; shown only",
 }

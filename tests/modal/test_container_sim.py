@@ -188,6 +188,19 @@ def test_the_web_container_serves_the_dashboard(deployed: Deployed) -> None:
     assert script.status_code == 200 and len(script.content) > 100, (script.status_code, script.text[:300])
 
 
+def test_a_fine_tuning_file_uploads_through_the_web_container(deployed: Deployed) -> None:
+    """OpenAI's `files` route in the web image: its multipart parser is there, the file lands on the Volume."""
+    data = b"\n".join((REPO / "datasets" / "demo" / "train.jsonl").read_bytes().splitlines()[:8]) + b"\n"
+    with deployed.client() as client:
+        uploaded = client.post("/v1/files", files={"file": ("sim.jsonl", data)}, data={"purpose": "fine-tune"})
+        assert uploaded.status_code == 200, (uploaded.text, deployed.logs())
+        file_id = uploaded.json()["id"]
+        assert client.get(f"/v1/files/{file_id}/content").content == data
+        bad = client.post("/v1/files", files={"file": ("bad.jsonl", b"{oops\n")}, data={"purpose": "fine-tune"})
+    assert bad.status_code == 400 and "bad.jsonl:1:" in bad.json()["error"]["message"], bad.text
+    assert deployed.provider.volume("data").exists(f"datasets/{file_id}/current.json")
+
+
 def test_the_deployed_api_has_the_local_settings_and_the_versions(deployed: Deployed) -> None:
     """In a container with no trainkit distribution: versions from `__version__`, the body limit kept."""
     import trainkit_api

@@ -62,7 +62,22 @@ class ErrorDetail(BaseModel):
     type: str
     message: str
     param: str | None = None
+    #: A machine-readable reason, where OpenAI's API has one (the fine-tuning routes).
+    code: str | None = None
     hint: str | None = None
+
+
+class RequestError(UsageError):
+    """A 400 naming the request field at fault (`param`) and OpenAI's `code` for it.
+
+    The OpenAI-compatible routes raise it, so the `openai` SDK shows `param` and `code` as
+    it would for OpenAI's own answer.
+    """
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.param = param
+        self.code = code
 
 
 class ErrorBody(BaseModel):
@@ -96,10 +111,11 @@ def error_response(
     message: str,
     *,
     param: str | None = None,
+    code: str | None = None,
     hint: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    detail = ErrorDetail(type=type_, message=message, param=param, hint=hint)
+    detail = ErrorDetail(type=type_, message=message, param=param, code=code, hint=hint)
     return JSONResponse(ErrorBody(error=detail).model_dump(exclude_none=True), status_code=status, headers=headers)
 
 
@@ -140,7 +156,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _trainkit(request: Request, exc: TrainkitError) -> JSONResponse:
         if exc.http_status >= 500:
             log.warning("%s %s failed: %s", request.method, request.url.path, exc.message)
-        return error_response(exc.http_status, type_of(exc), exc.message, hint=exc.hint)
+        param, code = getattr(exc, "param", None), getattr(exc, "code", None)
+        return error_response(exc.http_status, type_of(exc), exc.message, param=param, code=code, hint=exc.hint)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

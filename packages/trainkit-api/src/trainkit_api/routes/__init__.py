@@ -18,6 +18,7 @@ ROUTER_BUILDERS = (
     "trainkit_api.routes.events:build_router",
     "trainkit_api.routes.models:build_router",
     "trainkit_api.routes.generate:build_router",
+    "trainkit_api.routes.fine_tuning:build_router",
     "trainkit_api.routes.evals:build_router",
     "trainkit_api.routes.exports:build_router",
     "trainkit_api.routes.retention:build_router",

@@ -203,13 +203,21 @@ def _content(content: str | list[dict[str, Any]], where: str) -> str | list[dict
     return parts
 
 
-def generate_request(body: ChatCompletionRequest) -> dict[str, Any]:
-    """The trainkit generation request for an OpenAI chat-completion request."""
+def generate_request(body: ChatCompletionRequest, state: ApiState | None = None) -> dict[str, Any]:
+    """The trainkit generation request for an OpenAI chat-completion request.
+
+    With `state`, a fine-tuning job's `ft:` name (`trainkit_api.fine_tuning.names`) stands
+    for its trained model or checkpoint.
+    """
     from trainkit_core.models.presets import PRESETS
 
     model, base = body.model, False
     if model.endswith(":base"):
         model, base = model.removesuffix(":base"), True
+    if state is not None and model.startswith("ft:"):
+        from trainkit_api.fine_tuning.jobs import fine_tuned_model_path
+
+        model = fine_tuned_model_path(state, model)
     if not model.startswith("trained/") and model not in PRESETS:
         shown = model if len(model) <= 60 else model[:60] + "…"
         raise UsageError(
@@ -413,7 +421,7 @@ def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_
     """OpenAI-compatible chat completion with a trained model (`stream` supported)."""
     from trainkit_core.inference import client
 
-    request = client.prepare(state.provider, resolve_remote_images(generate_request(body), state.settings))
+    request = client.prepare(state.provider, resolve_remote_images(generate_request(body, state), state.settings))
     completion_id = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
     if not body.stream:

@@ -209,6 +209,8 @@ class Reporter:
             self.run.metrics.update({"first_loss": self.first_loss, "loss": loss})
             if event["tokens_per_s"]:
                 self.run.metrics["tokens_per_s"] = event["tokens_per_s"]  # what later plans measure by
+            if tokens:
+                self.run.metrics["tokens_seen"] = tokens  # the tokens trained on (padding left out)
         if now - self._last_save >= self.save_interval_s:
             self._last_save = now
             if self._started:

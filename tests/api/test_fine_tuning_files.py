@@ -1,0 +1,262 @@
+"""OpenAI's `files` API and the refusals of `fine_tuning.jobs.create`, through the official `openai` SDK.
+
+Against a real server on 127.0.0.1 with the `local` provider. Nothing here trains: every
+job below is refused before a run exists, and each refusal must reach the SDK as the
+exception class OpenAI's own server would cause (400 `BadRequestError` with `param` and
+`code`, 404 `NotFoundError`), leaving no file, dataset or run behind.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+openai = pytest.importorskip("openai")
+
+CHAT = {
+    "messages": [
+        {"role": "system", "content": "Answer in capitals."},
+        {"role": "user", "content": "Uppercase: red fox"},
+        {"role": "assistant", "content": "RED FOX"},
+    ]
+}
+PAIR = {
+    "input": {"messages": [{"role": "user", "content": "Opposites: hot"}]},
+    "preferred_output": [{"role": "assistant", "content": "cold."}],
+    "non_preferred_output": [{"role": "assistant", "content": "cold"}],
+}
+PROMPT = {"messages": [{"role": "user", "content": "Opposites: hot"}], "reference_answer": "cold"}
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
+
+
+def _jsonl(*lines: Any) -> bytes:
+    return "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines).encode()
+
+
+@pytest.fixture(scope="module")
+def client(server: Any) -> Any:
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=server.token, max_retries=0, timeout=60)
+
+
+def _upload(client: Any, data: bytes, name: str = "train.jsonl", purpose: str = "fine-tune") -> Any:
+    return client.files.create(file=(name, io.BytesIO(data)), purpose=purpose)
+
+
+def test_an_uploaded_file_is_listed_retrieved_read_back_and_deleted(client: Any, server: Any) -> None:
+    data = _jsonl(CHAT, {**CHAT, "messages": [*CHAT["messages"][1:2], {"role": "assistant", "content": "RED FOX!"}]})
+    uploaded = _upload(client, data, "my data.jsonl")
+    assert uploaded.object == "file" and uploaded.purpose == "fine-tune" and uploaded.bytes == len(data)
+    assert uploaded.id.startswith("file-") and uploaded.filename == "my data.jsonl"
+    assert uploaded.model_extra["format"] == "chat"
+
+    # The same bytes are the same file: the id is the content's.
+    assert _upload(client, data, "again.jsonl").id == uploaded.id
+
+    assert uploaded.id in [f.id for f in client.files.list()]
+    assert client.files.retrieve(uploaded.id).bytes == len(data)
+    assert client.files.content(uploaded.id).content == data
+
+    # It is a trainkit dataset on the data volume, named by the id.
+    volume = server.provider.volume("data")
+    assert volume.exists(f"datasets/{uploaded.id}/current.json")
+
+    deleted = client.files.delete(uploaded.id)
+    assert deleted.deleted is True and deleted.id == uploaded.id
+    assert uploaded.id not in [f.id for f in client.files.list()]
+    assert not volume.exists(f"datasets/{uploaded.id}")
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve(uploaded.id)
+
+
+def test_each_kind_of_openai_file_gets_its_format(client: Any) -> None:
+    assert _upload(client, _jsonl(PAIR)).model_extra["format"] == "preference"
+    assert _upload(client, _jsonl(PROMPT)).model_extra["format"] == "prompt"
+    assert _upload(client, _jsonl({"prompt": "a", "completion": "b"})).model_extra["format"] == "prompt_completion"
+
+
+def test_files_page_with_after_and_limit(client: Any) -> None:
+    ids = {_upload(client, _jsonl(_chat(("user", "Uppercase: x"), ("assistant", f"X{i}")))).id for i in range(3)}
+    first = client.files.list(limit=2)
+    assert len(first.data) == 2 and first.has_more
+    seen = [f.id for f in client.files.list(limit=2)]  # the SDK's auto-pagination follows `after`
+    assert ids <= set(seen) and len(seen) == len(set(seen))
+
+
+def _chat(*turns: tuple[str, Any], **extra: Any) -> dict[str, Any]:
+    """A conversation of (role, content) turns; a dict content is the whole message."""
+    return {**extra, "messages": [t[1] if isinstance(t[1], dict) else {"role": t[0], "content": t[1]} for t in turns]}
+
+
+def _call(name: str, arguments: str) -> tuple[str, dict[str, Any]]:
+    call = {"id": "c", "type": "function", "function": {"name": name, "arguments": arguments}}
+    return "assistant", {"role": "assistant", "tool_calls": [call]}
+
+
+ANSWERED = (("tool", {"role": "tool", "tool_call_id": "c", "content": "r"}), ("assistant", "ok"))
+
+#: OpenAI-format files broken in one way each: (what, the lines, the line at fault, a word of the reason).
+MALFORMED = [
+    ("not json", ["{oops"], 1, "invalid-json"),
+    ("json array", [CHAT, "[1, 2]"], 2, "not-object"),
+    ("no messages", [CHAT, {"text": "hi"}], 2, "messages"),
+    ("messages not a list", [{"messages": "hi"}], 1, "messages-not-list"),
+    ("unknown role", [_chat(("robot", "x"), ("assistant", "y"))], 1, "role"),
+    ("empty content", [_chat(("user", ""), ("assistant", "y"))], 1, "content"),
+    ("two user turns", [_chat(("user", "a"), ("user", "b"), ("assistant", "c"))], 1, "alternat"),
+    (
+        "weight 2",
+        [CHAT, _chat(("user", "a"), ("assistant", {"role": "assistant", "content": "b", "weight": 2}))],
+        2,
+        "weight",
+    ),
+    (
+        "nothing trained",
+        [_chat(("user", "a"), ("assistant", {"role": "assistant", "content": "b", "weight": 0}))],
+        1,
+        "nothing-trained",
+    ),
+    ("NaN", [CHAT, '{"messages": [], "x": NaN}'], 2, "invalid-json"),
+    ("duplicate key", ['{"messages": 1, "messages": 2}'], 1, "invalid-json"),
+    ("undefined tool", [_chat(("user", "a"), _call("g", "{}"), *ANSWERED, tools=[TOOL])], 1, "tool-undefined"),
+    ("arguments not json", [_chat(("user", "a"), _call("f", "{no"), *ANSWERED, tools=[TOOL])], 1, "tool-arguments"),
+    ("orphan tool answer", [_chat(("user", "a"), *ANSWERED)], 1, "tool"),
+    (
+        "dpo side missing",
+        [PAIR, {"input": PAIR["input"], "preferred_output": PAIR["preferred_output"]}],
+        2,
+        "non_preferred_output",
+    ),
+    ("dpo identical sides", [{**PAIR, "non_preferred_output": PAIR["preferred_output"]}], 1, "identical"),
+    ("dpo two-message side", [{**PAIR, "preferred_output": PAIR["preferred_output"] * 2}], 1, "preferred_output"),
+    (
+        "rft two user turns",
+        [PROMPT, PROMPT, _chat(("user", "a"), ("assistant", "b"), ("user", "c"), ("user", "d"))],
+        3,
+        "alternat",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "lines", "line", "reason"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_a_malformed_file_is_refused_at_its_line_and_nothing_is_kept(
+    client: Any, server: Any, what: str, lines: list[Any], line: int, reason: str
+) -> None:
+    before = {f.id for f in client.files.list()}
+    with pytest.raises(openai.BadRequestError) as caught:
+        _upload(client, _jsonl(*lines), "broken.jsonl")
+    error = caught.value.body
+    assert error["param"] == "file" and error["code"] == "invalid_file", error
+    assert f"broken.jsonl:{line}:" in error["message"], error["message"]
+    assert reason in error["message"], error["message"]
+    assert {f.id for f in client.files.list()} == before
+
+
+def test_an_empty_file_and_another_purpose_are_refused(client: Any) -> None:
+    with pytest.raises(openai.BadRequestError, match="empty"):
+        _upload(client, b"\n\n")
+    with pytest.raises(openai.BadRequestError) as caught:
+        _upload(client, _jsonl(CHAT), purpose="assistants")
+    assert caught.value.body["param"] == "purpose"
+
+
+def test_a_file_over_the_body_limit_is_refused_413(client: Any, server: Any) -> None:
+    limit = server.settings.api.api_max_body_bytes
+    line = json.dumps(CHAT).encode() + b"\n"
+    with pytest.raises(openai.APIStatusError) as caught:
+        _upload(client, line * (limit // len(line) + 1))
+    assert caught.value.status_code == 413
+
+
+# ----------------------------------------------------------------------------- job refusals
+
+
+def test_job_refusals_are_openai_errors_and_start_nothing(client: Any, server: Any) -> None:
+    chat = _upload(client, _jsonl(CHAT)).id
+    pairs = _upload(client, _jsonl(PAIR)).id
+    prompts = _upload(client, _jsonl(PROMPT)).id
+
+    def refused(param: str, **body: Any) -> dict[str, Any]:
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.fine_tuning.jobs.create(**body)
+        assert caught.value.body["param"] == param, caught.value.body
+        return caught.value.body  # type: ignore[no-any-return]
+
+    error = refused("model", model="gpt-4o-mini", training_file=chat)
+    assert error["code"] == "model_not_available" and "tiny" in error["message"]
+    assert (
+        refused("model", model="ft:tiny::run-20260101-000000-abcdef", training_file=chat)["code"] == "model_not_found"
+    )
+    assert (
+        refused("training_file", model="tiny", training_file="file-0123456789abcdef01234567")["code"] == "invalid_file"
+    )
+    refused("validation_file", model="tiny", training_file=chat, validation_file="file-nope")
+    # A file of one kind for a method of another.
+    assert "preference" in refused("training_file", model="tiny", training_file=chat, method={"type": "dpo"})["message"]
+    refused("training_file", model="tiny", training_file=pairs)
+    refused("validation_file", model="tiny", training_file=chat, validation_file=pairs)
+    grader = {
+        "type": "string_check",
+        "name": "g",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.reference_answer}}",
+        "operation": "eq",
+    }
+
+    def rft(hyperparameters: dict[str, Any] | None = None, **changed: str) -> dict[str, Any]:
+        section = {"grader": {**grader, **changed}, "hyperparameters": hyperparameters or {}}
+        return {"type": "reinforcement", "reinforcement": section}
+
+    def sft(**hyperparameters: Any) -> dict[str, Any]:
+        return {"type": "supervised", "supervised": {"hyperparameters": hyperparameters}}
+
+    grader_param = "method.reinforcement.grader"
+    refused(f"{grader_param}.type", model="tiny", training_file=prompts, method=rft(type="python"))
+    refused(f"{grader_param}.operation", model="tiny", training_file=prompts, method=rft(operation="ne"))
+    refused(f"{grader_param}.input", model="tiny", training_file=prompts, method=rft(input="{{item.x}}"))
+    refused(f"{grader_param}.reference", model="tiny", training_file=prompts, method=rft(reference="{{item.missing}}"))
+    hyper_param = "method.reinforcement.hyperparameters.compute_multiplier"
+    refused(hyper_param, model="tiny", training_file=prompts, method=rft({"compute_multiplier": 2}))
+    refused("method.supervised.hyperparameters.n_epochs", model="tiny", training_file=chat, method=sft(n_epochs=0))
+    refused(
+        "method.supervised.hyperparameters.learning_rate_multiplier",
+        model="tiny",
+        training_file=chat,
+        method=sft(learning_rate_multiplier=500),
+    )
+    refused("suffix", model="tiny", training_file=chat, suffix="no spaces allowed")
+    refused("metadata", model="tiny", training_file=chat, metadata={f"k{i}": "v" for i in range(17)})
+    refused(
+        "integrations", model="tiny", training_file=chat, integrations=[{"type": "wandb", "wandb": {"project": "p"}}]
+    )
+
+    assert client.fine_tuning.jobs.list().data == []
+    assert server.store.list() == []
+
+
+def test_unknown_jobs_are_404(client: Any) -> None:
+    for call in (
+        lambda: client.fine_tuning.jobs.retrieve("run-20260101-000000-abcdef"),
+        lambda: client.fine_tuning.jobs.cancel("ftjob-abc"),
+        lambda: client.fine_tuning.jobs.list_events("run-20260101-000000-abcdef"),
+        lambda: client.fine_tuning.jobs.checkpoints.list("run-20260101-000000-abcdef"),
+    ):
+        with pytest.raises(openai.NotFoundError):
+            call()
+
+
+def test_a_run_not_started_as_a_job_is_not_a_job(client: Any, server: Any) -> None:
+    run = server.new_run(status="succeeded")
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.fine_tuning.jobs.retrieve(run.id)
+    assert "/v1/jobs" in caught.value.body["hint"]
+
+
+def test_without_the_token_nothing_answers(server: Any) -> None:
+    bare = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bare.files.list()
+    with pytest.raises(openai.AuthenticationError):
+        bare.fine_tuning.jobs.list()
