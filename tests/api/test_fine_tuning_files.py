@@ -12,9 +12,8 @@ import io
 import json
 from typing import Any
 
+import openai
 import pytest
-
-openai = pytest.importorskip("openai")
 
 CHAT = {
     "messages": [
@@ -174,9 +173,17 @@ def test_a_file_over_the_body_limit_is_refused_413(client: Any, server: Any) -> 
 
 
 def test_job_refusals_are_openai_errors_and_start_nothing(client: Any, server: Any) -> None:
-    chat = _upload(client, _jsonl(CHAT)).id
-    pairs = _upload(client, _jsonl(PAIR)).id
-    prompts = _upload(client, _jsonl(PROMPT)).id
+    words = ("red fox", "blue sky", "green tea", "old oak", "new moon", "hot sun", "cold sea", "dry land", "wet sand")
+    chat = _upload(
+        client, _jsonl(*(_chat(("user", f"Uppercase: {w}"), ("assistant", w.upper())) for w in words[:9]), CHAT)
+    )
+    pairs = _upload(
+        client, _jsonl(*({**PAIR, "preferred_output": [{"role": "assistant", "content": w}]} for w in words), PAIR)
+    ).id
+    prompts = _upload(client, _jsonl(*({**PROMPT, "reference_answer": w} for w in words), PROMPT)).id
+    small = _upload(client, _jsonl(*(_chat(("user", f"Uppercase: {w}"), ("assistant", w.upper())) for w in words))).id
+    assert chat.model_extra["examples"] == 10
+    chat = chat.id
 
     def refused(param: str, **body: Any) -> dict[str, Any]:
         with pytest.raises(openai.BadRequestError) as caught:
@@ -193,6 +200,7 @@ def test_job_refusals_are_openai_errors_and_start_nothing(client: Any, server: A
         refused("training_file", model="tiny", training_file="file-0123456789abcdef01234567")["code"] == "invalid_file"
     )
     refused("validation_file", model="tiny", training_file=chat, validation_file="file-nope")
+    assert "at least 10" in refused("training_file", model="tiny", training_file=small)["message"]
     # A file of one kind for a method of another.
     assert "preference" in refused("training_file", model="tiny", training_file=chat, method={"type": "dpo"})["message"]
     refused("training_file", model="tiny", training_file=pairs)
@@ -213,10 +221,14 @@ def test_job_refusals_are_openai_errors_and_start_nothing(client: Any, server: A
         return {"type": "supervised", "supervised": {"hyperparameters": hyperparameters}}
 
     grader_param = "method.reinforcement.grader"
-    refused(f"{grader_param}.type", model="tiny", training_file=prompts, method=rft(type="python"))
-    refused(f"{grader_param}.operation", model="tiny", training_file=prompts, method=rft(operation="ne"))
-    refused(f"{grader_param}.input", model="tiny", training_file=prompts, method=rft(input="{{item.x}}"))
-    refused(f"{grader_param}.reference", model="tiny", training_file=prompts, method=rft(reference="{{item.missing}}"))
+    assert (
+        "code"
+        in refused(f"{grader_param}.type", model="tiny", training_file=prompts, method=rft(type="python"))["message"]
+    )
+    refused(f"{grader_param}.operation", model="tiny", training_file=prompts, method=rft(operation="contains"))
+    refused(f"{grader_param}.input", model="tiny", training_file=prompts, method=rft(input="{{sample.text}}"))
+    refused(f"{grader_param}.reference", model="tiny", training_file=prompts, method=rft(reference="{{items.x}}"))
+    refused(f"{grader_param}.reference", model="tiny", training_file=prompts, method=rft(reference=""))
     hyper_param = "method.reinforcement.hyperparameters.compute_multiplier"
     refused(hyper_param, model="tiny", training_file=prompts, method=rft({"compute_multiplier": 2}))
     refused("method.supervised.hyperparameters.n_epochs", model="tiny", training_file=chat, method=sft(n_epochs=0))
@@ -260,3 +272,52 @@ def test_without_the_token_nothing_answers(server: Any) -> None:
         bare.files.list()
     with pytest.raises(openai.AuthenticationError):
         bare.fine_tuning.jobs.list()
+
+
+# ----------------------------------------------------------------------------- graders
+
+
+def test_graders_validate_and_run_as_openai_answers(client: Any) -> None:
+    graders = client.fine_tuning.alpha.graders
+    check = {
+        "type": "string_check",
+        "name": "same",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.answer}}",
+        "operation": "eq",
+    }
+    close = {
+        "type": "text_similarity",
+        "name": "close",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.answer}}",
+        "evaluation_metric": "rouge_1",
+    }
+    multi = {
+        "type": "multi",
+        "name": "both",
+        "graders": {"same": check, "close": close},
+        "calculate_output": "0.5 * same + 0.5 * close",
+    }
+
+    assert graders.validate(grader=multi).grader.type == "multi"
+    exact = graders.run(grader=check, model_sample="cold late", item={"answer": "cold late"})
+    assert (
+        exact.reward == 1.0
+        and exact.metadata.type == "string_check"
+        and not exact.metadata.errors.invalid_variable_error
+    )
+    half = graders.run(grader=multi, model_sample="cold early", item={"answer": "cold late"})
+    assert half.reward == pytest.approx(0.25) and half.sub_rewards == {"same": 0.0, "close": 0.5}
+    missing = graders.run(grader=check, model_sample="x", item={"other": "y"})
+    assert missing.reward == 0.0 and missing.metadata.errors.invalid_variable_error
+
+    for bad, param in (
+        ({**close, "evaluation_metric": "meteor"}, "grader.evaluation_metric"),
+        ({**multi, "calculate_output": "__import__('os').system('true')"}, "grader.calculate_output"),
+        ({**multi, "calculate_output": "same + unknown"}, "grader.calculate_output"),
+        ({"type": "score_model", "name": "judge"}, "grader.type"),
+    ):
+        with pytest.raises(openai.BadRequestError) as caught:
+            graders.validate(grader=bad)
+        assert caught.value.body["param"] == param, caught.value.body

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from api_helpers import ml_settings, serve
 
@@ -25,7 +26,6 @@ from trainkit_core.training.config import TrainConfig
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e]
 
-openai = pytest.importorskip("openai")
 
 DATA = Path(__file__).resolve().parents[2] / "packages/trainkit-core/src/trainkit_core/data/datasets"
 ENDED = ("succeeded", "failed", "cancelled")

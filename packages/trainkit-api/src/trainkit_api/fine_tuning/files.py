@@ -6,10 +6,9 @@ file is synced as the dataset ``file-<first 24 hex digits of its sha256>``, so t
 what the content is: the same bytes uploaded twice are one file (and one dataset), and a
 training job reads exactly the bytes that were checked.
 
-The dataset's format is read from the file's first line, as OpenAI tells its kinds apart:
-``input`` with ``preferred_output`` is a DPO pair (`preference`), ``messages`` ending with the
-user's turn a reinforcement prompt (`prompt`), ``messages`` ending with the assistant a
-supervised conversation (`chat`). A job then checks that its method trains on that format.
+The dataset's format is read from the file's first line
+(`trainkit_core.datasets.openai_files.detect_format`); a job then checks that its method
+trains on that format.
 
 The record of each file (name, size, time, dataset) is kept in the key-value store; the
 content is the dataset's blob on the data volume, which `content` reads back.
@@ -18,7 +17,6 @@ content is the dataset's blob on the data volume, which `content` reads back.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import tempfile
 import time
@@ -36,67 +34,30 @@ PURPOSE = "fine-tune"
 RESULTS_PURPOSE = "fine-tune-results"
 RESULTS_PREFIX = "file-results-"
 _ID = re.compile(r"^file-[0-9a-f]{24}$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def file_id_of(content: bytes) -> str:
     return f"file-{hashlib.sha256(content).hexdigest()[:24]}"
 
 
-def detect_format(content: bytes) -> str:
-    """The trainkit dataset format of an OpenAI fine-tuning file, read from its first line.
-
-    A first line that is not a JSON object gives `chat`: the reader then reports what is
-    wrong with it, at its line.
-    """
-    for raw in content.splitlines():
-        if not raw.strip():
-            continue
-        try:
-            first = json.loads(raw)
-        except ValueError:
-            return "chat"
-        if not isinstance(first, dict):
-            return "chat"
-        if "input" in first or "preferred_output" in first:
-            return "preference"
-        if "prompt" in first and "messages" not in first:
-            return "prompt_completion"
-        messages = first.get("messages")
-        last = messages[-1] if isinstance(messages, list) and messages else None
-        if isinstance(last, dict) and last.get("role") in ("user", "developer", "system"):
-            return "prompt"
-        return "chat"
-    return "chat"
-
-
-def _safe_filename(filename: str) -> str:
-    """The name the file gets inside its dataset folder: the upload's own where it is plain."""
-    name = _UNSAFE.sub("_", Path(filename or "").name).strip("._")[:100]
-    if not name:
-        return "train.jsonl"
-    return name if name.endswith(".jsonl") else f"{name}.jsonl"
-
-
-def sync_folder(state: ApiState, name: str, files: dict[str, bytes], fmt: str, *, eval_file: str | None = None) -> None:
+def sync_folder(state: ApiState, name: str, files: dict[str, bytes], fmt: str, *, eval_file: str | None = None) -> Any:
     """Write a dataset folder of `files` (train: every file but `eval_file`) and sync it; `DatasetInvalidError` when bad."""
+    from trainkit_core.datasets.openai_files import spec_text
     from trainkit_core.datasets.sync import LOCK_NAMESPACE, sync_to_volume
 
-    train = [f for f in files if f != eval_file]
-    spec = f'name = "{name}"\nformat = "{fmt}"\ntrain = {json.dumps(train)}\n'
-    if eval_file is not None:
-        spec += f"eval = {json.dumps([eval_file])}\n"
+    spec = spec_text(name, fmt, [f for f in files if f != eval_file], [eval_file] if eval_file else None)
     with tempfile.TemporaryDirectory(prefix="trainkit-upload-") as tmp:
         folder = Path(tmp) / name
         folder.mkdir()
         for rel, data in files.items():
             (folder / rel).write_bytes(data)
         (folder / "dataset.toml").write_text(spec)
-        sync_to_volume(state.provider.volume("data"), folder, lock_kv=state.provider.kv(LOCK_NAMESPACE))
+        return sync_to_volume(state.provider.volume("data"), folder, lock_kv=state.provider.kv(LOCK_NAMESPACE))
 
 
 def upload(state: ApiState, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
     """Check `content` and keep it as a dataset; the file object. `RequestError` naming the line when it is bad."""
+    from trainkit_core.datasets.openai_files import detect_format, safe_filename
     from trainkit_core.datasets.validate import DatasetInvalidError
 
     if purpose != PURPOSE:
@@ -109,7 +70,7 @@ def upload(state: ApiState, content: bytes, filename: str, purpose: str) -> dict
     if not content.strip():
         raise RequestError("the file is empty", param="file", code="invalid_file")
     file_id = file_id_of(content)
-    name = _safe_filename(filename)
+    name = safe_filename(filename)
     fmt = detect_format(content)
     try:
         sync_folder(state, file_id, {name: content}, fmt)
@@ -132,6 +93,7 @@ def upload(state: ApiState, content: bytes, filename: str, purpose: str) -> dict
         "status_details": None,
         "format": fmt,
         "dataset": file_id,
+        "examples": sum(1 for line in content.splitlines() if line.strip()),  # one per line: the file passed
         "sha256": hashlib.sha256(content).hexdigest(),
     }
     state.kv(NAMESPACE).put(file_id, record)

@@ -13,8 +13,9 @@ The mapping, recorded on the job:
 - `n_epochs` -> epochs, `batch_size` -> the examples per optimizer step (batch size with
   no accumulation), `learning_rate_multiplier` -> that multiple of the preset's learning
   rate for the method, `beta` -> DPO's beta; `"auto"` leaves trainkit's default;
-- a `string_check` grader -> trainkit's `exact_match` (`eq`) or `contains` (`like`), its
-  reference read from the line's field the grader names;
+- `grader` -> the same grader, run by trainkit (`trainkit_core.rewards.openai_graders`:
+  `string_check`, `text_similarity`, `multi`; the others are refused with the reason);
+- a training file of fewer than 10 examples is refused, as OpenAI refuses it;
 - hyperparameters trainkit has no counterpart for (`compute_multiplier`, `eval_interval`,
   `eval_samples`, `reasoning_effort`) are accepted as `"auto"` and refused otherwise, so a
   job never silently ignores a setting.
@@ -23,7 +24,6 @@ The mapping, recorded on the job:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any, Literal
 
@@ -159,48 +159,14 @@ def _unsupported_hyperparameters(kind: str, hyper: Hyperparameters) -> None:
         )
 
 
-_TEMPLATE = re.compile(r"^\{\{\s*([a-z_]+)\.([A-Za-z0-9_]+)\s*\}\}$")
-GRADER_OPERATIONS = {"eq": "exact_match", "like": "contains"}
+def grader_of(grader: Any) -> dict[str, Any]:
+    """The reinforcement job's grader, checked (`trainkit_core.rewards.openai_graders`); a 400 naming its field."""
+    from trainkit_core.rewards.openai_graders import GraderError, check
 
-
-def grader_reward(grader: dict[str, Any]) -> tuple[str, str | None, str | None]:
-    """(trainkit reward, the item field holding the reference, or a literal reference) of a grader."""
-    param = "method.reinforcement.grader"
-    kind = grader.get("type")
-    if kind != "string_check":
-        raise RequestError(
-            f"grader type {str(kind)[:40]!r} is not supported: trainkit grades reinforcement jobs with "
-            f"string_check ({', '.join(GRADER_OPERATIONS)})",
-            param=f"{param}.type",
-            hint="use a string_check grader, or train with trainkit's own graders (--reward)",
-        )
-    operation = grader.get("operation")
-    if operation not in GRADER_OPERATIONS:
-        raise RequestError(
-            f"string_check operation {str(operation)[:20]!r} is not supported; supported: {', '.join(GRADER_OPERATIONS)}",
-            param=f"{param}.operation",
-        )
-    source = _TEMPLATE.match(str(grader.get("input", "")))
-    if source is None or source.groups() != ("sample", "output_text"):
-        raise RequestError(
-            "string_check input must be {{sample.output_text}}: trainkit grades the text of the model's answer",
-            param=f"{param}.input",
-        )
-    reference = grader.get("reference")
-    if not isinstance(reference, str) or not reference:
-        raise RequestError("string_check needs a reference", param=f"{param}.reference")
-    field = _TEMPLATE.match(reference)
-    if field is None:
-        if "{{" in reference:
-            raise RequestError(
-                "string_check reference must be {{item.<field>}} or a literal text", param=f"{param}.reference"
-            )
-        return GRADER_OPERATIONS[operation], None, reference
-    if field.group(1) != "item":
-        raise RequestError(
-            "string_check reference must name a field of the item ({{item.<field>}})", param=f"{param}.reference"
-        )
-    return GRADER_OPERATIONS[operation], field.group(2), None
+    try:
+        return check(grader, "method.reinforcement.grader")
+    except GraderError as exc:
+        raise RequestError(exc.message, param=exc.param, code="invalid_grader") from None
 
 
 def target_of(state: ApiState, model: str) -> dict[str, Any]:
@@ -224,50 +190,21 @@ def target_of(state: ApiState, model: str) -> dict[str, Any]:
     )
 
 
-def _with_reference(content: bytes, field: str | None, literal: str | None, file_id: str) -> bytes:
-    """Each line with `reference` set from `field` (or to `literal`), which trainkit's graders read."""
-    out = []
-    for number, raw in enumerate(content.splitlines(), 1):
-        if not raw.strip():
-            continue
-        line = json.loads(raw)
-        if literal is not None:
-            line["reference"] = literal
-        elif field not in line:
-            raise RequestError(
-                f"{file_id} line {number}: the grader's reference names the field {field!r}, which the line lacks",
-                param="method.reinforcement.grader.reference",
-            )
-        else:
-            line["reference"] = line[field] if isinstance(line[field], str) else json.dumps(line[field])
-        out.append(json.dumps(line, ensure_ascii=False))
-    return ("\n".join(out) + "\n").encode()
-
-
-def job_dataset(
-    state: ApiState, training: dict[str, Any], validation: dict[str, Any] | None, field: str | None, literal: str | None
-) -> str:
-    """The dataset a job trains on: the training file's own, or one joining its files (and references)."""
-    if validation is None and field in (None, "reference") and literal is None:
+def job_dataset(state: ApiState, training: dict[str, Any], validation: dict[str, Any] | None) -> str:
+    """The dataset a job trains on: the training file's own, or one joining it and the validation file."""
+    if validation is None:
         return str(training["dataset"])
-    if validation is not None and validation["format"] != training["format"]:
+    if validation["format"] != training["format"]:
         raise RequestError(
             f"validation_file {validation['id']} holds {validation['format']} data, the training file "
             f"{training['format']} data",
             param="validation_file",
             code="invalid_file",
         )
-    remap = not (field in (None, "reference") and literal is None)
-    parts = {"train.jsonl": files.content(state, training["id"])}
-    if validation is not None:
-        parts["eval.jsonl"] = files.content(state, validation["id"])
-    if remap:
-        parts = {rel: _with_reference(data, field, literal, rel) for rel, data in parts.items()}
+    parts = {"train.jsonl": files.content(state, training["id"]), "eval.jsonl": files.content(state, validation["id"])}
     digest = hashlib.sha256(b"\0".join(hashlib.sha256(data).digest() for data in parts.values())).hexdigest()
     name = f"ftjob-{digest[:24]}"
-    files.sync_folder(
-        state, name, parts, training["format"], eval_file="eval.jsonl" if validation is not None else None
-    )
+    files.sync_folder(state, name, parts, training["format"], eval_file="eval.jsonl")
     return name
 
 
@@ -280,12 +217,10 @@ def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict
     training = files.get(state, job.training_file, param="training_file")
     validation = files.get(state, job.validation_file, param="validation_file") if job.validation_file else None
     method = METHODS[kind]
-    field = literal = None
-    rewards = None
+    grader = None
     if kind == "reinforcement":
         assert job.method is not None and job.method.reinforcement is not None
-        reward, field, literal = grader_reward(job.method.reinforcement.grader)
-        rewards = [reward]
+        grader = grader_of(job.method.reinforcement.grader)
     from trainkit_core.training.methods import get_method
 
     wanted = get_method(method).formats
@@ -293,6 +228,16 @@ def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict
         raise RequestError(
             f"training_file {training['id']} holds {training['format']} data; a {kind} job trains on "
             f"{' or '.join(wanted)} data",
+            param="training_file",
+            code="invalid_file",
+        )
+    from trainkit_core.datasets.openai_files import MIN_EXAMPLES
+
+    examples = training.get("examples")
+    if isinstance(examples, int) and examples < MIN_EXAMPLES:
+        raise RequestError(
+            f"training_file {training['id']} has {examples} examples; a job needs at least {MIN_EXAMPLES}, "
+            "as OpenAI's do",
             param="training_file",
             code="invalid_file",
         )
@@ -305,9 +250,9 @@ def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict
         fields["batch_size"], fields["grad_accum"] = hyper.batch_size, 1
     if _set(getattr(hyper, "beta", None)):
         fields["dpo_beta"] = hyper.beta  # type: ignore[attr-defined]
-    if rewards:
-        fields["rewards"] = rewards
-    dataset = job_dataset(state, training, validation, field, literal)
+    if grader is not None:
+        fields["openai_graders"] = [grader]
+    dataset = job_dataset(state, training, validation)
     fields["dataset"] = dataset
     if _set(hyper.learning_rate_multiplier):
         base = TrainConfig.parse(fields).resolve().learning_rate or 0.0

@@ -128,10 +128,7 @@ def delete_file(file_id: FileId, state: ApiState = Depends(get_state)) -> dict[s
 @router.post("/fine_tuning/jobs")
 async def create_job(request: Request, state: ApiState = Depends(get_state)) -> JSONResponse:
     """Start a job on uploaded files; the job's id is its trainkit run id."""
-    try:
-        body = json.loads(await request.body())
-    except ValueError:
-        raise RequestError("the body is not JSON", param=None) from None
+    body = await _json_body(request)
     run, record = await run_in_threadpool(jobs.create, state, body)
     return JSONResponse(objects.job_object(run, record))
 
@@ -220,6 +217,89 @@ def list_checkpoints(
     """The job's complete checkpoints, newest first, each usable as a chat completion's model."""
     run, record = _job(state, job_id)
     return _after(objects.checkpoint_objects(run, record), after, limit)
+
+
+# ----------------------------------------------------------------------------- graders
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        raise RequestError("the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise RequestError("the body must be a JSON object")
+    return body
+
+
+def _checked_grader(body: dict[str, Any]) -> dict[str, Any]:
+    from trainkit_core.rewards.openai_graders import GraderError, check
+
+    try:
+        return check(body.get("grader"), "grader")
+    except GraderError as exc:
+        raise RequestError(exc.message, param=exc.param, code="invalid_grader") from None
+
+
+@router.post("/fine_tuning/alpha/graders/validate")
+async def validate_grader(request: Request) -> dict[str, Any]:
+    """Check a grader as a reinforcement job would (`client.fine_tuning.alpha.graders.validate`)."""
+    return {"grader": _checked_grader(await _json_body(request))}
+
+
+@router.post("/fine_tuning/alpha/graders/run")
+async def run_grader(request: Request) -> dict[str, Any]:
+    """Score one `model_sample` for one dataset `item` (`client.fine_tuning.alpha.graders.run`).
+
+    A field the item lacks is OpenAI's `invalid_variable_error`, a formula that fails its
+    `formula_parse_error`: the reward is then 0, as OpenAI reports it.
+    """
+    import time
+
+    from trainkit_core.rewards.openai_graders import scores
+
+    body = await _json_body(request)
+    grader = _checked_grader(body)
+    sample, item = body.get("model_sample"), body.get("item") or {}
+    if not isinstance(sample, str):
+        raise RequestError("model_sample must be a string", param="model_sample")
+    if not isinstance(item, dict):
+        raise RequestError("item must be a JSON object", param="item")
+    errors = dict.fromkeys(GRADER_ERRORS, False)
+    started = time.perf_counter()
+    reward, subs = 0.0, dict[str, float]()
+    try:
+        reward, subs = scores(grader, sample, item)
+    except KeyError:
+        errors["invalid_variable_error"] = True
+    except ArithmeticError:
+        errors["formula_parse_error"] = True
+    metadata = {
+        "name": grader.get("name") or "",
+        "type": grader["type"],
+        "errors": errors,
+        "execution_time": time.perf_counter() - started,
+        "scores": subs,
+        "token_usage": None,
+        "sampled_model_name": None,
+    }
+    return {"reward": reward, "metadata": metadata, "sub_rewards": subs, "model_grader_token_usage_per_model": {}}
+
+
+#: The error flags of OpenAI's grader-run metadata.
+GRADER_ERRORS = (
+    "formula_parse_error",
+    "invalid_variable_error",
+    "model_grader_parse_error",
+    "model_grader_refusal_error",
+    "model_grader_server_error",
+    "other_error",
+    "python_grader_runtime_error",
+    "python_grader_server_error",
+    "sample_parse_error",
+    "truncated_observation_error",
+    "unresponsive_reward_error",
+)
 
 
 def build_router() -> APIRouter:

@@ -52,12 +52,14 @@ def _print_report(report: Report, strict: bool) -> None:
         out.print(f"  lengths: {report.length_check}")
 
 
-@click.command("datasets")
+@click.group("datasets", invoke_without_command=True)
 @click.option("--no-remote", is_flag=True, help="Do not ask the provider's data volume which version it holds.")
 @json_option
 @pass_state
 def datasets_command(state: CliState, no_remote: bool, as_json: bool) -> None:
     """List the local datasets (TRAINKIT_DATASETS_DIR) and whether the data volume holds the same version."""
+    if click.get_current_context().invoked_subcommand is not None:
+        return
     from trainkit_core.datasets.local import list_local
     from trainkit_core.datasets.sync import synced_hash
     from trainkit_core.errors import TrainkitError
@@ -112,6 +114,42 @@ def datasets_command(state: CliState, no_remote: bool, as_json: bool) -> None:
     out.print(table)
     if remote_error:
         out.print(f"[yellow]could not read the data volume:[/yellow] {remote_error}")
+
+
+@datasets_command.command("import-openai")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("name")
+@click.option(
+    "--validation-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="OpenAI's validation file: the dataset's eval split.",
+)
+@json_option
+@pass_state
+def import_openai_command(state: CliState, file: Path, name: str, validation_file: Path | None, as_json: bool) -> None:
+    """Make dataset NAME from an OpenAI fine-tuning FILE (supervised, DPO or reinforcement JSONL), as it is.
+
+    The format is read from the file's first line. Checked before anything is written, with
+    OpenAI's rule of at least 10 examples too: every problem is printed as file:line, exit 2.
+    """
+    from trainkit_core.datasets.openai_files import import_openai_file
+    from trainkit_core.datasets.validate import DatasetInvalidError
+
+    folder = Path(state.settings.datasets.datasets_dir)
+    try:
+        report = import_openai_file(file, name, folder, validation=validation_file)
+    except DatasetInvalidError as exc:
+        if as_json:
+            print_json({**exc.report.as_dict(), "ok": False})
+        else:
+            _print_report(exc.report, strict=False)
+        sys.exit(DatasetInvalidError.exit_code)
+    if as_json:
+        print_json({**report.as_dict(), "ok": True, "path": str(folder / name)})
+        return
+    _print_report(report, strict=False)
+    console().print(f"made {folder / name}; train on it with: trainkit train --dataset {name}")
 
 
 @click.command("sync")

@@ -122,6 +122,13 @@ class TrainConfig(BaseModel):
     rewards: list[str] | None = Field(
         None, description="GRPO: graders as NAME or NAME=WEIGHT (built-in or from a trainkit.rewards plugin)."
     )
+    openai_graders: list[dict[str, Any]] | None = Field(
+        None,
+        description=(
+            "GRPO: OpenAI grader objects (string_check, text_similarity, multi), each one more reward of weight 1 "
+            "(trainkit_core.rewards.openai_graders)."
+        ),
+    )
     reward_timeout_s: float = Field(
         10.0, gt=0, le=3600, description="GRPO: a grader call running longer fails the run."
     )
@@ -208,6 +215,18 @@ class TrainConfig(BaseModel):
         for spec in value or []:
             parse_reward(spec)
         return value
+
+    @field_validator("openai_graders")
+    @classmethod
+    def _openai_graders(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        from trainkit_core.rewards.openai_graders import check
+
+        if value is not None and len(value) > 16:
+            raise ValueError("at most 16 graders")
+        try:
+            return None if value is None else [check(spec, f"openai_graders[{i}]") for i, spec in enumerate(value)]
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
 
     @field_validator(*FLOAT_FIELDS, mode="before")
     @classmethod

@@ -18,7 +18,8 @@ learning demonstrations of tests/core/test_methods_ml.py on a CPU.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -147,45 +148,56 @@ def prompt_rows(
     return rows, by_prompt
 
 
+def _reward_function(
+    name: str,
+    score: Callable[[list[tuple[str, dict[str, Any]]]], list[float]],
+    by_prompt: dict[str, dict[str, Any]],
+    keeper: RolloutKeeper,
+) -> Any:
+    """trl's reward function for one grader: `score` gets (completion text, dataset line) pairs."""
+
+    def reward(prompts: list[str], completions: list[Any], **_: Any) -> list[float]:
+        texts = [c if isinstance(c, str) else str(c[-1].get("content", "")) for c in completions]
+        examples = [by_prompt.get(prompt, {"messages": []}) for prompt in prompts]
+        scores = score(list(zip(texts, examples, strict=True)))
+        for prompt, text, example, value in zip(prompts, texts, examples, scores, strict=True):
+            user = [m["content"] for m in example.get("messages", []) if m.get("role") == "user"]
+            keeper.note(name, prompt, text, value, user[-1] if user else "")
+        return scores
+
+    reward.__name__ = name
+    return reward
+
+
 def reward_functions(
     config: TrainConfig, by_prompt: dict[str, dict[str, Any]], keeper: RolloutKeeper
 ) -> tuple[list[Any], list[float]]:
-    """One trl reward function per grader, and their weights."""
+    """One trl reward function per grader (named ones, then OpenAI grader objects), and their weights."""
+    from trainkit_core.rewards import openai_graders
     from trainkit_core.rewards.builtin import BUILTIN_GRADERS
     from trainkit_core.rewards.process import GraderProcess
     from trainkit_core.rewards.registry import check_reward_names, load_grader
     from trainkit_core.rewards.scoring import call_grader_batch, call_grader_process_batch
 
-    functions, weights = [], []
+    timeout = config.reward_timeout_s
+    functions: list[Any] = []
+    weights: list[float] = []
     for name, weight in check_reward_names(list(config.rewards or [])):
         grader = load_grader(name)  # a plugin that fails to import fails the run here, naming itself
-        # A plugin grader runs in a process of its own: one holding the GIL cannot stop the job
-        # (its timeout, `runs stop`); the built-in ones are trusted and run on a thread.
-        process = None if name in BUILTIN_GRADERS else GraderProcess(name)
-
-        def reward(
-            prompts: list[str],
-            completions: list[Any],
-            _name: str = name,
-            _grader: Any = grader,
-            _process: Any = process,
-            **_: Any,
-        ) -> list[float]:
-            texts = [c if isinstance(c, str) else str(c[-1].get("content", "")) for c in completions]
-            examples = [by_prompt.get(prompt, {"messages": []}) for prompt in prompts]
-            calls = list(zip(texts, examples, strict=True))
-            if _process is not None:
-                scores = call_grader_process_batch(_name, _process, calls, config.reward_timeout_s)
-            else:
-                scores = call_grader_batch(_name, _grader, calls, config.reward_timeout_s)
-            for prompt, text, example, score in zip(prompts, texts, examples, scores, strict=True):
-                user = [m["content"] for m in example.get("messages", []) if m.get("role") == "user"]
-                keeper.note(_name, prompt, text, score, user[-1] if user else "")
-            return scores
-
-        reward.__name__ = name
-        functions.append(reward)
+        if name in BUILTIN_GRADERS:  # trusted: on a thread
+            score = partial(call_grader_batch, name, grader, timeout_s=timeout)
+        else:
+            # A plugin grader runs in a process of its own: one holding the GIL cannot stop the job
+            # (its timeout, `runs stop`).
+            score = partial(call_grader_process_batch, name, GraderProcess(name), timeout_s=timeout)
+        functions.append(_reward_function(name, score, by_prompt, keeper))
         weights.append(weight)
+    # OpenAI's graders are trainkit's own code over the caller's templates: on a thread too.
+    specs = list(config.openai_graders or [])
+    for name, spec in zip(openai_graders.grader_names(specs), specs, strict=True):
+        score = partial(call_grader_batch, name, openai_graders.grader_for(spec), timeout_s=timeout)
+        functions.append(_reward_function(name, score, by_prompt, keeper))
+        weights.append(1.0)
     return functions, weights
 
 
@@ -263,7 +275,7 @@ _GPU = MethodDefaults(
 class Grpo(Method):
     name = "grpo"
     formats = ("prompt",)
-    options = ("num_generations", "max_completion_length", "kl_coef", "temperature", "rewards")
+    options = ("num_generations", "max_completion_length", "kl_coef", "temperature", "rewards", "openai_graders")
     records_rollouts = False  # it records its own latest group (`RolloutKeeper`)
     defaults: Mapping[str, MethodDefaults] = {
         "tiny": MethodDefaults(
@@ -285,16 +297,18 @@ class Grpo(Method):
     def check_request(self, config: TrainConfig) -> None:
         from trainkit_core.rewards.registry import check_reward_names
 
-        if not config.rewards:
+        if not config.rewards and not config.openai_graders:
             raise UsageError(
                 "--method grpo needs at least one grader", hint="e.g. --reward exact_match (see trainkit_core.rewards)"
             )
-        check_reward_names(config.rewards)
+        check_reward_names(list(config.rewards or []))
 
     def event_fields(self, config: TrainConfig) -> dict[str, str]:
+        from trainkit_core.rewards.openai_graders import grader_names
         from trainkit_core.rewards.registry import check_reward_names
 
-        return grader_event_fields([name for name, _ in check_reward_names(list(config.rewards or []))])
+        names = [name for name, _ in check_reward_names(list(config.rewards or []))]
+        return grader_event_fields(names + grader_names(list(config.openai_graders or [])))
 
     def training_summary(self, log_history: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
         """Whether the reward rose: its mean over the first logged steps against the last ones."""
