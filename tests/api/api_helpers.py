@@ -65,14 +65,14 @@ def settings_for(home: Path, token: str | None) -> Settings:
     return Settings(provider=ProviderSettings(home=home), api=ApiSettings(api_token=token))
 
 
-def ml_settings(home: Path, datasets: Path, *, idle_s: float = 15) -> Settings:
+def ml_settings(home: Path, datasets: Path, *, idle_s: float = 15, **compute: Any) -> Settings:
     """A server of its own for a module that trains: its home, its datasets, a warm worker that ends soon."""
     from trainkit_core.settings import ComputeSettings, DatasetSettings
 
     return Settings(
         provider=ProviderSettings(home=home),
         datasets=DatasetSettings(datasets_dir=datasets),
-        compute=ComputeSettings(infer_idle_timeout_s=idle_s),
+        compute=ComputeSettings(infer_idle_timeout_s=idle_s, **compute),
         api=ApiSettings(api_token=TOKEN),
     )
 

@@ -223,7 +223,12 @@ def test_job_refusals_are_openai_errors_and_start_nothing(client: Any, server: A
     grader_param = "method.reinforcement.grader"
     assert (
         "code"
-        in refused(f"{grader_param}.type", model="tiny", training_file=prompts, method=rft(type="python"))["message"]
+        in refused(
+            f"{grader_param}.type",
+            model="tiny",
+            training_file=prompts,
+            method=rft(type="python", source="def grade(sample, item):\n    return 1.0\n"),
+        )["message"]
     )
     refused(f"{grader_param}.operation", model="tiny", training_file=prompts, method=rft(operation="contains"))
     refused(f"{grader_param}.input", model="tiny", training_file=prompts, method=rft(input="{{sample.text}}"))
@@ -317,6 +322,7 @@ def test_graders_validate_and_run_as_openai_answers(client: Any) -> None:
         ({**multi, "calculate_output": "__import__('os').system('true')"}, "grader.calculate_output"),
         ({**multi, "calculate_output": "same + unknown"}, "grader.calculate_output"),
         ({"type": "score_model", "name": "judge"}, "grader.type"),
+        ({"type": "python", "name": "p", "source": "def grade(sample, item):\n    return 1.0\n"}, "grader.type"),
     ):
         with pytest.raises(openai.BadRequestError) as caught:
             graders.validate(grader=bad)

@@ -52,7 +52,8 @@ def _wait(client: Any, job_id: str, until: tuple[str, ...] = ENDED, timeout: flo
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     home, datasets = tmp_path_factory.mktemp("ft-home"), tmp_path_factory.mktemp("ft-datasets")
-    yield from serve(ml_settings(home, datasets, idle_s=30))
+    # This server allows python graders (TRAINKIT_ALLOW_PYTHON_GRADERS); test_fine_tuning_files' does not.
+    yield from serve(ml_settings(home, datasets, idle_s=30, allow_python_graders=True))
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +171,7 @@ def test_models_know_the_fine_tuned_name(client: Any, supervised: Any) -> None:
         client.models.retrieve("ft:tiny:opposites:run-20260101-000000-abcdef")
 
 
-def test_dpo_then_reinforcement_start_from_the_supervised_model(client: Any, supervised: Any) -> None:
+def test_dpo_then_reinforcement_start_from_the_supervised_model(client: Any, supervised: Any, served: Any) -> None:
     job, _ = supervised
     pairs = _upload(client, _lines(DATA / "demo-prefs/train.jsonl", 200), "prefs.jsonl")
     dpo = client.fine_tuning.jobs.create(
@@ -204,6 +205,25 @@ def test_dpo_then_reinforcement_start_from_the_supervised_model(client: Any, sup
     assert reinforcement.method.reinforcement.grader.type == "string_check"
     rewards = [e.data for e in client.fine_tuning.jobs.list_events(reinforcement.id) if e.type == "metrics"]
     assert rewards, "a reinforcement job logs its steps"
+
+    # A python grader, where the server allows them: the caller's code, run in the training job only.
+    python = {
+        "type": "python",
+        "name": "ends_with_stop",
+        "source": "def grade(sample, item):\n    return 1.0 if sample['output_text'].endswith('.') else 0.0\n",
+    }
+    assert client.fine_tuning.alpha.graders.validate(grader=python).grader.type == "python"
+    with pytest.raises(openai.BadRequestError, match="only inside a training job"):
+        client.fine_tuning.alpha.graders.run(grader=python, model_sample="x.", item={})
+    coded = client.fine_tuning.jobs.create(
+        model=dpo.fine_tuned_model,
+        training_file=_upload(client, rft, "rft.jsonl"),
+        method={"type": "reinforcement", "reinforcement": {"grader": python, "hyperparameters": {"n_epochs": 1}}},
+    )
+    coded = _wait(client, coded.id)
+    assert coded.status == "succeeded", coded.error
+    samples = (served.store.get(coded.id).latest_rollout or {}).get("samples", [])
+    assert samples and all(s["rewards"]["ends_with_stop"] == float(s["completion"].endswith(".")) for s in samples)
 
 
 def test_pause_resume_and_cancel(client: Any, served: Any) -> None:

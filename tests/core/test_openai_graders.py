@@ -92,7 +92,7 @@ def test_multi_combines_named_graders_with_a_formula() -> None:
 @pytest.mark.parametrize(
     ("spec", "param"),
     [
-        ({"type": "python", "source": "def grade(s, i): return 1"}, "grader.type"),
+        ({"type": "python"}, "grader.source"),
         ({"type": "score_model", "model": "gpt-4o"}, "grader.type"),
         ({"type": "label_model"}, "grader.type"),
         ({"type": "nope"}, "grader.type"),
@@ -139,3 +139,85 @@ def test_a_run_config_takes_graders_and_names_their_rewards() -> None:
     assert grader_names(list(config.openai_graders or [])) == ["s", "s_2", "grader_3"]
     with pytest.raises(UsageError, match=r"openai_graders\[0\]\.operation"):
         TrainConfig.parse(dataset="d", method="grpo", openai_graders=[string_check("eq") | {"operation": "x"}])
+
+
+# ----------------------------------------------------------------------------- python graders
+
+PYTHON_SOURCE = """
+def grade(sample, item):
+    if isinstance(sample["output_json"], dict):
+        return 0.5
+    return 1.0 if sample["output_text"].strip() == item["answer"] else 0.0
+"""
+
+
+def python_grader(source: str = PYTHON_SOURCE, name: str = "py") -> dict[str, Any]:
+    return {"type": "python", "name": name, "source": source}
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("", "source must be"),
+        ("def grade(sample, item)\n    return 1", "does not compile: line 1"),
+        ("def score(sample, item):\n    return 1\n", "no top-level grade"),
+        ("x = '" + "a" * (256 * 1024) + "'\ndef grade(s, i):\n    return 1\n", "over 256 KiB"),
+    ],
+)
+def test_a_python_grader_must_compile_and_define_grade_and_nothing_of_it_runs_when_checked(
+    source: str, reason: str
+) -> None:
+    with pytest.raises(GraderError, match=reason) as caught:
+        check(python_grader(source), "grader")
+    assert caught.value.param == "grader.source"
+    # Checking never runs it: a source that would exit the process at import passes the check.
+    assert check(python_grader("import os\nos._exit(3)\ndef grade(s, i):\n    return 1\n"))["type"] == "python"
+
+
+def test_a_python_grader_is_never_run_outside_a_job_nor_inside_a_multi_grader() -> None:
+    with pytest.raises(UsageError, match="only inside a training job"):
+        scores(check(python_grader()), "x", {"answer": "x"})
+    multi = {"type": "multi", "graders": {"p": python_grader()}, "calculate_output": "p"}
+    with pytest.raises(GraderError, match="stands alone") as caught:
+        check(multi, "grader")
+    assert caught.value.param == "grader.graders.p.type"
+
+
+def test_a_python_grader_runs_in_its_own_process_in_a_grpo_run_bounded_by_the_timeout() -> None:
+    from trainkit_core.rewards.scoring import GraderError as ScoringError
+    from trainkit_core.training.methods.grpo import RolloutKeeper, reward_functions
+
+    looping = python_grader("def grade(sample, item):\n    while True:\n        pass\n", name="loops")
+    config = TrainConfig.parse(
+        dataset="d", method="grpo", openai_graders=[python_grader(), looping], reward_timeout_s=2
+    )
+    example = {"messages": [{"role": "user", "content": "Say 4"}], "answer": "4"}
+    (right, loops), weights = reward_functions(config, {"<p>": example}, RolloutKeeper())
+    assert weights == [1.0, 1.0]
+    assert right(["<p>", "<p>", "<p>"], [" 4 ", "5", '{"a": 1}']) == [1.0, 0.0, 0.5]
+    with pytest.raises(ScoringError, match=r"grader 'loops' ran past its timeout of 2 s"):
+        loops(["<p>"], ["x"])
+    broken = python_grader("def grade(sample, item):\n    return item['missing']\n", name="broken")
+    (fails,), _ = reward_functions(
+        TrainConfig.parse(dataset="d", method="grpo", openai_graders=[broken]), {"<p>": example}, RolloutKeeper()
+    )
+    with pytest.raises(ScoringError, match="grader 'broken' raised KeyError"):
+        fails(["<p>"], ["x"])
+
+
+def test_a_run_with_a_python_grader_is_refused_unless_the_server_allows_them(tmp_path: Any) -> None:
+    from trainkit_core.plugins.provider import get_provider
+    from trainkit_core.settings import ComputeSettings, ProviderSettings, Settings
+    from trainkit_core.training.submit import check_request
+
+    config = {"dataset": "nowhere", "method": "grpo", "openai_graders": [python_grader()]}
+    closed = Settings(provider=ProviderSettings(home=tmp_path / "a"))
+    with pytest.raises(UsageError, match="TRAINKIT_ALLOW_PYTHON_GRADERS") as caught:
+        check_request(get_provider("local", closed), config)
+    assert "openai_graders[0]" in caught.value.message
+    opened = Settings(
+        provider=ProviderSettings(home=tmp_path / "b"), compute=ComputeSettings(allow_python_graders=True)
+    )
+    with pytest.raises(Exception) as past:  # goes on to the next check: the dataset that does not exist
+        check_request(get_provider("local", opened), config)
+    assert "nowhere" in str(past.value) and "PYTHON_GRADERS" not in str(past.value)

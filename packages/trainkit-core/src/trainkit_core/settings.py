@@ -141,6 +141,13 @@ class ComputeSettings(BaseSettings):
         description="Attempts a training job gets on a provider that retries (Modal): a failed or crashed attempt "
         "resumes from its checkpoint; the run fails after the last.",
     )
+    allow_python_graders: bool = Field(
+        default=False,
+        description=(
+            "Let GRPO runs use OpenAI `python` graders: code the caller sends, run in a process of its own "
+            "inside the training job (never in the API server). Off: such a run is refused."
+        ),
+    )
     prices_file: Path | None = Field(
         default=None,
         description="A TOML price table (US dollars per GPU-hour by provider and GPU, the shape of trainkit's "

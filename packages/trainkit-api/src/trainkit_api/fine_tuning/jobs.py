@@ -159,14 +159,25 @@ def _unsupported_hyperparameters(kind: str, hyper: Hyperparameters) -> None:
         )
 
 
-def grader_of(grader: Any) -> dict[str, Any]:
-    """The reinforcement job's grader, checked (`trainkit_core.rewards.openai_graders`); a 400 naming its field."""
+def grader_of(state: ApiState, grader: Any, where: str = "method.reinforcement.grader") -> dict[str, Any]:
+    """A grader, checked (`trainkit_core.rewards.openai_graders`); a 400 naming its field.
+
+    A python grader is code the caller sends: refused unless the server allows them.
+    """
     from trainkit_core.rewards.openai_graders import GraderError, check
 
     try:
-        return check(grader, "method.reinforcement.grader")
+        checked = check(grader, where)
     except GraderError as exc:
         raise RequestError(exc.message, param=exc.param, code="invalid_grader") from None
+    if checked["type"] == "python" and not state.settings.compute.allow_python_graders:
+        raise RequestError(
+            "python graders run code the caller sends; this server does not allow them",
+            param=f"{where}.type",
+            code="invalid_grader",
+            hint="the server's operator sets TRAINKIT_ALLOW_PYTHON_GRADERS=1 to allow them (they run only in the training job)",
+        )
+    return checked
 
 
 def target_of(state: ApiState, model: str) -> dict[str, Any]:
@@ -220,7 +231,7 @@ def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict
     grader = None
     if kind == "reinforcement":
         assert job.method is not None and job.method.reinforcement is not None
-        grader = grader_of(job.method.reinforcement.grader)
+        grader = grader_of(state, job.method.reinforcement.grader)
     from trainkit_core.training.methods import get_method
 
     wanted = get_method(method).formats

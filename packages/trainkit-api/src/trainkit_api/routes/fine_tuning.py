@@ -232,34 +232,32 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return body
 
 
-def _checked_grader(body: dict[str, Any]) -> dict[str, Any]:
-    from trainkit_core.rewards.openai_graders import GraderError, check
-
-    try:
-        return check(body.get("grader"), "grader")
-    except GraderError as exc:
-        raise RequestError(exc.message, param=exc.param, code="invalid_grader") from None
-
-
 @router.post("/fine_tuning/alpha/graders/validate")
-async def validate_grader(request: Request) -> dict[str, Any]:
+async def validate_grader(request: Request, state: ApiState = Depends(get_state)) -> dict[str, Any]:
     """Check a grader as a reinforcement job would (`client.fine_tuning.alpha.graders.validate`)."""
-    return {"grader": _checked_grader(await _json_body(request))}
+    return {"grader": jobs.grader_of(state, (await _json_body(request)).get("grader"), "grader")}
 
 
 @router.post("/fine_tuning/alpha/graders/run")
-async def run_grader(request: Request) -> dict[str, Any]:
+async def run_grader(request: Request, state: ApiState = Depends(get_state)) -> dict[str, Any]:
     """Score one `model_sample` for one dataset `item` (`client.fine_tuning.alpha.graders.run`).
 
     A field the item lacks is OpenAI's `invalid_variable_error`, a formula that fails its
-    `formula_parse_error`: the reward is then 0, as OpenAI reports it.
+    `formula_parse_error`: the reward is then 0, as OpenAI reports it. A python grader is
+    refused here: the caller's code runs only inside a training job.
     """
     import time
 
     from trainkit_core.rewards.openai_graders import scores
 
     body = await _json_body(request)
-    grader = _checked_grader(body)
+    grader = jobs.grader_of(state, body.get("grader"), "grader")
+    if grader["type"] == "python":
+        raise RequestError(
+            "a python grader runs only inside a training job, never in the API server",
+            param="grader.type",
+            code="invalid_grader",
+        )
     sample, item = body.get("model_sample"), body.get("item") or {}
     if not isinstance(sample, str):
         raise RequestError("model_sample must be a string", param="model_sample")

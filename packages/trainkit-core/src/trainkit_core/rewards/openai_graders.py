@@ -17,8 +17,13 @@ texts), `bleu` (sentence BLEU, 1- to 4-grams, brevity penalty, add-one smoothing
 `rouge_1` to `rouge_5` (n-gram F1) and `rouge_l` (longest common subsequence F1).
 Scores can differ from OpenAI's in the last digits. `meteor` (WordNet) and `cosine` (an
 embedding model) need data trainkit does not ship and are refused; so are the graders
-that call a model (`score_model`, `label_model`) and those that run the caller's code
-(`python`).
+that call a model (`score_model`, `label_model`).
+
+A `python` grader is code the caller sends (``def grade(sample, item) -> float``). It runs
+only inside a training job, in a process of its own with the run's time limit per call
+(`rewards.process`), and only where the server allows it (`TRAINKIT_ALLOW_PYTHON_GRADERS`,
+checked when the run is submitted); never in the API server, so `graders/run` refuses it.
+`sample` is ``{"output_text": ..., "output_json": ... or None}`` as OpenAI passes it.
 """
 
 from __future__ import annotations
@@ -41,8 +46,9 @@ REFUSED_METRICS = {
     "meteor": "it needs WordNet, which trainkit does not ship",
     "cosine": "it needs an embedding model, which trainkit does not call",
 }
+#: The largest python grader's source.
+MAX_SOURCE = 256 * 1024
 REFUSED_TYPES = {
-    "python": "it runs code the caller sends, which trainkit does not run",
     "score_model": "it asks a grading model, which trainkit does not call",
     "label_model": "it asks a grading model, which trainkit does not call",
 }
@@ -106,6 +112,8 @@ def check(spec: Any, where: str = "grader") -> dict[str, Any]:
             raise GraderError(
                 f"evaluation_metric must be one of {', '.join(SIMILARITY_METRICS)}", f"{where}.evaluation_metric"
             )
+    elif kind == "python":
+        _python_source(spec, where)
     elif kind == "multi":
         graders = _sub_graders(spec, where)
         formula = spec.get("calculate_output")
@@ -117,7 +125,8 @@ def check(spec: Any, where: str = "grader") -> dict[str, Any]:
             raise GraderError(str(exc), f"{where}.calculate_output") from None
     else:
         raise GraderError(
-            f"type {str(kind)[:40]!r} is not a grader trainkit runs; supported: string_check, text_similarity, multi",
+            f"type {str(kind)[:40]!r} is not a grader trainkit runs; supported: string_check, text_similarity, multi, "
+            "python",
             f"{where}.type",
         )
     name = spec.get("name")
@@ -140,10 +149,34 @@ def _sub_graders(spec: Mapping[str, Any], where: str) -> dict[str, dict[str, Any
     for name, sub in graders.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)):
             raise GraderError(f"{name!r} is not a name a formula can use", f"{where}.graders")
-        if isinstance(sub, Mapping) and sub.get("type") == "multi":
-            raise GraderError("a multi grader holds no multi grader", f"{where}.graders.{name}.type")
+        if isinstance(sub, Mapping) and sub.get("type") in ("multi", "python"):
+            raise GraderError(
+                f"a multi grader holds no {sub.get('type')} grader (a python grader stands alone)",
+                f"{where}.graders.{name}.type",
+            )
         found[str(name)] = check(sub, f"{where}.graders.{name}")
     return found
+
+
+def _python_source(spec: Mapping[str, Any], where: str) -> str:
+    """The grader's source: it must compile and define ``grade`` at the top (nothing of it runs here)."""
+    source = spec.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise GraderError("source must be the grader's Python code", f"{where}.source")
+    if len(source.encode()) > MAX_SOURCE:
+        raise GraderError(f"source is over {MAX_SOURCE // 1024} KiB", f"{where}.source")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise GraderError(f"source does not compile: line {exc.lineno}: {exc.msg}", f"{where}.source") from None
+    if not any(isinstance(node, ast.FunctionDef) and node.name == "grade" for node in tree.body):
+        raise GraderError("source defines no top-level grade(sample, item) function", f"{where}.source")
+    return source
+
+
+def python_graders(specs: list[dict[str, Any]] | None) -> list[int]:
+    """The indexes of the python graders among `specs` (each is code the caller sent)."""
+    return [i for i, spec in enumerate(specs or []) if spec.get("type") == "python"]
 
 
 # ----------------------------------------------------------------------------- formulas
@@ -337,6 +370,8 @@ def scores(spec: Mapping[str, Any], sample_text: str, item: Mapping[str, Any]) -
     if kind == "text_similarity":
         given, reference = render(spec["input"], sample_text, item), render(spec["reference"], sample_text, item)
         return similarity(spec["evaluation_metric"], given, reference), {}
+    if kind == "python":
+        raise UsageError("a python grader runs only inside a training job, never in the API server")
     graders = _sub_graders(spec, "grader")
     subs = {name: scores(sub, sample_text, item)[0] for name, sub in graders.items()}
     try:

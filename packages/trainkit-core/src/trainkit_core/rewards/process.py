@@ -9,7 +9,7 @@ past it has its process killed (its CPU work ends with it) and fails the run nam
 grader and the example, and the next call starts a fresh process.
 
 The child loads the grader by name (`registry.load_grader`) with the parent's
-``sys.path``; requests and answers are length-prefixed pickles over its stdin and
+``sys.path``, or runs an OpenAI python grader's source sent as its first message; requests and answers are length-prefixed pickles over its stdin and
 stdout (the grader's own prints go to the job's log through stderr).
 """
 
@@ -27,6 +27,8 @@ from typing import Any
 from trainkit_core.errors import PluginLoadError
 
 _HEADER = 8
+#: The child's argument for a grader whose source comes as the first message.
+PYTHON_SOURCE = "--python-source"
 
 
 def _send(stream: Any, message: Any) -> None:
@@ -61,26 +63,35 @@ def _receive(fd: int, deadline: float | None = None) -> tuple[bool, Any]:
 
 
 class GraderProcess:
-    """Calls of one plugin grader, each in the grader's child process, each bounded in time."""
+    """Calls of one plugin grader, each in the grader's child process, each bounded in time.
 
-    def __init__(self, name: str) -> None:
+    With `source`, the grader is an OpenAI python grader's code (`openai_graders`): the child
+    runs it and calls its ``grade(sample, item)``.
+    """
+
+    def __init__(self, name: str, source: str | None = None) -> None:
         self.name = name
+        self.source = source
         self._proc: subprocess.Popen[bytes] | None = None
 
     def _start(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        what = PYTHON_SOURCE if self.source is not None else self.name
         proc = subprocess.Popen(
-            [sys.executable, "-m", "trainkit_core.rewards.process", self.name],
+            [sys.executable, "-m", "trainkit_core.rewards.process", what],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
         )
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stdin is not None
+        if self.source is not None:
+            _send(proc.stdin, self.source)
         ok, message = _receive(proc.stdout.fileno(), time.monotonic() + 300)
         if not ok or message[0] != "ready":
             self._kill(proc)
             detail = f"{type(message[1]).__name__}: {message[1]}" if ok else "its process did not start"
-            raise PluginLoadError(f"grader plugin {self.name!r} failed to load in its own process: {detail}")
+            what = "python grader" if self.source is not None else "grader plugin"
+            raise PluginLoadError(f"{what} {self.name!r} failed to load in its own process: {detail}")
         return proc
 
     @staticmethod
@@ -132,15 +143,39 @@ def _picklable(value: Any, fallback: Any) -> Any:
     return value
 
 
+def python_grader(source: str) -> Any:
+    """A trainkit grader of an OpenAI python grader's source: its ``grade(sample, item)``, run here."""
+    import json
+
+    namespace: dict[str, Any] = {"__name__": "openai_python_grader"}
+    exec(compile(source, "<python grader>", "exec"), namespace)  # the code the caller sent, in this child only
+    grade = namespace["grade"]
+
+    def grader(completion: str, example: Mapping[str, Any]) -> float:
+        try:
+            output_json = json.loads(completion)
+        except ValueError:
+            output_json = None
+        return float(grade({"output_text": completion, "output_json": output_json}, dict(example)))
+
+    return grader
+
+
 def main() -> None:
-    """The child: load the grader named in argv, then answer requests until stdin ends."""
+    """The child: load the grader named in argv (or sent as source), then answer requests until stdin ends."""
     from trainkit_core.rewards.registry import load_grader
 
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # the grader's prints must not reach the pipe
     fd = sys.stdin.fileno()
     try:
-        grader = load_grader(sys.argv[1])
+        if sys.argv[1] == PYTHON_SOURCE:
+            ok, source = _receive(fd)
+            if not ok:
+                return
+            grader = python_grader(source)
+        else:
+            grader = load_grader(sys.argv[1])
     except BaseException as exc:
         _send(out, ("error", _picklable(exc, RuntimeError(f"{type(exc).__name__}: {exc}"))))
         return

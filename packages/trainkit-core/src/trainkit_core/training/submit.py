@@ -47,6 +47,19 @@ class CheckedRequest:
     synced_hash: str | None = None  # the volume's version, when there is no local copy
 
 
+def _refuse_python_graders(provider: Any, config: TrainConfig) -> None:
+    """A python grader is code the caller sent: run only where the server's settings allow it."""
+    from trainkit_core.rewards.openai_graders import python_graders
+
+    found = python_graders(config.openai_graders)
+    if found and not provider.settings.compute.allow_python_graders:
+        raise UsageError(
+            f"openai_graders[{found[0]}] is a python grader, code that the training job would run; "
+            "this server does not allow them",
+            hint="the server's operator sets TRAINKIT_ALLOW_PYTHON_GRADERS=1 to allow them",
+        )
+
+
 def check_request(
     provider: Any,
     config: TrainConfig | dict[str, Any],
@@ -71,6 +84,7 @@ def check_request(
     from trainkit_core.training.methods import check_format
 
     config = checked_config(provider, config)
+    _refuse_python_graders(provider, config)
     provider.check_scale(config.gpus, config.nodes)  # a provider that cannot place the run refuses before any record
     _check_processes(provider, config)
     price = price_for_run(provider, config.gpu or "")  # a bad price table fails before anything is written

@@ -192,10 +192,15 @@ def reward_functions(
             score = partial(call_grader_process_batch, name, GraderProcess(name), timeout_s=timeout)
         functions.append(_reward_function(name, score, by_prompt, keeper))
         weights.append(weight)
-    # OpenAI's graders are trainkit's own code over the caller's templates: on a thread too.
+    # OpenAI's graders are trainkit's own code over the caller's templates: on a thread too; a
+    # python grader is the caller's code: in a process of its own, as a plugin is.
     specs = list(config.openai_graders or [])
     for name, spec in zip(openai_graders.grader_names(specs), specs, strict=True):
-        score = partial(call_grader_batch, name, openai_graders.grader_for(spec), timeout_s=timeout)
+        if spec["type"] == "python":
+            process = GraderProcess(name, source=spec["source"])
+            score = partial(call_grader_process_batch, name, process, timeout_s=timeout)
+        else:
+            score = partial(call_grader_batch, name, openai_graders.grader_for(spec), timeout_s=timeout)
         functions.append(_reward_function(name, score, by_prompt, keeper))
         weights.append(1.0)
     return functions, weights
