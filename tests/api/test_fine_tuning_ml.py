@@ -80,6 +80,7 @@ def supervised(client: Any) -> Any:
     )
     assert job.object == "fine_tuning.job" and job.status in ("queued", "running")
     assert job.fine_tuned_model is None and job.training_file == train and job.validation_file == valid
+    assert job.estimated_finish is not None and job.estimated_finish >= job.created_at  # from the plan
     seen = {job.status}
     deadline = time.monotonic() + 600
     while job.status not in ENDED:

@@ -291,14 +291,21 @@ def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict
 
 def create(state: ApiState, body: Any) -> tuple[TrainingRun, dict[str, Any]]:
     """Start the run `body` asks for; (the run, the job's record)."""
+    from trainkit_core.errors import TrainkitError
     from trainkit_core.training.config import TrainConfig
-    from trainkit_core.training.submit import start_run
+    from trainkit_core.training.plan import make_plan
+    from trainkit_core.training.submit import check_request, start_run
 
     job = parse_body(body)
     fields, record = config_fields(state, job)
     config = TrainConfig.parse(fields)
     try:
-        run = start_run(state.provider, config, metadata=dict(job.metadata or {}))
+        request = check_request(state.provider, config)
+        try:  # the plan's time, for `estimated_finish` before the first step is measured
+            record["estimated_seconds"] = make_plan(state.provider, request, exact=False).estimated_seconds
+        except TrainkitError:
+            record["estimated_seconds"] = None
+        run = start_run(state.provider, request, metadata=dict(job.metadata or {}))
     except UsageError as exc:
         if isinstance(exc, RequestError):
             raise

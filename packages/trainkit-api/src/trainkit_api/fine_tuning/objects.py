@@ -51,11 +51,15 @@ def _hyperparameters(run: TrainingRun, record: dict[str, Any]) -> dict[str, Any]
     return out
 
 
-def _estimated_finish(run: TrainingRun) -> int | None:
-    if run.status != "running" or not run.total_steps or not run.step or not run.attempt_started_at:
+def _estimated_finish(run: TrainingRun, record: dict[str, Any]) -> int | None:
+    """From the steps so far once training has begun; before that from the plan made at creation."""
+    if run.status not in ("pending", "running"):
         return None
-    elapsed = max(0.0, time.time() - run.attempt_started_at)
-    return int(time.time() + elapsed / run.step * max(0, run.total_steps - run.step))
+    if run.total_steps and run.step and run.attempt_started_at:
+        elapsed = max(0.0, time.time() - run.attempt_started_at)
+        return int(time.time() + elapsed / run.step * max(0, run.total_steps - run.step))
+    planned = record.get("estimated_seconds")
+    return int((run.started_at or run.created_at) + planned) if isinstance(planned, int | float) else None
 
 
 def job_object(run: TrainingRun, record: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +89,7 @@ def job_object(run: TrainingRun, record: dict[str, Any]) -> dict[str, Any]:
         "trained_tokens": run.metrics.get("tokens_seen") if ended else None,
         "training_file": record["training_file"],
         "validation_file": record.get("validation_file"),
-        "estimated_finish": _estimated_finish(run),
+        "estimated_finish": _estimated_finish(run, record),
         "integrations": [],
         "metadata": record.get("metadata"),
         "method": method,
