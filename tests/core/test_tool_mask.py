@@ -204,3 +204,46 @@ def test_the_twins_tokenizers_train_the_same_pieces(twin_name: str, keep: bool) 
     pieces = segments(record["messages"], fmt, tools=record["tools"], keep_thinking=keep)
     assert trained == "".join(text for text, is_trained in pieces if is_trained)
     assert tokenizer.decode(encoded["input_ids"]) == render_example(record, fmt, keep_thinking=keep)
+
+
+@pytest.mark.parametrize("fmt", [GEMMA3, GEMMA4], ids=["gemma3", "gemma4"])
+def test_a_streamed_answer_sends_gemma4_thinking_apart_from_the_answer(tokenizer: Any, fmt: ChatFormat) -> None:
+    """The streamer gets the answer's ids one token at a time, as generation hands them over."""
+    import torch
+
+    from trainkit_core.inference.generation import AnswerPieces, answer_fields
+    from trainkit_core.inference.request import GenerateRequest
+    from trainkit_core.models.tool_syntax import CHANNEL_CLOSE, CHANNEL_OPEN
+
+    raw = f"{CHANNEL_OPEN}thought\nSeven and five make 12.{CHANNEL_CLOSE}The sum is 12."
+    ids = tokenizer(raw, add_special_tokens=False)["input_ids"]
+    pieces: list[tuple[str, str]] = []
+    streamer = AnswerPieces(tokenizer, [], fmt.native_tools, lambda text, kind: pieces.append((kind, text)))
+    streamer.put(torch.tensor([[1, 2, 3]]))  # the prompt: skipped
+    for token in ids:
+        streamer.put(torch.tensor([token]))
+    streamer.end()
+
+    def joined(kind: str) -> str:
+        return "".join(text for k, text in pieces if k == kind)
+
+    if fmt.native_tools:
+        assert joined("thinking") == "Seven and five make 12." and joined("token") == "The sum is 12."
+        assert len([k for k, _ in pieces if k == "thinking"]) > 1  # streamed, not sent at the end
+        # The same split as the whole answer's, which the non-streamed result and the last event carry.
+        from types import SimpleNamespace
+
+        loaded = SimpleNamespace(tokenizer=tokenizer, fmt=fmt)
+        whole = answer_fields(loaded, GenerateRequest(model_size="tiny", prompt="x"), ids)  # type: ignore[arg-type]
+        assert (whole["reasoning_content"], whole["text"]) == (joined("thinking"), joined("token"))
+    else:  # Gemma 3 has no thought channel: the markers are not special there, all of it is the answer
+        assert joined("thinking") == "" and "Seven and five" in joined("token")
+
+
+def test_split_thinking_on_a_growing_answer() -> None:
+    from trainkit_core.inference.generation import split_thinking
+
+    assert split_thinking("Hello") == ("", "Hello")
+    assert split_thinking("<|channel>thou") == ("", "")  # the channel's name is not whole yet
+    assert split_thinking("<|channel>thought\nA b") == ("A b", "")
+    assert split_thinking("Hi <|channel>thought\nA b<channel|>Done") == ("A b", "Hi Done")

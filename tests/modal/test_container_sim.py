@@ -39,6 +39,8 @@ MAX_BODY = 300_000
 #: Modal's web limit (150 s; the app answers within 120 s), scaled down: a cold inference
 #: container's `@modal.enter` (imports and model load: seconds here) takes longer.
 ANSWER_WITHIN_S = 1.0
+#: The fine-tuning job statuses after which nothing changes.
+ENDED = ("succeeded", "failed", "cancelled")
 
 
 def _dataset(root: Path) -> Path:
@@ -199,6 +201,34 @@ def test_a_fine_tuning_file_uploads_through_the_web_container(deployed: Deployed
         bad = client.post("/v1/files", files={"file": ("bad.jsonl", b"{oops\n")}, data={"purpose": "fine-tune"})
     assert bad.status_code == 400 and "bad.jsonl:1:" in bad.json()["error"]["message"], bad.text
     assert deployed.provider.volume("data").exists(f"datasets/{file_id}/current.json")
+
+
+def test_an_openai_fine_tuning_job_runs_in_the_train_image_and_its_model_answers(deployed: Deployed) -> None:
+    """OpenAI's flow on the deployed app: upload, a job (a run in the train image), `ft:` chat from the inference class."""
+    data = b"\n".join((REPO / "datasets" / "demo" / "train.jsonl").read_bytes().splitlines()[100:112]) + b"\n"
+    with deployed.client(timeout=300) as client:
+        uploaded = client.post("/v1/files", files={"file": ("ft.jsonl", data)}, data={"purpose": "fine-tune"})
+        assert uploaded.status_code == 200, (uploaded.text, deployed.logs())
+        body = {
+            "model": "tiny",
+            "training_file": uploaded.json()["id"],
+            "suffix": "sim",
+            "method": {"type": "supervised", "supervised": {"hyperparameters": {"n_epochs": 1, "batch_size": 4}}},
+        }
+        job = client.post("/v1/fine_tuning/jobs", json=body)
+        assert job.status_code == 200, (job.text, deployed.logs())
+        job_id, deadline = job.json()["id"], time.monotonic() + 900
+        while (state := client.get(f"/v1/fine_tuning/jobs/{job_id}").json())["status"] not in ENDED:
+            assert time.monotonic() < deadline, f"job still {state['status']}\n{deployed.logs()}"
+            time.sleep(2)
+        assert state["status"] == "succeeded", (state, deployed.logs())
+        assert state["fine_tuned_model"] == f"ft:tiny:sim:{job_id}"
+        events = client.get(f"/v1/fine_tuning/jobs/{job_id}/events", params={"limit": 100}).json()["data"]
+        assert any(e["type"] == "metrics" for e in events), events
+        chat = {"model": state["fine_tuned_model"], "messages": [{"role": "user", "content": "Opposites: hot"}]}
+        answer = client.post("/v1/chat/completions", json={**chat, "max_tokens": 6})
+    assert answer.status_code == 200, (answer.text, deployed.logs())
+    assert answer.json()["model"] == state["fine_tuned_model"] and answer.json()["choices"][0]["message"]["content"]
 
 
 def test_the_deployed_api_has_the_local_settings_and_the_versions(deployed: Deployed) -> None:

@@ -66,7 +66,7 @@ async def upload_file(request: Request, state: ApiState = Depends(get_state)) ->
     if not isinstance(purpose, str):
         raise RequestError("purpose is required", param="purpose")
     content = await upload.read()
-    filename = upload.filename or ""
+    filename = (upload.filename or "")[:255]  # echoed back as given, within reason
     await form.close()
     result = await run_in_threadpool(files.upload, state, content, filename, purpose)
     return JSONResponse(result)

@@ -472,6 +472,8 @@ def chat_completions(body: ChatCompletionRequest, state: ApiState = Depends(get_
             for event in client.stream(state.provider, request):
                 if event.get("type") == "token" and event.get("text") and not buffered:
                     yield chunk({"content": event["text"]})
+                elif event.get("type") == "thinking" and event.get("text") and not buffered:
+                    yield chunk({"reasoning_content": event["text"]})  # as OpenAI-compatible servers stream it
                 elif event.get("type") == "done":
                     if buffered:
                         yield from message_chunks(message_out(event))

@@ -56,9 +56,31 @@ def answer_fields(loaded: LoadedModel, req: GenerateRequest, ids: list[int]) -> 
 
 
 def _without_special(tok: Any, text: str) -> str:
+    return _drop_special(tok, text).strip()
+
+
+def _drop_special(tok: Any, text: str) -> str:
     for token in tok.all_special_tokens:
         text = text.replace(token, "")
-    return text.strip()
+    return text
+
+
+def split_thinking(raw: str) -> tuple[str, str]:
+    """(the thinking so far, the rest) of a Gemma 4 answer still being written, decoded with its special tokens.
+
+    The thought channel is ``<|channel>thought\n…<channel|>``; both markers are single
+    tokens, so each arrives whole. Until the channel's name is complete, nothing of it is
+    thinking yet; before it opens and after it closes is the answer.
+    """
+    from trainkit_core.models.tool_syntax import CHANNEL_CLOSE, CHANNEL_OPEN
+
+    start = raw.find(CHANNEL_OPEN)
+    if start < 0:
+        return "", raw
+    end = raw.find(CHANNEL_CLOSE, start)
+    inner = raw[start + len(CHANNEL_OPEN) : end if end >= 0 else len(raw)]
+    thinking = inner[len("thought") :].removeprefix("\n") if inner.startswith("thought") else ""
+    return thinking, raw[:start] + (raw[end + len(CHANNEL_CLOSE) :] if end >= 0 else "")
 
 
 def image_inputs(loaded: LoadedModel, turns: list[dict[str, Any]]) -> Any:
@@ -121,15 +143,56 @@ def _adapter_context(loaded: LoadedModel, base: bool) -> Any:
     return contextlib.nullcontext()
 
 
+class AnswerPieces:
+    """A generation streamer: decodes the growing answer and hands on each new piece, thinking apart.
+
+    transformers calls `put` with the prompt first (skipped), then each new token, and `end`.
+    `thinks` (Gemma 4) splits the thought channel off the answer (`split_thinking`):
+    `on_text(piece, "thinking")` for it, `on_text(piece, "token")` for the answer. A piece
+    ending in half a character waits for the rest.
+    """
+
+    def __init__(self, tok: Any, stops: list[int], thinks: bool, on_text: Callable[[str, str], None]) -> None:
+        self.tok, self.stops, self.thinks, self.on_text = tok, set(stops), thinks, on_text
+        self.ids: list[int] = []
+        self.sent = {"token": 0, "thinking": 0}
+        self.first = True
+
+    def _parts(self) -> dict[str, str]:
+        if not self.thinks:
+            return {"token": self.tok.decode(self.ids, skip_special_tokens=True)}
+        thinking, rest = split_thinking(self.tok.decode(self.ids, skip_special_tokens=False))
+        return {"thinking": _drop_special(self.tok, thinking), "token": _drop_special(self.tok, rest)}
+
+    def _hand_on(self, final: bool) -> None:
+        for kind, text in self._parts().items():
+            if len(text) > self.sent[kind] and (final or not text.endswith("\ufffd")):
+                self.on_text(text[self.sent[kind] :], kind)
+                self.sent[kind] = len(text)
+
+    def put(self, value: Any) -> None:
+        if self.first:  # the prompt
+            self.first = False
+            return
+        self.ids.extend(int(i) for i in value.reshape(-1).tolist() if int(i) not in self.stops)
+        self._hand_on(final=False)
+
+    def end(self) -> None:
+        self._hand_on(final=True)
+
+
 def generate(
     loaded: LoadedModel,
     req: GenerateRequest,
     *,
-    on_text: Callable[[str], None] | None = None,
+    on_text: Callable[[str, str], None] | None = None,
 ) -> dict[str, Any]:
-    """Generate one answer; `on_text` gets each new piece of text as it is produced."""
+    """Generate one answer; `on_text(piece, kind)` gets each new piece as it is produced.
+
+    `kind` is ``"token"`` for the answer and ``"thinking"`` for a Gemma 4 model's thought
+    channel, which is never sent as answer text.
+    """
     import torch
-    from transformers.generation.streamers import BaseStreamer
 
     tok = loaded.tokenizer
     if req.has_images:
@@ -141,30 +204,6 @@ def generate(
     check_context(loaded, prompt_len, req.max_new_tokens)
     stops = loaded.fmt.stop_ids(tok)
 
-    class _Pieces(BaseStreamer):  # type: ignore[misc]
-        """Decodes the growing answer and hands on the new text (prompt skipped)."""
-
-        def __init__(self) -> None:
-            self.ids: list[int] = []
-            self.sent = 0
-            self.first = True
-
-        def put(self, value: Any) -> None:
-            if self.first:  # the prompt
-                self.first = False
-                return
-            self.ids.extend(int(i) for i in value.reshape(-1).tolist() if int(i) not in stops)
-            text = tok.decode(self.ids, skip_special_tokens=True)
-            if on_text is not None and len(text) > self.sent and not text.endswith("\ufffd"):
-                on_text(text[self.sent :])
-                self.sent = len(text)
-
-        def end(self) -> None:
-            text = tok.decode(self.ids, skip_special_tokens=True)
-            if on_text is not None and len(text) > self.sent:
-                on_text(text[self.sent :])
-                self.sent = len(text)
-
     started = time.perf_counter()
     with loaded.lock, torch.inference_mode():
         if req.seed is not None:
@@ -175,7 +214,7 @@ def generate(
                 max_new_tokens=req.max_new_tokens,
                 eos_token_id=stops,
                 pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else stops[0],
-                streamer=_Pieces() if on_text is not None else None,
+                streamer=AnswerPieces(tok, stops, loaded.fmt.native_tools, on_text) if on_text is not None else None,
                 **_sampling(req),
             )
     new = [int(i) for i in output[0, prompt_len:].tolist()]
@@ -196,14 +235,17 @@ def generate(
 
 
 def stream_tokens(loaded: LoadedModel, req: GenerateRequest) -> Iterator[dict[str, Any]]:
-    """Yield ``{"type": "token", "text"}`` as the model produces them, then ``{"type": "done", …}``."""
+    """Yield ``{"type": "token", "text"}`` as the model produces them, then ``{"type": "done", …}``.
+
+    A Gemma 4 model's thinking comes as ``{"type": "thinking", "text"}`` events, apart from the answer.
+    """
     import queue
 
     pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
 
     def work() -> None:
         try:
-            result = generate(loaded, req, on_text=lambda text: pieces.put(("token", text)))
+            result = generate(loaded, req, on_text=lambda text, kind: pieces.put((kind, text)))
             pieces.put(("done", result))
         except BaseException as exc:
             pieces.put(("error", exc))
@@ -212,8 +254,8 @@ def stream_tokens(loaded: LoadedModel, req: GenerateRequest) -> Iterator[dict[st
     thread.start()
     while True:
         kind, value = pieces.get()
-        if kind == "token":
-            yield {"type": "token", "text": value}
+        if kind in ("token", "thinking"):
+            yield {"type": kind, "text": value}
         elif kind == "done":
             yield {"type": "done", **value}
             break

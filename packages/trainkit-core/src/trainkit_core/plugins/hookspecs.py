@@ -340,5 +340,8 @@ class InferenceServer(Protocol):
         ...
 
     def stream(self, request: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        """Yield ``{"type": "token", "text": …}`` events, then one ``{"type": "done", …result}``."""
+        """Yield ``{"type": "token", "text": …}`` events, then one ``{"type": "done", …result}``.
+
+        A Gemma 4 model's thinking comes as ``{"type": "thinking", "text": …}`` events.
+        """
         ...
