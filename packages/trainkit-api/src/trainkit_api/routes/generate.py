@@ -127,6 +127,11 @@ class ChatCompletionRequest(BaseModel):
         description="`auto` (the default with tools) or `none`; `required` and a named function are refused: "
         "trainkit does not constrain decoding.",
     )
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = Field(
+        None,
+        description="A Gemma 4 model thinks first for `low` and above (its thinking switch), not for `none` or "
+        "`minimal`; left out: only where the conversation holds thinking. Gemma 3 models do not think.",
+    )
 
 
 class FunctionOut(BaseModel):
@@ -239,6 +244,8 @@ def generate_request(body: ChatCompletionRequest, state: ApiState | None = None)
     request: dict[str, Any] = {**target, "messages": messages, "base": base}
     if body.tools and _offers_tools(body.tool_choice):
         request["tools"] = body.tools
+    if body.reasoning_effort is not None:
+        request["think"] = body.reasoning_effort not in ("none", "minimal")
     max_tokens = body.max_completion_tokens or body.max_tokens
     if max_tokens is not None:
         request["max_new_tokens"] = max_tokens

@@ -94,6 +94,11 @@ def _data_url(path: str) -> str:
     metavar="FILE",
     help="JSON file with the functions the model may call (OpenAI's tool definitions); calls are printed.",
 )
+@click.option(
+    "--think/--no-think",
+    default=None,
+    help="Ask a Gemma 4 model to think first, or not (default: only where the messages hold thinking).",
+)
 @click.option("--base", is_flag=True, help="Generate with the model's base alone (adapter off), for comparison.")
 @click.option("--max-new-tokens", type=click.IntRange(1, 4096), default=128, show_default=True)
 @click.option("--temperature", type=click.FloatRange(0.0, 5.0), default=0.0, show_default=True, help="0: greedy.")
@@ -112,6 +117,7 @@ def infer_command(
     messages_file: str | None,
     images: tuple[str, ...],
     tools_file: str | None,
+    think: bool | None,
     base: bool,
     max_new_tokens: int,
     temperature: float,
@@ -132,6 +138,7 @@ def infer_command(
         "messages": _messages(messages_file) if messages_file else None,
         "images": [_data_url(path) for path in images] or None,
         "tools": _messages(tools_file, "--tools", "tools") if tools_file else None,
+        "think": think,
         "base": base,
         "max_new_tokens": max_new_tokens,
         "temperature": temperature,
@@ -146,6 +153,9 @@ def infer_command(
             if event["type"] == "token":
                 sys.stdout.write(event["text"])
                 sys.stdout.flush()
+            elif event["type"] == "thinking":  # a Gemma 4 model's thinking: beside the answer, not in it
+                sys.stderr.write(event["text"])
+                sys.stderr.flush()
             elif event["type"] == "done":
                 result = event
         sys.stdout.write("\n")

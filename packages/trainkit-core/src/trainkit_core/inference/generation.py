@@ -198,7 +198,7 @@ def generate(
     if req.has_images:
         inputs = image_inputs(loaded, req.chat())
     else:
-        prompt = render_prompt(req.chat(), loaded.fmt, tools=req.tool_list())
+        prompt = render_prompt(req.chat(), loaded.fmt, tools=req.tool_list(), think=req.think)
         inputs = tok(prompt, add_special_tokens=False, return_tensors="pt").to(loaded.device)
     prompt_len = int(inputs["input_ids"].shape[1])
     check_context(loaded, prompt_len, req.max_new_tokens)

@@ -139,6 +139,9 @@ class GenerateRequest(BaseModel):
     images: list[str] | None = None
     #: Functions the model may call; its calls come back as ``tool_calls`` (`trainkit infer --tools`).
     tools: list[Tool] | None = Field(None, max_length=128)
+    #: Ask a Gemma 4 model to think first (its ``<|think|>`` switch; `trainkit infer --think`). None:
+    #: only where the conversation already holds thinking. Gemma 3 has no thinking and ignores it.
+    think: bool | None = None
     #: True where the caller fetches or refuses http(s) image URLs itself, then validates again (the API).
     remote_images_resolved_later: ClassVar[bool] = False
 
