@@ -318,7 +318,7 @@ def test_graders_validate_and_run_as_openai_answers(client: Any) -> None:
     assert missing.reward == 0.0 and missing.metadata.errors.invalid_variable_error
 
     for bad, param in (
-        ({**close, "evaluation_metric": "meteor"}, "grader.evaluation_metric"),
+        ({**close, "evaluation_metric": "cosine"}, "grader.evaluation_metric"),
         ({**multi, "calculate_output": "__import__('os').system('true')"}, "grader.calculate_output"),
         ({**multi, "calculate_output": "same + unknown"}, "grader.calculate_output"),
         ({"type": "score_model", "name": "judge"}, "grader.type"),

@@ -64,6 +64,11 @@ def test_similarity_metrics_follow_their_formulas() -> None:
     assert similarity("fuzzy_match", "colour", "color") == pytest.approx(2 * 5 / 11)
     # Case and punctuation: tokens are lower-cased words and marks.
     assert similarity("rouge_1", "Cold, LATE.", "cold , late .") == pytest.approx(1.0)
+    # METEOR (exact matches): recall-weighted F-mean, less half the cube of chunks per match.
+    assert similarity("meteor", "late cold", "cold late") == pytest.approx(0.5)
+    assert similarity("meteor", "a b c d e f", "a b c d e f") == pytest.approx(1 - 0.5 / 6**3)
+    assert similarity("meteor", "a b", "a b c d") == pytest.approx((10 * 1 * 0.5 / (0.5 + 9)) * (1 - 0.5 / 8))
+    assert similarity("meteor", "runs", "running") == 0.0  # no stemming: said in the docs
     # BLEU's brevity penalty: a right but short answer scores below 1.
     short = similarity("bleu", "the cat sat on the", "the cat sat on the mat")
     assert 0 < short < math.exp(1 - 6 / 5) + 1e-9
@@ -101,7 +106,6 @@ def test_multi_combines_named_graders_with_a_formula() -> None:
         ({**string_check("eq"), "input": ""}, "grader.input"),
         ({**string_check("eq"), "input": "{{sample.output}}"}, "grader.input"),
         ({**string_check("eq"), "reference": "{{os.environ}}"}, "grader.reference"),
-        ({**string_check("eq"), "type": "text_similarity", "evaluation_metric": "meteor"}, "grader.evaluation_metric"),
         ({**string_check("eq"), "type": "text_similarity", "evaluation_metric": "cosine"}, "grader.evaluation_metric"),
         ({**string_check("eq"), "type": "text_similarity", "evaluation_metric": "rouge_9"}, "grader.evaluation_metric"),
         (

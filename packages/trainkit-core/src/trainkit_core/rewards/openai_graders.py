@@ -14,10 +14,12 @@ The text-similarity metrics are trainkit's own implementations of the published 
 over lower-cased word and punctuation tokens: `fuzzy_match` (difflib's ratio of the two
 texts), `bleu` (sentence BLEU, 1- to 4-grams, brevity penalty, add-one smoothing above
 1-grams), `gleu` (Google-BLEU: the smaller of n-gram precision and recall, 1 to 4),
-`rouge_1` to `rouge_5` (n-gram F1) and `rouge_l` (longest common subsequence F1).
-Scores can differ from OpenAI's in the last digits. `meteor` (WordNet) and `cosine` (an
-embedding model) need data trainkit does not ship and are refused; so are the graders
-that call a model (`score_model`, `label_model`).
+`rouge_1` to `rouge_5` (n-gram F1), `rouge_l` (longest common subsequence F1) and
+`meteor` (METEOR's exact-match stage: unigram F-mean weighted to recall, less the
+fragmentation penalty; no stemming or WordNet synonyms, which trainkit does not ship, so
+"runs" and "running" do not match as they would in full METEOR). Scores can differ from
+OpenAI's. `cosine` needs an embedding model and is refused; so are the graders that call
+a model (`score_model`, `label_model`).
 
 A `python` grader is code the caller sends (``def grade(sample, item) -> float``). It runs
 only inside a training job, in a process of its own with the run's time limit per call
@@ -36,16 +38,25 @@ import operator
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
+from itertools import pairwise
 from typing import Any
 
 from trainkit_core.errors import UsageError
 
 STRING_OPERATIONS = ("eq", "ne", "like", "ilike")
-SIMILARITY_METRICS = ("fuzzy_match", "bleu", "gleu", "rouge_1", "rouge_2", "rouge_3", "rouge_4", "rouge_5", "rouge_l")
-REFUSED_METRICS = {
-    "meteor": "it needs WordNet, which trainkit does not ship",
-    "cosine": "it needs an embedding model, which trainkit does not call",
-}
+SIMILARITY_METRICS = (
+    "fuzzy_match",
+    "bleu",
+    "gleu",
+    "meteor",
+    "rouge_1",
+    "rouge_2",
+    "rouge_3",
+    "rouge_4",
+    "rouge_5",
+    "rouge_l",
+)
+REFUSED_METRICS = {"cosine": "it needs an embedding model, which trainkit does not call"}
 #: The largest python grader's source.
 MAX_SOURCE = 256 * 1024
 REFUSED_TYPES = {
@@ -340,6 +351,24 @@ def _rouge_l(hypothesis: list[str], reference: list[str]) -> float:
     return _f1(previous[-1], len(hypothesis), len(reference))
 
 
+def _meteor(hypothesis: list[str], reference: list[str]) -> float:
+    """METEOR with exact matches only: each word matched to the first unused equal word of the reference."""
+    used: set[int] = set()
+    alignment: list[int] = []
+    for word in hypothesis:
+        found = next((j for j, other in enumerate(reference) if other == word and j not in used), None)
+        if found is not None:
+            used.add(found)
+            alignment.append(found)
+    matches = len(alignment)
+    if not matches:
+        return 0.0
+    precision, recall = matches / len(hypothesis), matches / len(reference)
+    f_mean = 10 * precision * recall / (recall + 9 * precision)
+    chunks = 1 + sum(1 for a, b in pairwise(alignment) if b != a + 1)
+    return f_mean * (1 - 0.5 * (chunks / matches) ** 3)
+
+
 def similarity(metric: str, text: str, reference: str) -> float:
     """`metric` of `text` against `reference`, between 0 and 1."""
     if metric == "fuzzy_match":
@@ -351,6 +380,8 @@ def similarity(metric: str, text: str, reference: str) -> float:
         return _gleu(hypothesis, wanted)
     if metric == "rouge_l":
         return _rouge_l(hypothesis, wanted)
+    if metric == "meteor":
+        return _meteor(hypothesis, wanted)
     return _rouge_n(hypothesis, wanted, int(metric.removeprefix("rouge_")))
 
 
