@@ -174,7 +174,13 @@ def test_models_know_the_fine_tuned_name(client: Any, supervised: Any) -> None:
 
 def test_dpo_then_reinforcement_start_from_the_supervised_model(client: Any, supervised: Any, served: Any) -> None:
     job, _ = supervised
-    pairs = _upload(client, _lines(DATA / "demo-prefs/train.jsonl", 200), "prefs.jsonl")
+    # OpenAI's DPO lines may declare tools in their input: the prompts are rendered with them.
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
+    lines = [json.loads(line) for line in _lines(DATA / "demo-prefs/train.jsonl", 200).decode().splitlines()]
+    declared = b"".join(
+        json.dumps({**line, "input": {**line["input"], "tools": tools}}).encode() + b"\n" for line in lines
+    )
+    pairs = _upload(client, declared, "prefs.jsonl")
     dpo = client.fine_tuning.jobs.create(
         model=job.fine_tuned_model,
         training_file=pairs,

@@ -565,3 +565,53 @@ def test_a_prompt_with_tool_calls_is_refused_not_crashed_on() -> None:
     prompt = {"messages": [USER, {**FINAL, "reasoning_content": "x"}, {"role": "user", "content": "q"}]}
     examples, problems = parse_jsonl(json.dumps(prompt).encode(), "prompts.jsonl", "prompt")
     assert examples == [] and [p.code for p in problems] == ["prompt-tools-unsupported"]
+
+
+def test_preference_and_prompt_data_declare_tools_to_the_model() -> None:
+    """A DPO pair's ``input.tools`` and a GRPO prompt's ``tools`` are rendered in the prompt, as in chat data."""
+    from trainkit_core.models.chat_format import GEMMA3, GEMMA4, render_prompt
+    from trainkit_core.training.methods.dpo import preference_rows
+    from trainkit_core.training.methods.grpo import prompt_rows
+
+    pair = {
+        "input": {"messages": [USER], "tools": [WEATHER], "parallel_tool_calls": False},
+        "preferred_output": [{"role": "assistant", "content": "I will check."}],
+        "non_preferred_output": [{"role": "assistant", "content": "No idea."}],
+    }
+    prompt = {"messages": [USER], "tools": [WEATHER], "reference": "x"}
+    [pair_example], problems = parse_jsonl(json.dumps(pair).encode(), "pairs.jsonl", "preference")
+    assert problems == []
+    [prompt_example], problems = parse_jsonl(json.dumps(prompt).encode(), "prompts.jsonl", "prompt")
+    assert problems == []
+    assert pair_example.as_record()["tools"] == [WEATHER] == prompt_example.as_record()["tools"]
+    assert "tools" not in dict(prompt_example.fields)  # the graders' fields are the rest of the line
+    for fmt in (GEMMA3, GEMMA4):
+        declared = render_prompt([USER], fmt, tools=[WEATHER])
+        assert declared != render_prompt([USER], fmt) and "get_weather" in declared
+        [row] = preference_rows([pair_example.as_record()], fmt)
+        assert row["prompt"] == declared
+        rows, _ = prompt_rows([prompt_example.as_record()], fmt)
+        assert rows == [{"prompt": declared}]
+
+
+@pytest.mark.parametrize(
+    ("tools", "code"),
+    [
+        ("get_weather", "tools-invalid"),
+        ([{"type": "function", "function": {}}], "tool"),
+        ([WEATHER, WEATHER], "tool-duplicate"),
+    ],
+)
+def test_malformed_declared_tools_of_a_pair_or_a_prompt_are_refused_at_their_line(tools: Any, code: str) -> None:
+    pair = {
+        "input": {"messages": [USER], "tools": tools},
+        "preferred_output": [{"role": "assistant", "content": "a"}],
+        "non_preferred_output": [{"role": "assistant", "content": "b"}],
+    }
+    good = {**pair, "input": {"messages": [USER]}}
+    examples, problems = parse_jsonl(f"{json.dumps(good)}\n{json.dumps(pair)}\n".encode(), "pairs.jsonl", "preference")
+    assert len(examples) == 1 and problems and all(p.line == 2 and p.code.startswith(code) for p in problems)
+    assert "input.tools" in problems[0].message
+    prompt = {"messages": [USER], "tools": tools}
+    examples, problems = parse_jsonl(json.dumps(prompt).encode(), "prompts.jsonl", "prompt")
+    assert examples == [] and problems and problems[0].code.startswith(code)

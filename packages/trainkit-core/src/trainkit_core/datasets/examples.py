@@ -615,8 +615,8 @@ def _prompt_turns(
             return None, [
                 problem(
                     "prompt-tools-unsupported",
-                    f"{at}[{index}] has a tool call, a tool answer or thinking; a prompt here is text turns only "
-                    "(tool calling and thinking are for chat datasets)",
+                    f"{at}[{index}] has a tool call, a tool answer or thinking; a prompt here is text turns only, "
+                    "which may declare tools (calls and thinking are trained from chat datasets)",
                 )
             ]
     # The chat rules want an answer last: check the prompt with a stand-in answer after it.
@@ -726,9 +726,29 @@ def _preference(record: dict[str, Any], file: str, line: int) -> tuple[Example |
             problems.append(
                 Problem(file, line, "warning", "unknown-key", f"unknown key {_quoted(f'input.{key}')}; it is ignored")
             )
-    if turns is None or chosen is None or rejected is None:
+    tools, found = _declared_tools(given, file, line, "input.tools")
+    problems.extend(found)
+    if turns is None or chosen is None or rejected is None or found:
         return None, problems
-    return Example(file, line, turns, chosen=chosen, rejected=rejected), problems
+    return Example(file, line, turns, chosen=chosen, rejected=rejected, tools=tools), problems
+
+
+def _declared_tools(record: dict[str, Any], file: str, line: int, at: str) -> tuple[str | None, list[Problem]]:
+    """The functions a prompt declares (``tools``), as `Example.tools` JSON text; the answers stay text.
+
+    A DPO pair's or GRPO prompt's model is told of them as in chat data, so it answers the
+    prompt it will see in use; answers that are calls are not trained here yet.
+    """
+    from trainkit_core.datasets.tool_calls import parse_tools
+
+    if "tools" not in record:
+        return None, []
+
+    def problem(code: str, message: str) -> Problem:
+        return Problem(file, line, "error", code, message.replace('"tools"', at).replace("tools[", f"{at}["))
+
+    tools, found = parse_tools(record["tools"], problem)
+    return (dumps(tools) if tools else None), found
 
 
 def _prompt(record: dict[str, Any], file: str, line: int) -> tuple[Example | None, list[Problem]]:
@@ -737,8 +757,10 @@ def _prompt(record: dict[str, Any], file: str, line: int) -> tuple[Example | Non
         hint = ' (this is a preference pair; set format = "preference")' if "input" in record else ""
         return None, [Problem(file, line, "error", "messages-missing", f'no "messages" key{hint}')]
     turns, problems = _prompt_turns(record["messages"], file, line, "messages")
+    tools, found = _declared_tools(record, file, line, "tools")
+    problems.extend(found)
     fields = []
-    for key in sorted(k for k in record if k != "messages"):
+    for key in sorted(k for k in record if k not in ("messages", "tools")):
         if key.startswith("_"):
             problems.append(
                 Problem(
@@ -749,7 +771,7 @@ def _prompt(record: dict[str, Any], file: str, line: int) -> tuple[Example | Non
         fields.append((key, json.dumps(record[key], sort_keys=True)))
     if turns is None or any(p.severity == "error" for p in problems):
         return None, problems
-    return Example(file, line, turns, fields=tuple(fields)), problems
+    return Example(file, line, turns, fields=tuple(fields), tools=tools), problems
 
 
 #: The formats whose lines are not one conversation: each line's parser builds its `Example`.

@@ -30,7 +30,7 @@ def _accuracy(model: Any, tokenizer: Any, fmt: ChatFormat, pairs: Sequence[dict[
         for start in range(0, len(pairs), BATCH_SIZE):
             batch = pairs[start : start + BATCH_SIZE]
             encoded = [
-                encode_for_training(tokenizer, with_answer(p, side), fmt)
+                encode_for_training(tokenizer, with_answer(p, side), fmt, tools=p.get("tools"))
                 for p in batch
                 for side in ("chosen", "rejected")
             ]

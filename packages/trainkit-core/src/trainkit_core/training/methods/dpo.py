@@ -42,7 +42,11 @@ def preference_rows(pairs: list[dict[str, Any]], fmt: ChatFormat) -> list[dict[s
     """trl's standard preference rows: rendered prompt, and each answer closed by the end of turn."""
     close = fmt.end_of_turn + "\n"
     return [
-        {"prompt": render_prompt(p["messages"], fmt), "chosen": p["chosen"] + close, "rejected": p["rejected"] + close}
+        {
+            "prompt": render_prompt(p["messages"], fmt, tools=p.get("tools")),
+            "chosen": p["chosen"] + close,
+            "rejected": p["rejected"] + close,
+        }
         for p in pairs
     ]
 

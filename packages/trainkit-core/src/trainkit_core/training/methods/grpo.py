@@ -142,7 +142,7 @@ def prompt_rows(
     """trl's standard prompt rows, and each rendered prompt's dataset line (what graders read)."""
     rows, by_prompt = [], {}
     for example in prompts:
-        text = render_prompt(example["messages"], fmt)
+        text = render_prompt(example["messages"], fmt, tools=example.get("tools"))
         rows.append({"prompt": text})
         by_prompt[text] = example
     return rows, by_prompt
