@@ -110,3 +110,29 @@ def test_validate_names_each_dataset_found_once(tmp_path: Path) -> None:
     assert code != 0 and "no dataset 'pairs'" in out, out
     found = " ".join(out.split()).split("(found: ", 1)[1].split(")", 1)[0].split(", ")
     assert found.count("demo") == 1, out
+
+
+def test_an_openai_grader_file_joins_a_grpo_run_and_a_bad_one_is_refused_naming_it(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    grader = {
+        "type": "text_similarity",
+        "name": "close",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.reference}}",
+        "evaluation_metric": "rouge_1",
+    }
+    good, bad = tmp_path / "grader.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(grader))
+    bad.write_text(json.dumps({**grader, "evaluation_metric": "cosine"}))
+    args = ("train", "--dataset", "demo-prompts", "--method", "grpo", "--plan", "--json")
+    code, out = run_main(*args, env=env)  # GRPO without a grader is refused ...
+    assert code == 2 and "at least one grader" in out, out
+    code, out = run_main(*args, "--openai-grader", str(good), env=env)  # ... and the grader file is one
+    assert code == 0 and json.loads(out)["steps"] > 0, out
+    code, out = run_main(*args, "--openai-grader", str(bad), env=env)
+    assert code == 2 and "openai_graders[0].evaluation_metric" in out and "embedding" in out, out
+    code, out = run_main(*args, "--openai-grader", str(tmp_path / "missing.json"), env=env)
+    assert code == 2 and "missing.json" in out, out
+    (tmp_path / "not.json").write_text("{")
+    code, out = run_main(*args, "--openai-grader", str(tmp_path / "not.json"), env=env)
+    assert code == 2 and "not JSON" in out, out

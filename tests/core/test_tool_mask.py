@@ -247,3 +247,34 @@ def test_split_thinking_on_a_growing_answer() -> None:
     assert split_thinking("<|channel>thou") == ("", "")  # the channel's name is not whole yet
     assert split_thinking("<|channel>thought\nA b") == ("A b", "")
     assert split_thinking("Hi <|channel>thought\nA b<channel|>Done") == ("A b", "Hi Done")
+
+
+@pytest.mark.parametrize("fmt", [GEMMA3, GEMMA4], ids=["gemma3", "gemma4"])
+def test_grpo_graders_get_the_calls_read_from_the_completion_ids(tokenizer: Any, fmt: ChatFormat) -> None:
+    """trl's completion text has Gemma 4's call tokens removed; the calls are read from the ids instead."""
+    from trainkit_core.models import tool_syntax
+    from trainkit_core.training.config import TrainConfig
+    from trainkit_core.training.methods.grpo import RolloutKeeper, reward_functions
+
+    written = tool_syntax.gemma4_calls if fmt.native_tools else tool_syntax.gemma3_calls
+
+    def completion(*calls: dict[str, Any]) -> list[int]:
+        return list(tokenizer(written(list(calls)) if calls else "It is sunny.", add_special_tokens=False)["input_ids"])
+
+    def calls_of(ids: list[int]) -> list[tuple[str, dict[str, Any]]]:
+        return tool_syntax.calls_made(tokenizer.decode(ids, skip_special_tokens=False), fmt.name)
+
+    reference = [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    ]
+    line = {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tool_calls": reference}
+    config = TrainConfig.parse(dataset="d", method="grpo", rewards=["tool_calls"])
+    [grade], _ = reward_functions(config, {"<p>": line}, RolloutKeeper(), calls_of)
+    answers = [
+        completion({"name": "get_weather", "arguments": {"city": "Paris"}}),
+        completion({"name": "get_weather", "arguments": {"city": "Lima"}}),
+        completion({"name": "get_time", "arguments": {"city": "Paris"}}),
+        completion(),
+    ]
+    texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in answers]
+    assert grade(["<p>"] * 4, texts, completion_ids=answers) == [1.0, 0.5, 0.0, 0.0]

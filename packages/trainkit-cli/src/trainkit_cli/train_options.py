@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -127,6 +128,15 @@ def config_options(func: Any) -> Any:
             help="GRPO: a grader (built-in or a trainkit.rewards plugin), repeatable; rewards are summed with the weights.",
         ),
         click.option(
+            "--openai-grader",
+            "openai_graders",
+            multiple=True,
+            metavar="FILE",
+            callback=_read_graders,
+            help="GRPO: a JSON file holding one OpenAI grader (string_check, text_similarity, multi, python), "
+            "repeatable; each is one more reward of weight 1.",
+        ),
+        click.option(
             "--reward-timeout",
             "reward_timeout_s",
             default=None,
@@ -143,6 +153,21 @@ def config_options(func: Any) -> Any:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def _read_graders(ctx: click.Context, param: click.Parameter, paths: tuple[str, ...]) -> tuple[Any, ...]:
+    """Each `--openai-grader FILE` as its JSON object (checked with the run's config)."""
+    import json
+
+    graders = []
+    for path in paths:
+        try:
+            graders.append(json.loads(Path(path).read_text(encoding="utf-8")))
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {path}: {exc.strerror or exc}", ctx, param) from None
+        except ValueError as exc:
+            raise click.BadParameter(f"{path} is not JSON: {exc}", ctx, param) from None
+    return tuple(graders)
 
 
 def budget_options(func: Any) -> Any:

@@ -14,7 +14,6 @@ tuned and base are compared on one load. Heavy imports inside functions; runs in
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -170,18 +169,10 @@ def score_calls(
     answers = _generate(model, tokenizer, prompts, stops, longest + LENGTH_MARGIN, device)
     for (index, _, _), (ids, _), reference in zip(found, answers, wanted, strict=True):
         raw = tokenizer.decode(ids, skip_special_tokens=False)
-        try:
-            parsed = tool_syntax.parse_answer(raw, fmt.name)["tool_calls"]
-            made = [(c["name"], c["arguments"]) for c in parsed]
-        except tool_syntax.ToolSyntaxError:
-            made = []
-        right = sorted(map(_call_key, made)) == sorted(map(_call_key, reference))
+        made = tool_syntax.calls_made(raw, fmt.name)
+        right = sorted(tool_syntax.call_key(*c) for c in made) == sorted(tool_syntax.call_key(*c) for c in reference)
         out[index] = {"tool_call": 1.0 if right else 0.0, "tool_call_answer": raw}
     return out
-
-
-def _call_key(call: tuple[str, Any]) -> str:
-    return json.dumps([call[0], call[1]], sort_keys=True)
 
 
 def evaluate(

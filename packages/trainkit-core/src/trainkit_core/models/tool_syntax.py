@@ -252,3 +252,16 @@ def parse_answer(text: str, fmt_name: str) -> dict[str, Any]:
         "tool_calls": [{"name": name, "arguments": arguments} for name, arguments in calls],
         "reasoning_content": reasoning,
     }
+
+
+def calls_made(raw: str, fmt_name: str) -> list[tuple[str, dict[str, Any]]]:
+    """The (function name, arguments) of the calls in a model's raw answer; none when they do not parse."""
+    try:
+        return [(call["name"], call["arguments"]) for call in parse_answer(raw, fmt_name)["tool_calls"]]
+    except ToolSyntaxError:
+        return []
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """A call as comparable text: the function and its arguments as JSON with sorted keys."""
+    return json.dumps([name, arguments], sort_keys=True)

@@ -80,10 +80,34 @@ def length_penalty(completion: str, example: Mapping[str, Any]) -> float:
     return -min(1.0, len(completion) / limit)
 
 
+def tool_calls(completion: str, example: Mapping[str, Any]) -> float:
+    """1 when the completion's calls are the example's `tool_calls` (functions and arguments, any order);
+    0.5 when it calls the same functions with other arguments; else 0.
+
+    The model's calls are read by the GRPO run from its raw output in the run's chat format
+    (Gemma 4's call tokens, Gemma 3's fenced JSON) and handed over as the reserved field
+    ``_tool_calls``; the reference is OpenAI's form (``{"function": {"name", "arguments"}}``,
+    arguments as an object or a JSON string) or the bare ``{"name", "arguments"}``.
+    """
+    from trainkit_core.models.tool_syntax import arguments_of, call_key, function_of
+
+    made = [(c["name"], c["arguments"]) for c in _field(example, "_tool_calls")]
+    reference = _field(example, "tool_calls")
+    if not isinstance(reference, list):
+        raise KeyError("the example's 'tool_calls' field is not a list of calls")
+    wanted = [(function_of(c)["name"], arguments_of(c)) for c in reference]
+    if sorted(call_key(*c) for c in made) == sorted(call_key(*c) for c in wanted):
+        return 1.0
+    if made and sorted(name for name, _ in made) == sorted(name for name, _ in wanted):
+        return 0.5
+    return 0.0
+
+
 BUILTIN_GRADERS: dict[str, Grader] = {
     "exact_match": exact_match,
     "contains": contains,
     "regex": regex,
     "json_valid": json_valid,
     "length_penalty": length_penalty,
+    "tool_calls": tool_calls,
 }

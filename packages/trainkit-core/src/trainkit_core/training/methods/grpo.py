@@ -153,12 +153,23 @@ def _reward_function(
     score: Callable[[list[tuple[str, dict[str, Any]]]], list[float]],
     by_prompt: dict[str, dict[str, Any]],
     keeper: RolloutKeeper,
+    calls_of: Callable[[list[int]], list[tuple[str, dict[str, Any]]]] | None = None,
 ) -> Any:
-    """trl's reward function for one grader: `score` gets (completion text, dataset line) pairs."""
+    """trl's reward function for one grader: `score` gets (completion text, dataset line) pairs.
 
-    def reward(prompts: list[str], completions: list[Any], **_: Any) -> list[float]:
+    With `calls_of`, each line also carries the completion's calls as ``_tool_calls``, read
+    from its token ids (trl's text has the special tokens that write Gemma 4's calls removed).
+    """
+
+    def reward(prompts: list[str], completions: list[Any], **kwargs: Any) -> list[float]:
         texts = [c if isinstance(c, str) else str(c[-1].get("content", "")) for c in completions]
         examples = [by_prompt.get(prompt, {"messages": []}) for prompt in prompts]
+        ids = kwargs.get("completion_ids")
+        if calls_of is not None and ids is not None:
+            examples = [
+                {**example, "_tool_calls": [{"name": n, "arguments": a} for n, a in calls_of(list(map(int, one)))]}
+                for example, one in zip(examples, ids, strict=True)
+            ]
         scores = score(list(zip(texts, examples, strict=True)))
         for prompt, text, example, value in zip(prompts, texts, examples, scores, strict=True):
             user = [m["content"] for m in example.get("messages", []) if m.get("role") == "user"]
@@ -170,9 +181,16 @@ def _reward_function(
 
 
 def reward_functions(
-    config: TrainConfig, by_prompt: dict[str, dict[str, Any]], keeper: RolloutKeeper
+    config: TrainConfig,
+    by_prompt: dict[str, dict[str, Any]],
+    keeper: RolloutKeeper,
+    calls_of: Callable[[list[int]], list[tuple[str, dict[str, Any]]]] | None = None,
 ) -> tuple[list[Any], list[float]]:
-    """One trl reward function per grader (named ones, then OpenAI grader objects), and their weights."""
+    """One trl reward function per grader (named ones, then OpenAI grader objects), and their weights.
+
+    `calls_of(completion ids)` reads a completion's tool calls (`tool_syntax.calls_made`), which
+    graders get as ``_tool_calls`` (the built-in `tool_calls` grader compares them).
+    """
     from trainkit_core.rewards import openai_graders
     from trainkit_core.rewards.builtin import BUILTIN_GRADERS
     from trainkit_core.rewards.process import GraderProcess
@@ -190,7 +208,7 @@ def reward_functions(
             # A plugin grader runs in a process of its own: one holding the GIL cannot stop the job
             # (its timeout, `runs stop`).
             score = partial(call_grader_process_batch, name, GraderProcess(name), timeout_s=timeout)
-        functions.append(_reward_function(name, score, by_prompt, keeper))
+        functions.append(_reward_function(name, score, by_prompt, keeper, calls_of))
         weights.append(weight)
     # OpenAI's graders are trainkit's own code over the caller's templates: on a thread too; a
     # python grader is the caller's code: in a process of its own, as a plugin is.
@@ -201,7 +219,7 @@ def reward_functions(
             score = partial(call_grader_process_batch, name, process, timeout_s=timeout)
         else:
             score = partial(call_grader_batch, name, openai_graders.grader_for(spec), timeout_s=timeout)
-        functions.append(_reward_function(name, score, by_prompt, keeper))
+        functions.append(_reward_function(name, score, by_prompt, keeper, calls_of))
         weights.append(1.0)
     return functions, weights
 
@@ -221,10 +239,15 @@ def build_grpo_trainer(
     from trl import GRPOConfig, GRPOTrainer
 
     from datasets import Dataset  # type: ignore[attr-defined]
+    from trainkit_core.models.tool_syntax import calls_made
     from trainkit_core.training.backends import trainer_arguments
 
     rows, by_prompt = prompt_rows(prompts, fmt)
-    functions, weights = reward_functions(config, by_prompt, keeper)
+
+    def calls_of(ids: list[int]) -> list[tuple[str, dict[str, Any]]]:
+        return calls_made(tokenizer.decode(ids, skip_special_tokens=False), fmt.name)
+
+    functions, weights = reward_functions(config, by_prompt, keeper, calls_of)
     generations = config.num_generations or 4
     arguments = trainer_arguments(backend, config, output_dir)
     arguments["per_device_train_batch_size"] = grpo_batch(arguments["per_device_train_batch_size"], generations)
