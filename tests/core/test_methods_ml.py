@@ -166,6 +166,43 @@ def test_grpo_with_a_plugin_grader_by_name_and_graders_that_fail(local: Any, sft
         assert "(prompt 'Opposites:" in (failed.error_message or "")
 
 
+def test_grpo_on_prompts_that_declare_tools_with_the_tool_calls_grader_and_an_openai_grader(
+    local: Any, sft: Any
+) -> None:
+    """trl hands the reward functions each completion's ids; the `tool_calls` grader reads the calls from them."""
+    from trainkit_core.training.submit import start_run
+
+    base, _ = sft
+    tools = [{"type": "function", "function": {"name": "opposite", "parameters": {"type": "object"}}}]
+    folder = Path(local.settings.datasets.datasets_dir) / "tool-prompts"
+    folder.mkdir()
+    lines = [
+        {
+            "messages": [{"role": "user", "content": prompt}],
+            "tools": tools,
+            "tool_calls": [{"type": "function", "function": {"name": "opposite", "arguments": {"words": prompt}}}],
+            "reference": "x",
+        }
+        for prompt in demo.EVAL_PROMPTS[:8]
+    ]
+    (folder / "train.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (folder / "dataset.toml").write_text('name = "tool-prompts"\nformat = "prompt"\ntrain = ["train.jsonl"]\n')
+    grader = {
+        "type": "string_check",
+        "name": "says_x",
+        "input": "{{sample.output_text}}",
+        "reference": "{{item.reference}}",
+        "operation": "like",
+    }
+    config = {"dataset": "tool-prompts", "method": "grpo", "from_model": f"trained/{base.id}", "steps": 2}
+    run = start_run(local, {**config, "rewards": ["tool_calls"], "openai_graders": [grader]}).wait(timeout=900)
+    assert run.status == "succeeded", run.error_message
+    samples = run.latest_rollout["samples"]
+    assert samples and all(set(s["rewards"]) == {"tool_calls", "says_x"} for s in samples)
+    assert all(s["rewards"]["tool_calls"] in (0.0, 0.5, 1.0) for s in samples)
+    assert "reward_says_x_mean" in _progress(run)[-1] and "reward_tool_calls_mean" in _progress(run)[-1]
+
+
 def _cli_env(local: Any) -> dict[str, str]:
     return {
         "TRAINKIT_HOME": str(local.settings.provider.home),
