@@ -278,3 +278,20 @@ def test_grpo_graders_get_the_calls_read_from_the_completion_ids(tokenizer: Any,
     ]
     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in answers]
     assert grade(["<p>"] * 4, texts, completion_ids=answers) == [1.0, 0.5, 0.0, 0.0]
+
+
+def test_the_plan_counts_the_declared_tools_of_dpo_and_grpo_prompts(tokenizer: Any) -> None:
+    from trainkit_core.models.chat_format import encode_example
+    from trainkit_core.training.methods import get_method
+
+    user = {"role": "user", "content": "Convert 5 km."}
+    tools = CONVERSATION["tools"]
+    pair = {"messages": [user], "chosen": "3.11 miles", "rejected": "no", "tools": tools}
+    prompt = {"messages": [user], "tools": tools}
+    for method, record in (("dpo", pair), ("grpo", prompt)):
+        declared = get_method(method).as_conversations([record])
+        bare = get_method(method).as_conversations([{k: v for k, v in record.items() if k != "tools"}])
+        for fmt in (GEMMA3, GEMMA4):
+            with_tools = len(encode_example(tokenizer, declared[0], fmt)["input_ids"])
+            without = len(encode_example(tokenizer, bare[0], fmt)["input_ids"])
+            assert with_tools > without + 5, (method, fmt.name)

@@ -155,7 +155,7 @@ class Dpo(Method):
 
     def as_conversations(self, train: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
-            {"messages": [*e["messages"], {"role": "assistant", "content": e[side]}]}
+            {"messages": [*e["messages"], {"role": "assistant", "content": e[side]}], "tools": e.get("tools")}
             for e in train
             for side in ("chosen", "rejected")
         ]

@@ -359,7 +359,10 @@ class Grpo(Method):
 
     def as_conversations(self, train: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # The prompt with a one-character stand-in answer (the job counts completions, not references).
-        return [{"messages": [*e["messages"], {"role": "assistant", "content": "."}]} for e in train]
+        return [
+            {"messages": [*e["messages"], {"role": "assistant", "content": "."}], "tools": e.get("tools")}
+            for e in train
+        ]
 
     def completions_per_example(self, config: TrainConfig) -> int:
         return config.num_generations or 1
