@@ -189,6 +189,7 @@ def test_dpo_then_reinforcement_start_from_the_supervised_model(client: Any, sup
     dpo = _wait(client, dpo.id)
     assert dpo.status == "succeeded", dpo.error
     assert dpo.method.type == "dpo" and dpo.hyperparameters.model_extra["beta"] == pytest.approx(0.2)
+    assert dpo.model == job.fine_tuned_model and dpo.fine_tuned_model == f"ft:tiny::{dpo.id}"  # named after the base
 
     # OpenAI's reinforcement data: the answer in a field of the line's own choosing.
     prompts = [json.loads(line) for line in _lines(DATA / "demo-prompts/train.jsonl", 16).decode().splitlines()]

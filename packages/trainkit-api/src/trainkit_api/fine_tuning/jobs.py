@@ -221,7 +221,9 @@ def job_dataset(state: ApiState, training: dict[str, Any], validation: dict[str,
 
 def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the run's `TrainConfig` fields, the job's record) for request `job`; 400s name the field at fault."""
+    from trainkit_core.datasets.openai_files import MIN_EXAMPLES
     from trainkit_core.training.config import TrainConfig
+    from trainkit_core.training.methods import get_method
 
     kind, hyper = method_of(job)
     _unsupported_hyperparameters(kind, hyper)
@@ -232,8 +234,6 @@ def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict
     if kind == "reinforcement":
         assert job.method is not None and job.method.reinforcement is not None
         grader = grader_of(state, job.method.reinforcement.grader)
-    from trainkit_core.training.methods import get_method
-
     wanted = get_method(method).formats
     if training["format"] not in wanted:
         raise RequestError(
@@ -242,8 +242,6 @@ def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict
             param="training_file",
             code="invalid_file",
         )
-    from trainkit_core.datasets.openai_files import MIN_EXAMPLES
-
     examples = training.get("examples")
     if isinstance(examples, int) and examples < MIN_EXAMPLES:
         raise RequestError(
@@ -263,10 +261,9 @@ def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict
         fields["dpo_beta"] = hyper.beta  # type: ignore[attr-defined]
     if grader is not None:
         fields["openai_graders"] = [grader]
-    dataset = job_dataset(state, training, validation)
-    fields["dataset"] = dataset
+    fields["dataset"] = job_dataset(state, training, validation)
+    base = TrainConfig.parse(fields).resolve().learning_rate or 0.0  # the preset's, for the method
     if _set(hyper.learning_rate_multiplier):
-        base = TrainConfig.parse(fields).resolve().learning_rate or 0.0
         rate = base * float(hyper.learning_rate_multiplier)  # type: ignore[arg-type]
         if not 0 < rate <= 1:
             raise RequestError(
@@ -284,7 +281,7 @@ def config_fields(state: ApiState, job: JobCreate) -> tuple[dict[str, Any], dict
         "metadata": job.metadata,
         "method": {"type": kind, "hyperparameters": hyper.model_dump(exclude_none=True)},
         "grader": job.method.reinforcement.grader if job.method and job.method.reinforcement else None,
-        "base_learning_rate": None,
+        "base_learning_rate": base,
     }
     return fields, record
 
@@ -310,10 +307,7 @@ def create(state: ApiState, body: Any) -> tuple[TrainingRun, dict[str, Any]]:
         if isinstance(exc, RequestError):
             raise
         raise RequestError(exc.message, hint=exc.hint) from None
-    record["base_learning_rate"] = (
-        TrainConfig.parse({k: v for k, v in fields.items() if k != "learning_rate"}).resolve().learning_rate
-    )
-    record["fine_tuned_model"] = names.model_name(job.model, job.suffix, run.id)
+    record["fine_tuned_model"] = names.model_name(names.base_of(job.model), job.suffix, run.id)
     state.kv(NAMESPACE).put(run.id, record)
     return run, record
 

@@ -21,8 +21,16 @@ def model_name(base: str, suffix: str | None, run_id: str) -> str:
     return f"{PREFIX}{base}:{suffix or ''}:{run_id}"
 
 
-def checkpoint_name(base: str, suffix: str | None, run_id: str, step: int) -> str:
-    return f"{model_name(base, suffix, run_id)}:ckpt-step-{step}"
+def base_of(model: str) -> str:
+    """The base model a job's `model` names: itself, or the base in an earlier job's `ft:` name.
+
+    Fine-tuning a fine-tuned model names the result after the same base, as OpenAI does.
+    """
+    return model.removeprefix(PREFIX).split(":")[0] if model.startswith(PREFIX) else model
+
+
+def checkpoint_name(fine_tuned_model: str, step: int) -> str:
+    return f"{fine_tuned_model}:ckpt-step-{step}"
 
 
 def parse(name: str) -> tuple[str, str, int | None] | None:

@@ -190,9 +190,7 @@ def checkpoint_objects(run: TrainingRun, record: dict[str, Any]) -> list[dict[st
                 "object": "fine_tuning.job.checkpoint",
                 "id": f"ftckpt-{run.id}-{checkpoint.step}",
                 "created_at": int(run.updated_at or run.created_at),
-                "fine_tuned_model_checkpoint": names.checkpoint_name(
-                    record["model"], record.get("suffix"), run.id, checkpoint.step
-                ),
+                "fine_tuned_model_checkpoint": names.checkpoint_name(record["fine_tuned_model"], checkpoint.step),
                 "fine_tuning_job_id": run.id,
                 "metrics": metrics,
                 "step_number": checkpoint.step,
