@@ -174,11 +174,20 @@ def test_models_know_the_fine_tuned_name(client: Any, supervised: Any) -> None:
 
 def test_dpo_then_reinforcement_start_from_the_supervised_model(client: Any, supervised: Any, served: Any) -> None:
     job, _ = supervised
-    # OpenAI's DPO lines may declare tools in their input: the prompts are rendered with them.
+    # OpenAI's DPO lines may declare tools in their input (the prompts are rendered with them),
+    # and a preferred answer may be a call (written in the chat format's call syntax).
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
+    call = {
+        "role": "assistant",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}],
+    }
     lines = [json.loads(line) for line in _lines(DATA / "demo-prefs/train.jsonl", 200).decode().splitlines()]
     declared = b"".join(
-        json.dumps({**line, "input": {**line["input"], "tools": tools}}).encode() + b"\n" for line in lines
+        json.dumps(
+            {**line, "input": {**line["input"], "tools": tools}, **({"preferred_output": [call]} if i % 4 == 0 else {})}
+        ).encode()
+        + b"\n"
+        for i, line in enumerate(lines)
     )
     pairs = _upload(client, declared, "prefs.jsonl")
     dpo = client.fine_tuning.jobs.create(

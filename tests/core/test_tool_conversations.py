@@ -615,3 +615,63 @@ def test_malformed_declared_tools_of_a_pair_or_a_prompt_are_refused_at_their_lin
     prompt = {"messages": [USER], "tools": tools}
     examples, problems = parse_jsonl(json.dumps(prompt).encode(), "prompts.jsonl", "prompt")
     assert examples == [] and problems and problems[0].code.startswith(code)
+
+
+def _pair_with(preferred: dict[str, Any], other: dict[str, Any] | None = None, tools: Any = None) -> dict[str, Any]:
+    given: dict[str, Any] = {"messages": [USER]}
+    if tools is not None:
+        given["tools"] = tools
+    return {
+        "input": given,
+        "preferred_output": [preferred],
+        "non_preferred_output": [other or {"role": "assistant", "content": "I cannot tell."}],
+    }
+
+
+def test_a_dpo_answer_may_call_tools_and_is_written_as_the_chat_format_writes_calls() -> None:
+    from trainkit_core.evals.preference import with_answer
+    from trainkit_core.models import tool_syntax
+    from trainkit_core.models.chat_format import GEMMA3, GEMMA4
+    from trainkit_core.training.methods.dpo import preference_rows
+
+    calling = _calling(_call("c1", arguments='{"city": "Paris"}'))
+    [example], problems = parse_jsonl(
+        json.dumps(_pair_with(calling, tools=[WEATHER])).encode(), "pairs.jsonl", "preference"
+    )
+    assert problems == []
+    record = example.as_record()
+    assert record["chosen"] == "" and record["chosen_calls"][0]["function"]["arguments"] == {"city": "Paris"}
+    assert with_answer(record, "chosen")[-1]["tool_calls"] == record["chosen_calls"]
+    [row] = preference_rows([record], GEMMA4)
+    assert row["chosen"] == tool_syntax.gemma4_calls(record["chosen_calls"]) + tool_syntax.RESPONSE_OPEN
+    assert row["rejected"] == "I cannot tell." + GEMMA4.end_of_turn + "\n"
+    [row] = preference_rows([record], GEMMA3)
+    assert row["chosen"] == tool_syntax.gemma3_calls(record["chosen_calls"]) + GEMMA3.end_of_turn + "\n"
+
+
+@pytest.mark.parametrize(
+    ("preferred", "tools", "code", "words"),
+    [
+        (_calling(_call("c1", name="get_stock")), [WEATHER], "tool-undefined", "preferred_output[0].tool_calls[0]"),
+        (_calling(_call("c1")), None, "tool-undefined", "input.tools"),
+        (_calling(_call("c1", arguments="{not json")), [WEATHER], "tool-arguments-invalid", "preferred_output[0]"),
+        (_calling(_call("c1", arguments="{}")), [WEATHER], "tool-arguments-required", "'city'"),
+        ({"role": "assistant", "tool_calls": []}, [WEATHER], "tool-calls-invalid", "preferred_output[0]"),
+        ({"role": "assistant", "content": None}, [WEATHER], "content-not-string", "preferred_output[0]"),
+    ],
+)
+def test_a_dpo_answers_calls_are_checked_at_their_line(preferred: Any, tools: Any, code: str, words: str) -> None:
+    good = _pair_with({"role": "assistant", "content": "Sunny."}, tools=[WEATHER])
+    data = f"{json.dumps(good)}\n{json.dumps(_pair_with(preferred, tools=tools))}\n".encode()
+    examples, problems = parse_jsonl(data, "pairs.jsonl", "preference")
+    assert len(examples) == 1 and problems, problems
+    assert problems[0].line == 2 and problems[0].code == code and words in problems[0].message, problems
+
+
+def test_two_answers_making_the_same_calls_are_one_answer() -> None:
+    one = _calling(_call("c1", arguments='{"city": "Paris"}'))
+    other = _calling(_call("c9", arguments={"city": "Paris"}))  # another id, the same call
+    examples, problems = parse_jsonl(
+        json.dumps(_pair_with(one, other, tools=[WEATHER])).encode(), "pairs.jsonl", "preference"
+    )
+    assert examples == [] and [p.code for p in problems] == ["sides-identical"]

@@ -77,6 +77,9 @@ class Example:
     #: Preference pairs: the prompt is `messages` (ending with the user), these the two answers.
     chosen: str | None = None
     rejected: str | None = None
+    #: Preference answers that call tools: JSON text of each side's calls (OpenAI's form, arguments as objects).
+    chosen_calls: str | None = None
+    rejected_calls: str | None = None
     #: Prompt data: the line's other fields (what graders read), as sorted (key, JSON text) pairs.
     fields: tuple[tuple[str, str], ...] = ()
     #: Indices into `messages` of the assistant messages with weight 0 (context, not trained).
@@ -102,6 +105,9 @@ class Example:
             record["tools"] = json.loads(self.tools)
         if self.chosen is not None:
             record["chosen"], record["rejected"] = self.chosen, self.rejected
+        for key, calls in (("chosen_calls", self.chosen_calls), ("rejected_calls", self.rejected_calls)):
+            if calls is not None:
+                record[key] = json.loads(calls)
         for key, text in self.fields:
             record[key] = json.loads(text)
         return record
@@ -113,7 +119,17 @@ class Example:
     @property
     def key(self) -> tuple[Any, ...]:
         """What makes two examples the same (duplicates, train/eval overlap)."""
-        return (self.messages, self.chosen, self.rejected, self.fields, self.untrained, self.tools, self.extras)
+        return (
+            self.messages,
+            self.chosen,
+            self.rejected,
+            self.chosen_calls,
+            self.rejected_calls,
+            self.fields,
+            self.untrained,
+            self.tools,
+            self.extras,
+        )
 
     @property
     def image_urls(self) -> list[str]:
@@ -644,8 +660,14 @@ def _prompt_turns(
     return (parsed.messages[:-1] if parsed is not None else None), renamed
 
 
-def _answer(record: dict[str, Any], key: str, file: str, line: int) -> tuple[str | None, list[Problem]]:
-    """One side of a preference pair: a list holding one assistant message with non-empty text."""
+def _answer(
+    record: dict[str, Any], key: str, file: str, line: int
+) -> tuple[tuple[str, list[dict[str, Any]] | None] | None, list[Problem]]:
+    """One side of a preference pair: a list holding one assistant message, with text, calls, or both.
+
+    The answer is (its text, its calls or None); a side of calls only has the text "".
+    """
+    from trainkit_core.datasets.tool_calls import parse_calls
 
     def problem(code: str, message: str) -> Problem:
         return Problem(file, line, "error", code, message)
@@ -670,18 +692,24 @@ def _answer(record: dict[str, Any], key: str, file: str, line: int) -> tuple[str
                 "answer-not-assistant", f"{key}[0] has role {message.get('role')!r}; an answer is an assistant message"
             )
         ]
+    calls = None
+    if "tool_calls" in message:
+        calls, found = parse_calls(message["tool_calls"], f"{key}[0]", problem)
+        if calls is None:
+            return None, found
     content = message.get("content")
-    if not isinstance(content, str):
+    if calls is not None and content in (None, ""):
+        content = ""
+    elif not isinstance(content, str):
         return None, [problem("content-not-string", f"{key}[0] content must be a string, got {_kind(content)}")]
-    if not content.strip():
+    elif not content.strip():
         return None, [problem("content-empty", f"{key}[0] content is empty")]
-    unknown = [k for k in message if k not in MESSAGE_KEYS]
-    if unknown:
-        return content, [
-            Problem(file, line, "warning", "unknown-key", f"unknown key {_quoted(f'{key}[0].{k}')}; it is ignored")
-            for k in unknown
-        ]
-    return content, []
+    unknown = [k for k in message if k not in (*MESSAGE_KEYS, "tool_calls")]
+    warnings = [
+        Problem(file, line, "warning", "unknown-key", f"unknown key {_quoted(f'{key}[0].{k}')}; it is ignored")
+        for k in unknown
+    ]
+    return (content, calls), warnings
 
 
 def _preference(record: dict[str, Any], file: str, line: int) -> tuple[Example | None, list[Problem]]:
@@ -703,7 +731,7 @@ def _preference(record: dict[str, Any], file: str, line: int) -> tuple[Example |
     problems.extend(found)
     rejected, found = _answer(record, "non_preferred_output", file, line)
     problems.extend(found)
-    if chosen is not None and rejected is not None and chosen.strip() == rejected.strip():
+    if chosen is not None and rejected is not None and _same_answer(chosen, rejected):
         problems.append(
             Problem(
                 file, line, "error", "sides-identical", "preferred_output and non_preferred_output are the same answer"
@@ -730,7 +758,54 @@ def _preference(record: dict[str, Any], file: str, line: int) -> tuple[Example |
     problems.extend(found)
     if turns is None or chosen is None or rejected is None or found:
         return None, problems
-    return Example(file, line, turns, chosen=chosen, rejected=rejected, tools=tools), problems
+    found = _answer_calls(chosen, rejected, tools, file, line)
+    if found:
+        return None, [*problems, *found]
+    example = Example(
+        file,
+        line,
+        turns,
+        chosen=chosen[0],
+        rejected=rejected[0],
+        chosen_calls=dumps(chosen[1]) if chosen[1] else None,
+        rejected_calls=dumps(rejected[1]) if rejected[1] else None,
+        tools=tools,
+    )
+    return example, problems
+
+
+def _same_answer(first: tuple[str, Any], second: tuple[str, Any]) -> bool:
+    def comparable(answer: tuple[str, Any]) -> tuple[str, str]:
+        calls = [(c["function"]["name"], c["function"]["arguments"]) for c in answer[1] or []]
+        return answer[0].strip(), json.dumps(calls, sort_keys=True)
+
+    return comparable(first) == comparable(second)
+
+
+def _answer_calls(
+    chosen: tuple[str, Any], rejected: tuple[str, Any], tools: str | None, file: str, line: int
+) -> list[Problem]:
+    """The calls of a pair's answers against the tools its input declares (as chat data's calls are checked)."""
+    from trainkit_core.datasets.tool_calls import check_calls
+
+    found: list[Problem] = []
+    for key, (_, calls) in (("preferred_output", chosen), ("non_preferred_output", rejected)):
+        if not calls:
+            continue
+
+        def problem(code: str, message: str, key: str = key) -> Problem:
+            return Problem(
+                file,
+                line,
+                "error",
+                code,
+                message.replace("messages[0]", f"{key}[0]").replace(
+                    'the example declares no tools (add "tools")', 'the pair declares no tools (add "input.tools")'
+                ),
+            )
+
+        found += check_calls({0: calls}, json.loads(tools) if tools else None, problem)
+    return found
 
 
 def _declared_tools(record: dict[str, Any], file: str, line: int, at: str) -> tuple[str | None, list[Problem]]:

@@ -16,9 +16,12 @@ from trainkit_core.evals.scoring import BATCH_SIZE, _losses, _pad_id
 from trainkit_core.models.chat_format import ChatFormat, encode_for_training
 
 
-def with_answer(pair: dict[str, Any], side: str) -> list[dict[str, str]]:
-    """The pair's prompt followed by one of its answers (`side`: chosen or rejected)."""
-    return [*pair["messages"], {"role": "assistant", "content": pair[side]}]
+def with_answer(pair: dict[str, Any], side: str) -> list[dict[str, Any]]:
+    """The pair's prompt followed by one of its answers (`side`: chosen or rejected), its calls included."""
+    answer: dict[str, Any] = {"role": "assistant", "content": pair[side]}
+    if pair.get(f"{side}_calls"):
+        answer["tool_calls"] = pair[f"{side}_calls"]
+    return [*pair["messages"], answer]
 
 
 def _accuracy(model: Any, tokenizer: Any, fmt: ChatFormat, pairs: Sequence[dict[str, Any]], device: str) -> float:

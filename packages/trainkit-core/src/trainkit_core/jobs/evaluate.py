@@ -52,7 +52,11 @@ def evaluate(
             preference = preference_accuracy(
                 loaded.model, loaded.tokenizer, loaded.fmt, pairs, device=loaded.device, adapter=loaded.adapter
             )
-        conversations = [{"messages": with_answer(e, "chosen")} for e in pairs] if pairs else synced.eval
+        conversations = (
+            [{"messages": with_answer(e, "chosen"), **({"tools": e["tools"]} if e.get("tools") else {})} for e in pairs]
+            if pairs
+            else synced.eval
+        )
         examples = [
             sets.normalize_example(e, where=f"{dataset} eval example {i + 1}") for i, e in enumerate(conversations)
         ]

@@ -458,10 +458,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
 def _texts(example: dict[str, Any], fmt: Any) -> list[str]:
     """What a built tokenizer must cover of one example: the conversation, each answer of a pair, a reference."""
     if "chosen" in example:
-        return [
-            render([*example["messages"], {"role": "assistant", "content": example[side]}], fmt)
-            for side in ("chosen", "rejected")
-        ]
+        from trainkit_core.evals.preference import with_answer
+
+        return [render(with_answer(example, side), fmt, tools=example.get("tools")) for side in ("chosen", "rejected")]
     texts = [render_example(example, fmt)]
     if isinstance(example.get("reference"), str):
         texts.append(example["reference"])

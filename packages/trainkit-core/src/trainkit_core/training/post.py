@@ -193,7 +193,11 @@ def after_training(
         metrics["base_eval_preference_accuracy"] = accuracy["base"]
         run.events.append("eval", preference_accuracy=accuracy, pairs=len(pairs))
     # The usual metrics too, with a pair's preferred answer as the reference (prompt data has none).
-    conversations = [{"messages": with_answer(e, "chosen")} for e in pairs] if pairs else synced.eval
+    conversations = (
+        [{"messages": with_answer(e, "chosen"), **({"tools": e["tools"]} if e.get("tools") else {})} for e in pairs]
+        if pairs
+        else synced.eval
+    )
     examples = [e for e in conversations if e.get("messages") and e["messages"][-1]["role"] == "assistant"]
     if not examples:
         return metrics

@@ -39,13 +39,29 @@ DPO_EVENT_FIELDS = {
 
 
 def preference_rows(pairs: list[dict[str, Any]], fmt: ChatFormat) -> list[dict[str, str]]:
-    """trl's standard preference rows: rendered prompt, and each answer closed by the end of turn."""
+    """trl's standard preference rows: rendered prompt, and each answer as the chat format writes it.
+
+    A text answer is closed by the end of turn; an answer that calls tools is written as a
+    trained turn is (`chat_format.segments`: Gemma 4's call tokens and hand-over, Gemma 3's
+    fenced JSON and end of turn).
+    """
+    from trainkit_core.evals.preference import with_answer
+    from trainkit_core.models.chat_format import segments
+
     close = fmt.end_of_turn + "\n"
+
+    def answer(pair: dict[str, Any], side: str) -> str:
+        if not pair.get(f"{side}_calls"):
+            return str(pair[side]) + close
+        text, trained = segments(with_answer(pair, side), fmt, tools=pair.get("tools"))[-1]
+        assert trained  # the answer's own piece
+        return text
+
     return [
         {
             "prompt": render_prompt(p["messages"], fmt, tools=p.get("tools")),
-            "chosen": p["chosen"] + close,
-            "rejected": p["rejected"] + close,
+            "chosen": answer(p, "chosen"),
+            "rejected": answer(p, "rejected"),
         }
         for p in pairs
     ]
@@ -154,8 +170,10 @@ class Dpo(Method):
         drop_reference(trainer.model)
 
     def as_conversations(self, train: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from trainkit_core.evals.preference import with_answer
+
         return [
-            {"messages": [*e["messages"], {"role": "assistant", "content": e[side]}], "tools": e.get("tools")}
+            {"messages": with_answer(e, side), "tools": e.get("tools")}
             for e in train
             for side in ("chosen", "rejected")
         ]
