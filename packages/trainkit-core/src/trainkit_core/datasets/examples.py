@@ -788,31 +788,23 @@ def _answer_calls(
     """The calls of a pair's answers against the tools its input declares (as chat data's calls are checked)."""
     from trainkit_core.datasets.tool_calls import check_calls
 
+    def problem(code: str, message: str) -> Problem:
+        return Problem(file, line, "error", code, message)
+
     found: list[Problem] = []
     for key, (_, calls) in (("preferred_output", chosen), ("non_preferred_output", rejected)):
         if not calls:
             continue
-
-        def problem(code: str, message: str, key: str = key) -> Problem:
-            return Problem(
-                file,
-                line,
-                "error",
-                code,
-                message.replace("messages[0]", f"{key}[0]").replace(
-                    'the example declares no tools (add "tools")', 'the pair declares no tools (add "input.tools")'
-                ),
-            )
-
-        found += check_calls({0: calls}, json.loads(tools) if tools else None, problem)
+        declared = json.loads(tools) if tools else None
+        found += check_calls({0: calls}, declared, problem, at=f"{key}[{{}}]", tools_key="input.tools")
     return found
 
 
 def _declared_tools(record: dict[str, Any], file: str, line: int, at: str) -> tuple[str | None, list[Problem]]:
-    """The functions a prompt declares (``tools``), as `Example.tools` JSON text; the answers stay text.
+    """The functions a prompt declares (``tools``), as `Example.tools` JSON text.
 
     A DPO pair's or GRPO prompt's model is told of them as in chat data, so it answers the
-    prompt it will see in use; answers that are calls are not trained here yet.
+    prompt it will see in use.
     """
     from trainkit_core.datasets.tool_calls import parse_tools
 

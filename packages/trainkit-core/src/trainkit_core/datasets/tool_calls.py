@@ -165,15 +165,24 @@ def _arguments(function: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 
 def check_calls(
-    calls: dict[int, list[dict[str, Any]]], tools: list[dict[str, Any]] | None, problem: ProblemAt
+    calls: dict[int, list[dict[str, Any]]],
+    tools: list[dict[str, Any]] | None,
+    problem: ProblemAt,
+    *,
+    at: str = "messages[{}]",
+    tools_key: str = "tools",
 ) -> list[Problem]:
-    """What an example's calls (by message index) refer to: declared tools, their required arguments, unique ids."""
+    """What an example's calls (by message index) refer to: declared tools, their required arguments, unique ids.
+
+    `at` names a message from its index, `tools_key` the key that declares the tools (a DPO
+    pair's answers are ``preferred_output[0]``, its tools ``input.tools``).
+    """
     declared = {tool["function"]["name"]: tool["function"] for tool in tools or []}
     problems: list[Problem] = []
     first: dict[str, str] = {}
     for index, made in sorted(calls.items()):
         for number, call in enumerate(made):
-            where, name = f"messages[{index}].tool_calls[{number}]", call["function"]["name"]
+            where, name = f"{at.format(index)}.tool_calls[{number}]", call["function"]["name"]
             seen = first.setdefault(call["id"], where)
             if seen != where:
                 problems.append(
@@ -182,7 +191,8 @@ def check_calls(
             if not declared:
                 problems.append(
                     problem(
-                        "tool-undefined", f'{where} calls {name!r}, but the example declares no tools (add "tools")'
+                        "tool-undefined",
+                        f'{where} calls {name!r}, but the example declares no tools (add "{tools_key}")',
                     )
                 )
                 continue
