@@ -327,3 +327,28 @@ def test_graders_validate_and_run_as_openai_answers(client: Any) -> None:
         with pytest.raises(openai.BadRequestError) as caught:
             graders.validate(grader=bad)
         assert caught.value.body["param"] == param, caught.value.body
+
+
+def test_hostile_uploads_and_bodies_get_4xx_and_leave_nothing(client: Any, server: Any) -> None:
+    import httpx
+
+    before = {f.id for f in client.files.list()}
+    # A path in the file name never reaches the disk: the dataset's file is named plainly.
+    sneaky = _upload(
+        client, _jsonl(*(_chat(("user", f"q{i}"), ("assistant", f"a{i}")) for i in range(3))), "../../x.jsonl"
+    )
+    assert sneaky.filename == "../../x.jsonl"
+    names = [e.path for e in server.provider.volume("data").listdir(f"datasets/{sneaky.id}", recursive=True)]
+    assert not any(".." in name for name in names)
+    with pytest.raises(openai.BadRequestError) as caught:
+        _upload(client, b"\xff\xfe not utf-8\n", "binary.jsonl")
+    assert "binary.jsonl:1:" in caught.value.body["message"] and "not-utf8" in caught.value.body["message"]
+    with httpx.Client(base_url=server.url, headers=server.headers) as raw:
+        assert raw.get("/v1/files/..%2F..%2Fetc%2Fpasswd").status_code in (404, 422)
+        assert raw.get("/v1/files/" + "f" * 500).status_code == 422
+        assert raw.post("/v1/files", content=b"not a form", headers={"content-type": "text/plain"}).status_code == 400
+        assert raw.post("/v1/fine_tuning/jobs", content=b"{oops").json()["error"]["type"] == "invalid_request_error"
+        assert raw.post("/v1/fine_tuning/jobs", json=[1, 2]).status_code == 400
+        assert raw.post("/v1/fine_tuning/alpha/graders/run", json={"grader": "x"}).status_code == 400
+    assert {f.id for f in client.files.list()} == before | {sneaky.id}
+    assert server.store.list() == []
