@@ -332,7 +332,7 @@ def test_graders_validate_and_run_as_openai_answers(client: Any) -> None:
 def test_hostile_uploads_and_bodies_get_4xx_and_leave_nothing(client: Any, server: Any) -> None:
     import httpx
 
-    before = {f.id for f in client.files.list()}
+    before, runs = {f.id for f in client.files.list()}, {run.id for run in server.store.list()}
     # A path in the file name never reaches the disk: the dataset's file is named plainly.
     sneaky = _upload(
         client, _jsonl(*(_chat(("user", f"q{i}"), ("assistant", f"a{i}")) for i in range(3))), "../../x.jsonl"
@@ -351,4 +351,4 @@ def test_hostile_uploads_and_bodies_get_4xx_and_leave_nothing(client: Any, serve
         assert raw.post("/v1/fine_tuning/jobs", json=[1, 2]).status_code == 400
         assert raw.post("/v1/fine_tuning/alpha/graders/run", json={"grader": "x"}).status_code == 400
     assert {f.id for f in client.files.list()} == before | {sneaky.id}
-    assert server.store.list() == []
+    assert {run.id for run in server.store.list()} == runs  # no job was started by any of it
