@@ -212,13 +212,17 @@ def test_dpo_then_reinforcement_start_from_the_supervised_model(client: Any, sup
         "reference": "{{item.reference_answer}}",
         "operation": "eq",
     }
-    reinforcement = client.fine_tuning.jobs.create(
-        model=dpo.fine_tuned_model,
-        training_file=_upload(client, rft, "rft.jsonl"),
-        method={"type": "reinforcement", "reinforcement": {"grader": grader, "hyperparameters": {"n_epochs": 1}}},
-    )
-    reinforcement = _wait(client, reinforcement.id)
-    assert reinforcement.status == "succeeded", reinforcement.error
+    rft_file = _upload(client, rft, "rft.jsonl")
+
+    def reinforce(with_grader: dict[str, Any]) -> Any:
+        method = {"type": "reinforcement", "reinforcement": {"grader": with_grader, "hyperparameters": {"n_epochs": 1}}}
+        done = _wait(
+            client, client.fine_tuning.jobs.create(model=dpo.fine_tuned_model, training_file=rft_file, method=method).id
+        )
+        assert done.status == "succeeded", done.error
+        return done
+
+    reinforcement = reinforce(grader)
     assert reinforcement.method.reinforcement.grader.type == "string_check"
     rewards = [e.data for e in client.fine_tuning.jobs.list_events(reinforcement.id) if e.type == "metrics"]
     assert rewards, "a reinforcement job logs its steps"
@@ -232,13 +236,7 @@ def test_dpo_then_reinforcement_start_from_the_supervised_model(client: Any, sup
     assert client.fine_tuning.alpha.graders.validate(grader=python).grader.type == "python"
     with pytest.raises(openai.BadRequestError, match="only inside a training job"):
         client.fine_tuning.alpha.graders.run(grader=python, model_sample="x.", item={})
-    coded = client.fine_tuning.jobs.create(
-        model=dpo.fine_tuned_model,
-        training_file=_upload(client, rft, "rft.jsonl"),
-        method={"type": "reinforcement", "reinforcement": {"grader": python, "hyperparameters": {"n_epochs": 1}}},
-    )
-    coded = _wait(client, coded.id)
-    assert coded.status == "succeeded", coded.error
+    coded = reinforce(python)
     samples = (served.store.get(coded.id).latest_rollout or {}).get("samples", [])
     assert samples and all(s["rewards"]["ends_with_stop"] == float(s["completion"].endswith(".")) for s in samples)
 

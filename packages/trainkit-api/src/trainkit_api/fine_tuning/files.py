@@ -36,11 +36,7 @@ RESULTS_PREFIX = "file-results-"
 _ID = re.compile(r"^file-[0-9a-f]{24}$")
 
 
-def file_id_of(content: bytes) -> str:
-    return f"file-{hashlib.sha256(content).hexdigest()[:24]}"
-
-
-def sync_folder(state: ApiState, name: str, files: dict[str, bytes], fmt: str, *, eval_file: str | None = None) -> Any:
+def sync_folder(state: ApiState, name: str, files: dict[str, bytes], fmt: str, *, eval_file: str | None = None) -> None:
     """Write a dataset folder of `files` (train: every file but `eval_file`) and sync it; `DatasetInvalidError` when bad."""
     from trainkit_core.datasets.openai_files import spec_text
     from trainkit_core.datasets.sync import LOCK_NAMESPACE, sync_to_volume
@@ -52,7 +48,7 @@ def sync_folder(state: ApiState, name: str, files: dict[str, bytes], fmt: str, *
         for rel, data in files.items():
             (folder / rel).write_bytes(data)
         (folder / "dataset.toml").write_text(spec)
-        return sync_to_volume(state.provider.volume("data"), folder, lock_kv=state.provider.kv(LOCK_NAMESPACE))
+        sync_to_volume(state.provider.volume("data"), folder, lock_kv=state.provider.kv(LOCK_NAMESPACE))
 
 
 def upload(state: ApiState, content: bytes, filename: str, purpose: str) -> dict[str, Any]:
@@ -69,7 +65,8 @@ def upload(state: ApiState, content: bytes, filename: str, purpose: str) -> dict
         )
     if not content.strip():
         raise RequestError("the file is empty", param="file", code="invalid_file")
-    file_id = file_id_of(content)
+    sha256 = hashlib.sha256(content).hexdigest()
+    file_id = f"file-{sha256[:24]}"
     name = safe_filename(filename)
     fmt = detect_format(content)
     try:
@@ -94,7 +91,7 @@ def upload(state: ApiState, content: bytes, filename: str, purpose: str) -> dict
         "format": fmt,
         "dataset": file_id,
         "examples": sum(1 for line in content.splitlines() if line.strip()),  # one per line: the file passed
-        "sha256": hashlib.sha256(content).hexdigest(),
+        "sha256": sha256,
     }
     state.kv(NAMESPACE).put(file_id, record)
     return public(record)

@@ -329,14 +329,18 @@ def all_records(state: ApiState) -> list[tuple[str, dict[str, Any]]]:
     return [(key, value) for key, value in state.kv(NAMESPACE).items() if isinstance(value, dict)]
 
 
+class ModelNotFoundError(NotFoundError):
+    """A 404 with OpenAI's `code` for a model name no job made."""
+
+    code = "model_not_found"
+
+
 def fine_tuned_model_path(state: ApiState, name: str) -> str:
     """The model path an `ft:` name stands for; `NotFoundError` (404, `model_not_found`) when no job made it."""
     parsed = names.parse(name)
     record = state.kv(NAMESPACE).get(parsed[1]) if parsed is not None else None
     if parsed is None or not isinstance(record, dict) or record.get("fine_tuned_model") != parsed[0]:
-        error = NotFoundError(
+        raise ModelNotFoundError(
             f"model {name[:120]!r}: no fine-tuning job made it", hint="GET /v1/fine_tuning/jobs lists the jobs"
         )
-        error.code = "model_not_found"  # type: ignore[attr-defined]
-        raise error
     return names.model_path(parsed[1], parsed[2])

@@ -84,7 +84,7 @@ def job_object(run: TrainingRun, record: dict[str, Any]) -> dict[str, Any]:
         "model": record["model"],
         "organization_id": ORGANIZATION,
         "result_files": [f"{RESULTS_PREFIX}{run.id}"] if ended or status == "paused" else [],
-        "seed": run.config.get("seed", record.get("seed") or 0) if run.config else record.get("seed") or 0,
+        "seed": (run.config or {}).get("seed", record.get("seed") or 0),
         "status": status,
         "trained_tokens": run.metrics.get("tokens_seen") if ended else None,
         "training_file": record["training_file"],

@@ -149,7 +149,7 @@ def list_jobs(
     """Jobs, newest first; `metadata[key]=value` keeps those whose metadata has that pair."""
     wanted = _metadata_filter(request)
     found = []
-    for run_id, record in sorted(jobs.all_records(state), key=lambda item: item[0], reverse=True):
+    for run_id, record in jobs.all_records(state):
         metadata = record.get("metadata") or {}
         if any(metadata.get(key) != value for key, value in wanted.items()):
             continue
