@@ -8,7 +8,8 @@ trainkit code around it. tokens/s is each trainer's own count over its training 
 trainkit the last progress event's `tokens_per_s`; for the baseline `num_input_tokens_seen`
 over `train_runtime`; both count the tokens that are not padding, of every rank), so neither
 side's start-up is counted. It prints the four figures,
-2/1 for each side and trainkit/bare at each size, all from one run on one machine.
+2/1 for each side and trainkit/bare at each size, and trainkit's 2-process run with
+``--strategy fsdp`` against its ddp run, all from one run on one machine.
 Timings belong in docs/developer/records, never in tests.
 
     .venv/bin/python bench/distributed.py [--steps 40] [--batch 8]
@@ -85,11 +86,12 @@ def bare(processes: int, steps: int, batch: int, work: Path) -> float:
     return float(json.loads(lines[-1][len("BENCH ") :])["tokens_per_s"])
 
 
-def one(local: Any, processes: int, steps: int, batch: int) -> float:
+def one(local: Any, processes: int, steps: int, batch: int, strategy: str = "auto") -> float:
     from trainkit_core.runs.training_run import RunStore
     from trainkit_core.training.submit import start_run
 
-    run = start_run(local, {"dataset": "demo", "steps": steps, "batch_size": batch, "processes": processes})
+    recipe = {"dataset": "demo", "steps": steps, "batch_size": batch, "processes": processes, "strategy": strategy}
+    run = start_run(local, recipe)
     run = run.wait(timeout=3600)
     if run.status != "succeeded":
         raise SystemExit(f"{processes} process(es): run {run.id} {run.status}: {run.error_message}")
@@ -118,12 +120,14 @@ def main() -> None:
     (work / "datasets").mkdir(parents=True, exist_ok=True)
     (work / "datasets" / "demo").symlink_to(REPO / "datasets" / "demo")
     ours = {n: one(local, n, args.steps, args.batch) for n in (1, 2)}
+    sharded = one(local, 2, args.steps, args.batch, strategy="fsdp")
     theirs = {n: bare(n, args.steps, args.batch, work) for n in (1, 2)}
     print(f"tiny SFT, {args.steps} steps, global batch {args.batch}, CPU (gloo), tokens/s")
     print(f"{'':14}{'trainkit':>12}{'bare trl':>12}{'trainkit/bare':>15}")
     for n in (1, 2):
         print(f"{n} process(es){ours[n]:12.1f}{theirs[n]:12.1f}{ours[n] / theirs[n]:15.2f}")
     print(f"{'ratio 2/1':14}{ours[2] / ours[1]:12.2f}{theirs[2] / theirs[1]:12.2f}")
+    print(f"2 processes, fsdp: {sharded:.1f} tokens/s, fsdp/ddp {sharded / ours[2]:.2f} (trainkit)")
 
 
 if __name__ == "__main__":

@@ -95,6 +95,10 @@ def _refusals(provider: Any, config: dict[str, Any]) -> tuple[TrainkitError, Tra
             {"dataset": "pics-prompts", "model_size": "4b", "method": "grpo", "rewards": ["exact_match"]},
             "--method grpo trains on text only",
         ),
+        (
+            {"dataset": "pics", "model_size": "tiny-gemma3mm", "processes": 2, "strategy": "fsdp"},
+            "strategy fsdp cannot train them yet",
+        ),
     ],
 )
 def test_the_plan_refuses_images_as_the_start_does(provider, config: dict[str, Any], expected: str) -> None:  # type: ignore[no-untyped-def]

@@ -28,9 +28,56 @@ def test_the_global_batch_must_divide_by_the_processes() -> None:
     assert world_size({"dataset": "demo"}) == 1
 
 
-def test_fsdp_is_refused_until_it_runs() -> None:
-    with pytest.raises(UsageError, match="strategy fsdp is not implemented"):
+def test_fsdp_needs_several_ranks_and_a_backend_it_can_shard() -> None:
+    with pytest.raises(UsageError, match="strategy fsdp shards the model over several ranks"):
         TrainConfig.parse({"dataset": "demo", "strategy": "fsdp"})
+    with pytest.raises(UsageError, match="Unsloth's patched model is not sharded"):
+        TrainConfig.parse({"dataset": "demo", "strategy": "fsdp", "processes": 2, "backend": "unsloth"})
+    with pytest.raises(UsageError, match="keep_checkpoints scores each checkpoint on rank 0"):
+        TrainConfig.parse({"dataset": "demo", "strategy": "fsdp", "processes": 2, "keep_checkpoints": 2})
+    assert TrainConfig.parse({"dataset": "demo", "strategy": "fsdp", "processes": 2}).strategy == "fsdp"
+
+
+@pytest.mark.parametrize(
+    ("size", "gpu", "four_bit", "expected"),
+    [
+        ("31b", "A100-80GB:2", True, "ddp"),  # 4-bit: 16.9 GB of 80
+        ("31b", "A100-80GB:2", False, "fsdp"),  # bf16: 61.4 GB of 80
+        ("31b", "H200:2", False, "ddp"),  # 61.4 of 141
+        ("12b", "A100:2", False, "fsdp"),  # 24.4 of 40
+        ("4b", "A10G:2", False, "ddp"),  # 8.6 of 24
+    ],
+)
+def test_auto_shards_what_does_not_fit_one_gpu(size: str, gpu: str, four_bit: bool, expected: str) -> None:
+    from trainkit_core.training.sharding import choose
+
+    config = TrainConfig.parse({"dataset": "demo", "model_size": size, "gpu": gpu, "load_in_4bit": four_bit}).resolve()
+    strategy, why = choose(config)
+    assert strategy == expected, why
+    assert ("fit one" in why) == (expected == "ddp") and "GB" in why
+
+
+def test_auto_says_why_when_it_cannot_weigh_the_model() -> None:
+    from trainkit_core.training.sharding import choose
+
+    config = TrainConfig.parse({"dataset": "demo", "base_model": "someone/model-7b", "gpu": "H100:2"}).resolve()
+    assert choose(config) == (
+        "ddp",
+        "the memory of someone/model-7b is not known to trainkit; --strategy fsdp shards it",
+    )
+    assert choose(config.model_copy(update={"strategy": "fsdp"})) == ("fsdp", "asked for")
+    cpu = TrainConfig.parse({"dataset": "demo", "processes": 2}).resolve()
+    assert choose(cpu)[0] == "ddp"
+
+
+def test_fsdp_arguments_shard_each_layer_and_keep_full_checkpoints() -> None:
+    from trainkit_core.training.sharding import trainer_arguments
+
+    assert trainer_arguments("ddp", True) == {}
+    args = trainer_arguments("fsdp", True)
+    assert args["fsdp"] is True and args["gradient_checkpointing"] is False
+    assert args["fsdp_config"]["version"] == 2 and args["fsdp_config"]["activation_checkpointing"] is True
+    assert args["fsdp_config"]["state_dict_type"] == "FULL_STATE_DICT"
 
 
 def test_the_dead_rank_is_named_from_torchruns_summary() -> None:

@@ -68,15 +68,16 @@ def _shapes(local: Any) -> dict[str, Any]:
     return {**RECIPE, "dataset": "shapes", "model_size": "tiny-gemma3mm"}
 
 
-@pytest.mark.parametrize("data", ["text", "pictures"])
-def test_two_processes_train_the_same_adapter_as_one(local: Any, data: str) -> None:
+@pytest.mark.parametrize(("data", "strategy"), [("text", "ddp"), ("pictures", "ddp"), ("text", "fsdp")])
+def test_two_processes_train_the_same_adapter_as_one(local: Any, data: str, strategy: str) -> None:
+    """fsdp runs accelerate's FSDP2 path (each rank holds half of every layer) and must learn what ddp does."""
     import torch
 
     from trainkit_core.training.submit import start_run
 
     recipe = dict(RECIPE) if data == "text" else _shapes(local)
     one = start_run(local, recipe).wait(timeout=600)
-    two = start_run(local, {**recipe, "processes": 2}).wait(timeout=600)
+    two = start_run(local, {**recipe, "processes": 2, "strategy": strategy}).wait(timeout=600)
     assert one.status == "succeeded", one.error_message
     assert two.status == "succeeded", two.error_message
     assert two.config["processes"] == 2 and two.step == one.step == 4
@@ -93,7 +94,12 @@ def test_two_processes_train_the_same_adapter_as_one(local: Any, data: str) -> N
     # One run of the usual kind: its events say it ran on 2 processes, written once (by rank 0).
     events = list(local_store(local).events(two.id).read())
     said = [e for e in events if e.get("processes") == 2]
-    assert len(said) == 1, said
+    assert len(said) == 1 and said[0]["strategy"] == strategy, said
+    held = [e for e in events if "held" in e]
+    if strategy == "fsdp":  # each of 2 ranks held about half (a layer's rows split in two)
+        assert len(held) == 1 and 0.4 < held[0]["held"] / held[0]["total"] < 0.6, held
+    else:
+        assert not held
     progress = [e for e in events if e["type"] == "progress"]
     assert progress and all(len(e["memory_mb_ranks"]) == 2 and min(e["memory_mb_ranks"]) > 0 for e in progress)
     assert progress[-1]["memory_mb_ranks"][0] <= progress[-1]["memory_mb"]  # rank 0 (its peak, read a moment later)
@@ -201,6 +207,27 @@ def test_a_checkpoint_resumes_on_another_number_of_processes(local: Any, first: 
         run = resume_run(local, half.id, steps=8, processes=then).wait(timeout=600)
     assert run.status == "succeeded", run.error_message
     assert run.step == 8 and run.config["processes"] == then and run.metadata["resumed_from_step"] == 4
+    assert run.metrics["final_loss"] == pytest.approx(straight.metrics["final_loss"], rel=TOLERANCE)
+    a, b = _adapter(local, straight.id), _adapter(local, run.id)
+    for name in a:
+        assert torch.allclose(a[name], b[name], rtol=TOLERANCE, atol=1e-6), name
+
+
+def test_a_sharded_checkpoint_resumes_sharded_and_only_so(local: Any) -> None:
+    """fsdp's checkpoint (the full adapter, FSDP's optimizer state) resumes on ranks that shard again."""
+    import torch
+
+    from trainkit_core.errors import UsageError
+    from trainkit_core.training.submit import resume_run, start_run
+
+    straight = start_run(local, {**RESUMABLE, "steps": 8}).wait(timeout=600)
+    half = start_run(local, {**RESUMABLE, "steps": 4, "processes": 2, "strategy": "fsdp"}).wait(timeout=600)
+    assert straight.status == "succeeded" and half.status == "succeeded", (straight.error_message, half.error_message)
+    with pytest.raises(UsageError, match="strategy fsdp shards the model over several ranks"):
+        resume_run(local, half.id, steps=8, processes=1)
+    run = resume_run(local, half.id, steps=8).wait(timeout=600)
+    assert run.status == "succeeded", run.error_message
+    assert run.step == 8 and run.metadata["resumed_from_step"] == 4
     assert run.metrics["final_loss"] == pytest.approx(straight.metrics["final_loss"], rel=TOLERANCE)
     a, b = _adapter(local, straight.id), _adapter(local, run.id)
     for name in a:

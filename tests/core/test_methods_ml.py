@@ -210,19 +210,21 @@ def _cli_env(local: Any) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("method", ["dpo", "grpo"])
-def test_dpo_and_grpo_learn_on_two_processes(local: Any, sft: Any, method: str) -> None:
-    """The same runs as above on 2 CPU ranks (gloo; GRPO's groups gathered across ranks by trl)."""
+@pytest.mark.parametrize(("method", "strategy"), [("dpo", "ddp"), ("grpo", "ddp"), ("dpo", "fsdp"), ("grpo", "fsdp")])
+def test_dpo_and_grpo_learn_on_two_processes(local: Any, sft: Any, method: str, strategy: str) -> None:
+    """The same runs as above on 2 CPU ranks (gloo; GRPO's groups gathered across ranks by trl), copied or sharded."""
     from trainkit_core.training.submit import start_run
 
     base, before = sft
     config = {"dpo": {"dataset": "style-pref"}, "grpo": {"dataset": "style-prompts", "rewards": ["exact_match"]}}[
         method
     ]
-    run = start_run(local, {**config, "method": method, "from_model": f"trained/{base.id}", "processes": 2})
+    run = start_run(
+        local, {**config, "method": method, "from_model": f"trained/{base.id}", "processes": 2, "strategy": strategy}
+    )
     run = run.wait(timeout=900)
     assert run.status == "succeeded", run.error_message
-    assert [e["processes"] for e in run.events.read() if "processes" in e] == [2]
+    assert [(e["processes"], e["strategy"]) for e in run.events.read() if "processes" in e] == [(2, strategy)]
     after = demo.answers(local, f"trained/{run.id}", demo.EVAL_PROMPTS)
     if method == "dpo":
         assert demo.full_stop_rate(after) >= 0.9, after

@@ -82,6 +82,14 @@ def test_plan_for_two_gpus_prints_the_global_batch_and_costs_twice(plan_env: dic
     )
     text = plan(tmp_path, plan_env, "--steps", "20", "--gpus", "2").stdout
     assert f"global batch {two['global_batch']} = per-device batch {two['per_device_batch']} x accumulation" in text
+    # The same model in bf16 (--no-4bit) takes over half of each GPU: auto shards it, and says why.
+    done = plan(tmp_path, plan_env, "--json", "--steps", "20", "--model-size", "31b", "--gpus", "2", "--no-4bit")
+    assert done.returncode == 0, done.stderr
+    sharded = json.loads(done.stdout)
+    assert sharded["strategy"].startswith(
+        "fsdp on 2 ranks (its weights (61.4 GB in bf16) take over half of one A100-80GB"
+    )
+    assert "backend hf" in sharded["strategy"]
 
 
 @pytest.mark.slow

@@ -47,6 +47,12 @@ def config_options(func: Any) -> Any:
         click.option("--seed", default=None, type=int, help="Random seed (default 42)."),
         click.option("--backend", default=None, type=click.Choice(["auto", "hf", "unsloth"]), help="Force a backend."),
         click.option(
+            "--4bit/--no-4bit",
+            "load_in_4bit",
+            default=None,
+            help="Load the base in 4-bit on a GPU (QLoRA; the GPU presets' default), or in bf16.",
+        ),
+        click.option(
             "--finetune-vision-layers/--no-finetune-vision-layers",
             default=None,
             help="On an image dataset, also train the vision layers (Unsloth's switch; default: the preset's).",
@@ -74,7 +80,8 @@ def config_options(func: Any) -> Any:
             "--strategy",
             default=None,
             type=click.Choice(["auto", "ddp", "fsdp"]),
-            help="How a run on several processes splits the work (auto: ddp).",
+            help="How a run on several ranks splits the work: ddp (a model copy per rank), fsdp (sharded), or auto "
+            "(ddp when the weights fit one GPU with room to train, else fsdp).",
         ),
         click.option("--gpu", default=None, help="GPU for this run (default TRAINKIT_GPU, else the preset's)."),
         click.option(

@@ -9,8 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 
-def bnb_4bit_config() -> Any:
-    """A `transformers.BitsAndBytesConfig` for NF4 with bf16 compute (CUDA only)."""
+def bnb_4bit_config(shardable: bool = False) -> Any:
+    """A `transformers.BitsAndBytesConfig` for NF4 with bf16 compute (CUDA only).
+
+    `shardable` stores the packed 4-bit weights as bf16 instead of uint8: FSDP shards float
+    tensors only (bitsandbytes' FSDP-QLoRA guide), and every sharded tensor must share a dtype.
+    """
     import torch
     from transformers import BitsAndBytesConfig
 
@@ -19,4 +23,5 @@ def bnb_4bit_config() -> Any:
         bnb_4bit_quant_type="nf4",
         bnb_4bit_compute_dtype=torch.bfloat16,
         bnb_4bit_use_double_quant=True,
+        **({"bnb_4bit_quant_storage": torch.bfloat16} if shardable else {}),
     )

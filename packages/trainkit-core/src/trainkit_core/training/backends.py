@@ -43,8 +43,11 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def select_backend(requested: str) -> str:
-    """The backend a run uses: `requested`, or for `auto` unsloth on CUDA when installed, else hf."""
+def select_backend(requested: str, sharded: bool = False) -> str:
+    """The backend a run uses: `requested`, or for `auto` unsloth on CUDA when installed, else hf.
+
+    A `sharded` (fsdp) run takes hf: accelerate does not shard Unsloth's patched model.
+    """
     has_unsloth = importlib.util.find_spec("unsloth") is not None
     if requested == "unsloth":
         if not has_unsloth:
@@ -56,7 +59,7 @@ def select_backend(requested: str) -> str:
         return "hf"
     if requested != "auto":
         raise UsageError(f"unknown backend {requested!r}; expected auto, hf or unsloth")
-    return "unsloth" if has_unsloth and cuda_available() else "hf"
+    return "unsloth" if has_unsloth and cuda_available() and not sharded else "hf"
 
 
 def load_hf(source: str, config: TrainConfig) -> Any:
@@ -95,6 +98,7 @@ def load_unsloth(source: str, config: TrainConfig) -> Any:
         # loads; fp32 matches stock transformers exactly (measured on the tiny model).
         dtype=None if cuda else torch.float32,
         full_finetuning=False,
+        **({"device_map": {"": local_gpu()}} if cuda else {}),
     )
     if not cuda:
         _one_thread_if_small(model)
@@ -167,15 +171,26 @@ def load_base(source: str, config: TrainConfig) -> Any:
     kwargs: dict[str, Any] = {}
     if bool(config.load_in_4bit) and cuda:
         from trainkit_core.models.quantization import bnb_4bit_config
+        from trainkit_core.training import sharding
+        from trainkit_core.training.distributed import world_size
 
-        kwargs["quantization_config"] = bnb_4bit_config()
-        kwargs["device_map"] = {"": 0}
+        # QLoRA with fsdp keeps the 4-bit weights in bf16 storage, which FSDP can shard.
+        sharded = world_size(config) > 1 and sharding.choose(config)[0] == "fsdp"
+        kwargs["quantization_config"] = bnb_4bit_config(shardable=sharded)
+        kwargs["device_map"] = {"": local_gpu()}
     else:
         kwargs["dtype"] = torch.bfloat16 if cuda else torch.float32
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     if not cuda:
         _one_thread_if_small(model)
     return model
+
+
+def local_gpu() -> int:
+    """This rank's GPU on its machine (torchrun's ``LOCAL_RANK``): rank N must not load onto GPU 0 too."""
+    import os
+
+    return int(os.environ.get("LOCAL_RANK", "0"))
 
 
 def _one_thread_if_small(model: Any) -> None:
@@ -337,8 +352,13 @@ def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> di
         if world > 1
         else {}
     )
+    gradient_checkpointing = cuda and backend == "hf"
+    if world > 1:
+        from trainkit_core.training import sharding
+
+        # fsdp replaces the Trainer's gradient checkpointing with its own.
+        distributed.update(sharding.trainer_arguments(sharding.choose(config)[0], gradient_checkpointing))
     return {
-        **distributed,
         "output_dir": str(output_dir),
         "max_steps": config.steps if config.steps else -1,
         "num_train_epochs": config.epochs or 1.0,
@@ -356,11 +376,12 @@ def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> di
         "use_cpu": not cuda,
         "bf16": bf16,
         "fp16": cuda and not bf16,
-        "gradient_checkpointing": cuda and backend == "hf",
+        "gradient_checkpointing": gradient_checkpointing,
         "optim": "adamw_8bit" if cuda and config.load_in_4bit else "adamw_torch",
         "report_to": [config.report_to] if config.report_to != "none" else "none",
         "disable_tqdm": True,
         "dataloader_num_workers": 0,
+        **distributed,
     }
 
 

@@ -170,8 +170,9 @@ class TrainConfig(BaseModel):
     )
     strategy: Literal["auto", "ddp", "fsdp"] = Field(
         "auto",
-        description="How a run on several processes splits the work: ddp (a copy of the model per rank), fsdp, "
-        "or auto (ddp; the only one implemented for now).",
+        description="How a run on several ranks splits the work: ddp (a whole copy of the model per rank, to go "
+        "faster), fsdp (parameters, gradients and optimizer state sharded over the ranks, for a model that does not "
+        "fit one GPU), or auto (ddp when the weights fit one GPU with room to train, else fsdp; the plan says why).",
     )
     gpus: int = Field(
         1,
@@ -311,8 +312,13 @@ class TrainConfig(BaseModel):
                 f"processes {self.processes} and gpus {self.gpus} x nodes {self.nodes}: give --processes for CPU "
                 "processes or --gpus/--nodes for GPUs, not both"
             )
-        if self.strategy == "fsdp":
-            raise ValueError("strategy fsdp is not implemented yet; use ddp or auto")
+        if self.strategy == "fsdp" and self.processes * self.gpus * self.nodes == 1:
+            raise ValueError("strategy fsdp shards the model over several ranks: give --processes N or --gpus N")
+        from trainkit_core.training.sharding import refusal
+
+        refused = refusal(self, self.strategy)
+        if refused:
+            raise ValueError(f"strategy {self.strategy}: {refused}")
         return self
 
     # ------------------------------------------------------------------ helpers

@@ -227,11 +227,17 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     from trainkit_core.training import distributed
     from trainkit_core.training.backends import cuda_available, load_model, select_backend
     from trainkit_core.training.gpu import check_gpu_visible
+    from trainkit_core.training.post import after_training, trained_logits
     from trainkit_core.training.progress import Reporter, make_callback
     from trainkit_core.training.vision import has_images, prepare_vision, vision_optimizer, with_vision_modules
 
     check_gpu_visible()  # a GPU that torch cannot use fails the run now, not after hours on the CPU
     config = TrainConfig.model_validate(run.config)
+    from trainkit_core.training import sharding
+
+    world = distributed.world_size(config)
+    strategy, why = sharding.choose(config) if world > 1 else ("", "")
+    sharded = strategy == "fsdp"
     fmt = get_format(config.chat_format or "gemma3")
     models_root = ctx.path("models")
     hf_cache = ctx.path("hf-cache")
@@ -254,7 +260,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     adapter_dir = _start_from(ctx, config)
 
     run.enter_phase("loading_model")
-    backend = select_backend(config.backend)
+    backend = select_backend(config.backend, sharded=sharded)
     run.framework = backend
     if backend == "unsloth":
         import unsloth  # noqa: F401  (before anything imports transformers, so its patches apply)
@@ -263,6 +269,11 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     source = resolve_base_model({"base_model": base_model}, hf_cache)
     run.source_model = base_model
     images = has_images(dataset.train)
+    if images and sharded:
+        raise JobError(
+            f"strategy fsdp ({why}) cannot train on images yet: the vision tower's optimizer is built before the "
+            "model is sharded; train it with --strategy ddp"
+        )
     config = with_vision_modules(config, source, backend, images)
     with run.substep("loading_model", "load_model"):
         # The adapters' initial weights are drawn here, before the trainer seeds anything:
@@ -351,6 +362,8 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
             save_processor(processor, folder)
         write_card(folder, card(step))
         if method.records_rollouts:  # GRPO records its own latest group (`methods.grpo.RolloutKeeper`)
+            pass
+        elif not sharded:  # a sharded model generates only with all its ranks
             _record_rollout(run, model, tokenizer, fmt, rollout_prompts, step)
         if config.keep_checkpoints:
             _keep_checkpoints(run, config.keep_checkpoints, model, keep_eval_rows, folder, step, card(step))
@@ -390,17 +403,17 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         else:
             run.events.append("warning", message="no complete checkpoint to resume from; training from the start")
 
-    world = distributed.world_size(config)
     if world > 1:
+        if sharded:
+            sharding.enable_on_cpu(trainer)
         per_device = distributed.per_device_batch(config)
         where = f"{world} GPUs" if config.processes == 1 else f"{world} processes"
         run.events.append(
             "log",
-            message=f"training on {where} with ddp (strategy {config.strategy}: the model fits each "
-            f"rank; {'nccl' if cuda_available() else 'gloo'}), global batch {per_device * world} "
-            f"({per_device} per rank x {world})",
+            message=f"training on {where} with {strategy} ({why}; {'nccl' if cuda_available() else 'gloo'}), "
+            f"global batch {per_device * world} ({per_device} per rank x {world})",
             processes=world,
-            strategy="ddp",
+            strategy=strategy,
         )
     run.enter_phase("training")
     try:
@@ -410,8 +423,17 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         # saved next on every way on (`saving`, a retry, a failure, a preemption).
         reporter.close(save=False)
     run.step = trainer.state.global_step
+    out_dir = models_root / trained_dir(run.id)
+    # A sharded model is gathered, and runs its forward, only with every rank taking part.
+    held, total = sharding.held_parameters(trainer.model)  # before a forward leaves the root gathered
+    state = sharding.gathered_state_dict(trainer)
+    trained = trained_logits(run, trainer.model, tokenizer, out_dir) if state is not None else None
     if not distributed.is_main_rank():
         return "succeeded"  # rank 0 saves the one adapter and ends the run
+    if sharded:
+        run.events.append(
+            "log", message=f"fsdp: rank 0 held {held:,} of the model's {total:,} parameters", held=held, total=total
+        )
     run.metrics.update(
         {
             "first_loss": reporter.first_loss,
@@ -427,22 +449,26 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         run.events.append("warning", message=warning)
 
     run.enter_phase("saving")
-    out_dir = models_root / trained_dir(run.id)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "trained_model.json").unlink(missing_ok=True)  # the card is written last
     with run.substep("saving", "save_adapter"):
         method.before_save(trainer)
-        trainer.model.save_pretrained(out_dir)
+        trainer.model.save_pretrained(out_dir, **({"state_dict": state} if state is not None else {}))
         tokenizer.save_pretrained(out_dir)
         if processor is not None:
             from trainkit_core.models.processors import save_processor
 
             save_processor(processor, out_dir)  # what inference resizes images with
 
-    from trainkit_core.training.post import after_training
-
     extra = after_training(
-        ctx, run, trainer.model, tokenizer, out_dir, stopped=reporter.stop_requested, processor=processor
+        ctx,
+        run,
+        trainer.model,
+        tokenizer,
+        out_dir,
+        stopped=reporter.stop_requested,
+        processor=processor,
+        trained=trained,
     )
     if extra:
         run.metrics.update(extra)

@@ -316,12 +316,19 @@ def make_plan(
     per_epoch = max(1, math.ceil(examples * training_method.completions_per_example(config) / global_batch))
     strategy = ""
     if world > 1:
-        strategy = (
-            f"ddp on {world} ranks: each holds a whole copy of the LoRA model (fsdp is not implemented yet; "
-            f"backend {'hf' if config.backend != 'unsloth' else 'unsloth'})"
-        )
-        if config.load_in_4bit and config.gpus * config.nodes > 1:
-            notes.append("QLoRA (4-bit) runs under ddp only: sharding its 4-bit weights (fsdp) is not supported here")
+        from trainkit_core.training.sharding import choose
+
+        chosen, why = choose(config)
+        holds = "a whole copy of the model" if chosen == "ddp" else f"1/{world} of the model's weights and states"
+        backend: str = config.backend if config.backend != "auto" else "unsloth where installed on CUDA, else hf"
+        if chosen == "fsdp":
+            backend = "hf (accelerate does not shard Unsloth's model)"
+        strategy = f"{chosen} on {world} ranks ({why}): each holds {holds}; backend {backend}"
+        if chosen == "fsdp" and config.load_in_4bit and config.gpus * config.nodes > 1:
+            notes.append(
+                "QLoRA with fsdp: the 4-bit weights are stored as bf16 so that FSDP can shard them "
+                "(bitsandbytes' FSDP-QLoRA); never run by trainkit on real GPUs"
+            )
     if config.steps is not None:
         steps = config.steps
         epochs = round(steps / per_epoch, 3)

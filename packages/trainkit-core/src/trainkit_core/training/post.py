@@ -70,7 +70,7 @@ def _logits(model: Any, tokenizer: Any, prompts: list[str], device: str) -> list
     import torch
 
     found = []
-    with torch.inference_mode():
+    with torch.no_grad():  # not inference_mode: a sharded model gathers its weights into tensors it keeps
         for text in prompts:
             ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"].to(device)
             found.append(model(input_ids=ids).logits.float().cpu())
@@ -87,35 +87,61 @@ def _is_quantized(model: Any) -> bool:
     )
 
 
+def _prompts(run: TrainingRun, out_dir: Path) -> tuple[Any, Any, list[str]]:
+    from trainkit_core.models.chat_format import get_format, render_prompt
+
+    card = _card(run, out_dir)
+    fmt = get_format(card.chat_format)
+    return card, fmt, [render_prompt(p, fmt) for p in FIXED_PROMPTS]
+
+
+def _device(model: Any) -> str:
+    return "cuda" if str(next(model.parameters()).device).startswith("cuda") else "cpu"
+
+
+def trained_logits(run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path) -> list[Any]:
+    """The trained model's logits on the fixed prompts; of a sharded model, every rank calls it together."""
+    _, _, prompts = _prompts(run, out_dir)
+    model.eval()
+    return _logits(model, tokenizer, prompts, _device(model))
+
+
 def adapter_gate(
-    ctx: JobContext, run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path, *, require_effect: bool = True
+    ctx: JobContext,
+    run: TrainingRun,
+    model: Any,
+    tokenizer: Any,
+    out_dir: Path,
+    *,
+    require_effect: bool = True,
+    trained: list[Any] | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """Check round trip and effect; returns (figures, (reloaded model, tokenizer, format, device, adapter)).
 
     `require_effect=False` for a run that was stopped: stopped in its warm-up (learning
     rate 0 at the first step) its adapter rightly does nothing yet, and it can be resumed;
-    the round trip still holds it to what was trained.
+    the round trip still holds it to what was trained. `trained`: the trained model's
+    logits, computed already (`trained_logits`: by all the ranks of a sharded model).
     """
     import torch
 
     from trainkit_core.inference.loading import check_fit, load_adapter_model
-    from trainkit_core.models.chat_format import get_format, render_prompt
 
-    card = _card(run, out_dir)
-    fmt = get_format(card.chat_format)
-    prompts = [render_prompt(p, fmt) for p in FIXED_PROMPTS]
-    device = str(next(model.parameters()).device)
-    device = "cuda" if device.startswith("cuda") else "cpu"
+    card, fmt, prompts = _prompts(run, out_dir)
+    device = _device(model)
     quantized = _is_quantized(model)
-    model.eval()
-    trained = _logits(model, tokenizer, prompts, device)
-    if not quantized:
+    # A sharded model (its logits given) runs only with all its ranks: the saved adapter is
+    # loaded on a fresh base here, quantized as it trained.
+    sharded = trained is not None
+    if trained is None:
+        trained = trained_logits(run, model, tokenizer, out_dir)
+    if not quantized or sharded:
         dtype = model.get_input_embeddings().weight.dtype  # the base weights' dtype, as trained
         reloaded, tok, fmt = load_adapter_model(
-            out_dir, card, ctx.path("hf-cache"), device=device, quantize=False, dtype=dtype
+            out_dir, card, ctx.path("hf-cache"), device=device, quantize=quantized, dtype=dtype
         )
         adapter = "default"
-        tol = ROUND_TRIP_TOL if dtype == torch.float32 else QUANTIZED_TOL
+        tol = ROUND_TRIP_TOL if dtype == torch.float32 and not quantized else QUANTIZED_TOL
     else:
         check_fit(card, out_dir, tokenizer)
         model.load_adapter(str(out_dir), adapter_name="saved", is_trainable=False)
@@ -131,7 +157,7 @@ def adapter_gate(
         "gate_effect_max_abs_diff": round(effect, 6),
         "gate_effect_minimum": EFFECT_MIN,
         "gate_prompts": len(prompts),
-        "gate_reloaded": "fresh base" if not quantized else "in-memory base",
+        "gate_reloaded": "fresh base" if not quantized or sharded else "in-memory base",
     }
     if not round_trip <= tol:
         raise JobError(
@@ -157,11 +183,12 @@ def after_training(
     *,
     stopped: bool = False,
     processor: Any = None,
+    trained: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Gate figures and eval metrics of the saved model in `out_dir`, merged into the run's metrics."""
     with run.substep("saving", "adapter_gate"):
         figures, (reloaded, tok, fmt, device, adapter) = adapter_gate(
-            ctx, run, model, tokenizer, out_dir, require_effect=not stopped
+            ctx, run, model, tokenizer, out_dir, require_effect=not stopped, trained=trained
         )
     if figures["gate_effect_max_abs_diff"] > EFFECT_MIN:
         run.events.append(

@@ -188,6 +188,15 @@ def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
             "conversations with their pixels, and trl refuses packing for vision data)",
             hint="train without --packing",
         )
+    from trainkit_core.training.distributed import world_size
+    from trainkit_core.training.sharding import choose
+
+    if images and world_size(config) > 1 and choose(config)[0] == "fsdp":
+        raise UsageError(
+            f"dataset {config.dataset!r} has images; strategy fsdp cannot train them yet (the vision tower's "
+            "optimizer is built before the model is sharded)",
+            hint="train image data with --strategy ddp",
+        )
 
 
 def _refuse_thinking_without_a_place(config: TrainConfig, dataset_format: str, files: list[Any]) -> None:
@@ -367,6 +376,17 @@ def _on_other_ranks(provider: Any, config: TrainConfig, processes: int | None, g
         raise UsageError(f"cannot resume on other ranks: {describe_errors(exc)}") from None
     provider.check_scale(changed.gpus, changed.nodes)
     _check_processes(provider, changed)
+    from trainkit_core.training.sharding import choose
+
+    before, after = choose(config)[0], choose(changed)[0]
+    if before != after and "fsdp" in (before, after):
+        raise UsageError(
+            f"cannot resume on other ranks: the run trained with {before} and would go on with {after}; "
+            "a checkpoint keeps the optimizer state in its strategy's own form",
+            hint=f"resume it on several ranks with --strategy {before}"
+            if before == "fsdp"
+            else "resume it with the same number of ranks",
+        )
     return changed
 
 
@@ -378,3 +398,11 @@ def _check_processes(provider: Any, config: TrainConfig) -> None:
             "(the local provider does)",
             hint="drop --processes, or ask for --gpus N where the provider declares several GPUs",
         )
+    from trainkit_core.training.distributed import world_size
+    from trainkit_core.training.sharding import choose, refusal
+
+    if world_size(config) > 1:
+        strategy, why = choose(config)
+        refused = refusal(config, strategy)
+        if refused:
+            raise UsageError(f"strategy {strategy} ({why}): {refused}", hint="ask for --strategy ddp")
