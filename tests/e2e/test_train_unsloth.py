@@ -103,3 +103,49 @@ def gemma4_processor_loads() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_unsloth_on_two_processes_trains_the_adapter_one_process_does(tmp_path: Path) -> None:
+    """Unsloth's model under torchrun (ddp over gloo, as Unsloth's multi-GPU guide runs it through accelerate).
+
+    2 processes of global batch 2 against 1 process of batch 2: the same data order, so the
+    same losses and adapter within float rounding (the tolerance of tests/core/test_distributed_ml.py).
+    """
+    pytest.importorskip("unsloth")
+    import torch
+    from safetensors.torch import load_file
+
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "TRAINKIT_HOME": str(home),
+        "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    recipe = ["--dataset", "demo", "--steps", "4", "--batch-size", "2", "--lr", "1e-3", "--save-every", "1000"]
+    records = []
+    for processes in ("1", "2"):
+        args = ["train", *recipe, "--backend", "unsloth", "--processes", processes, "--json"]
+        done = subprocess.run(
+            [sys.executable, "-m", "trainkit_cli", *args],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        logs = "\n".join(p.read_text(errors="replace") for p in (home / "logs").glob("*.log"))
+        assert done.returncode == 0, f"{done.stderr[-3000:]}\n{logs[-6000:]}"
+        records.append(json.loads(done.stdout))
+    one, two = records
+    assert one["status"] == two["status"] == "succeeded", (one["error_message"], two["error_message"])
+    assert one["framework"] == two["framework"] == "unsloth" and two["config"]["processes"] == 2
+    for key in ("first_loss", "final_loss"):
+        assert two["metrics"][key] == pytest.approx(one["metrics"][key], rel=1e-3), key
+    models = home / "volumes" / "trainkit-models" / "trained"
+    a = load_file(str(models / one["id"] / "adapter_model.safetensors"))
+    b = load_file(str(models / two["id"] / "adapter_model.safetensors"))
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.allclose(a[name], b[name], rtol=1e-3, atol=1e-6), name

@@ -390,3 +390,42 @@ def test_an_export_runs_as_a_job_and_writes_to_the_models_volume(
     check = export.json()["gguf"]["check"]  # q8_0: its exact-match rate is reported, not required
     assert check["prompts"] == 4 and check["prompt_tokens_equal"] and check["chat_template_equal"], check
     assert (tmp_path / "merged" / "model-q8_0.gguf").is_file() and (tmp_path / "merged" / "Modelfile").is_file()
+
+
+def _run_through_the_web(deployed: Deployed, body: dict[str, Any]) -> dict[str, Any]:
+    with deployed.client() as client:
+        created = client.post("/v1/jobs", json=body)
+        assert created.status_code == 201, f"{created.status_code} {created.text}\n{deployed.logs()}"
+        run_id, deadline = created.json()["id"], time.monotonic() + 900
+        while (record := client.get(f"/v1/jobs/{run_id}").json())["status"] not in ENDED:
+            assert time.monotonic() < deadline, f"run still {record['status']}\n{deployed.logs()}"
+            time.sleep(2)
+    return record  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    "scale",
+    [{"gpus": 2}, {"nodes": 2}, {"gpus": 2, "strategy": "fsdp"}],
+    ids=["two-gpus", "two-nodes", "two-gpus-sharded"],
+)
+def test_a_run_on_two_ranks_trains_in_the_train_image(deployed: Deployed, scale: dict[str, int]) -> None:
+    """torchrun's ranks in the train image's container (2 GPUs), or one per container of a 2-node cluster.
+
+    The ranks are new processes of the container: they rebuild Modal's job context with the
+    modal SDK the image holds, and (2 nodes) meet at the address Modal gives node 0.
+    """
+    body = {"dataset": "simdemo", "model_size": "tiny", "gpu": "T4", "steps": STEPS, "batch_size": 1, **scale}
+    record = _run_through_the_web(deployed, body)
+    assert record["status"] == "succeeded", f"{record}\n{deployed.logs()}"
+    assert record["step"] == STEPS
+    from trainkit_core.runs.training_run import RunStore
+
+    run = RunStore.for_provider(deployed.provider).get(record["id"])
+    call = json.loads((deployed.root / "calls" / f"{run.function_call_id}.json").read_text())
+    nodes = scale.get("nodes", 1)
+    assert (call["name"] == "train_nodes2") == (nodes == 2), call["name"]
+    assert call["options"]["gpu"] == ("T4" if nodes == 2 else "T4:2") and call["policy"].get("cluster_size", 1) == nodes
+    events = run.events.read()
+    said = [e for e in events if "processes" in e]
+    assert [(e["processes"], e["strategy"]) for e in said] == [(2, scale.get("strategy", "ddp"))], said
+    assert deployed.provider.volume("models").exists(f"trained/{record['id']}/adapter_model.safetensors")

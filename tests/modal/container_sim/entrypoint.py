@@ -8,10 +8,11 @@ modal's own deserializer (modal is installed in every image), hydrate the app fr
 its layout (`_App._init_container`, so the web API's runner starts jobs in its own app
 through `trainkit_modal.own_app`, as on Modal), run the class's ``@modal.enter``
 methods, call the function or method. The only stand-ins are the SDK
-objects that would talk to Modal's servers (`Dict`, `Volume`, `Function`, `Cls`,
-`FunctionCall`, `App.lookup`, `current_function_call_id`), replaced by the fakes of
-``fake_modal.py`` sharing the test's state, and the volumes' mount paths, redirected to
-the fake volumes' folders.
+objects that would talk to Modal's servers or its container runtime (`Dict`, `Volume`,
+`Function`, `Cls`, `FunctionCall`, `App.lookup`, `current_function_call_id`, `Cluster`),
+replaced by the fakes of ``fake_modal.py`` sharing the test's state, and the volumes' mount
+paths, redirected to the fake volumes' folders (`modal_patch`); the processes the job starts
+(torchrun's ranks) get the same stand-ins when they start.
 
     python entrypoint.py SIM_JSON NAME CALL_ID      # one input (call record under FAKE_MODAL_ROOT)
     python entrypoint.py SIM_JSON web --serve PORT  # the ASGI app on 127.0.0.1:PORT
@@ -31,21 +32,14 @@ sys.path.pop(0)
 
 
 def _load(sim: dict, name: str):
-    import modal
     from modal._serialization import deserialize
 
-    sys.path.append(sim["sdk"])  # fake_modal.py, after everything the image has
-    import fake_modal
+    sys.path.append(str(Path(__file__).resolve().parent))
+    import modal_patch
 
-    fake_modal.exception = modal.exception  # the fakes raise modal's own exceptions
-    for attr in ("Dict", "Volume", "Function", "Cls", "FunctionCall", "current_function_call_id"):
-        setattr(modal, attr, getattr(fake_modal, attr))
-    modal.App.lookup = staticmethod(fake_modal.App.lookup)
-
-    # The volumes' mount paths (/data, /models, ...), redirected to the fake volumes' folders.
-    from trainkit_modal import spec as specmod
-
-    specmod.MOUNT_PATHS.update(sim["mounts"])
+    sys.path.pop()
+    modal_patch.patch(sim)
+    modal_patch.hand_down(Path(sys.argv[1]))
     return deserialize(Path(sim["payloads"], f"{name}.pkl").read_bytes(), None)
 
 
