@@ -121,3 +121,79 @@ def test_a_weight_0_answer_beside_a_picture_is_context_only(twin: tuple[str, Pat
     )
     assert "a red square" in tokenizer.decode(ids)
     assert check_vision_mask(processor, fmt, example)["trained_tokens"] == sum(1 for x in labels if x != IGNORE)
+
+
+COLOUR_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "colour_name",
+        "description": "The name of a colour given as RGB.",
+        "parameters": {"type": "object", "properties": {"rgb": {"type": "string"}}, "required": ["rgb"]},
+    },
+}
+
+
+def _tools_example(thinking: bool) -> dict[str, Any]:
+    """A picture, a call to a declared tool, its answer, then the final answer (with thinking on Gemma 4)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "colour_name", "arguments": '{"rgb": "255,0,0"}'}}
+    first: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [call]}
+    if thinking:
+        first["reasoning_content"] = "The square looks red; ask the tool."
+    return {
+        "tools": [COLOUR_TOOL],
+        "messages": [
+            {"role": "system", "content": "Name colours exactly."},
+            {"role": "user", "content": [{"type": "text", "text": "Which colour is this?"}, image_part("red")]},
+            first,
+            {"role": "tool", "tool_call_id": "c1", "content": "crimson-ish red"},
+            {"role": "assistant", "content": "It is red."},
+        ],
+    }
+
+
+def test_pictures_with_tool_calls_train_the_calls_and_answers_only(twin: tuple[str, Path, Any]) -> None:
+    """The text path's rendering with a picture in it: the calls and answers (and Gemma 4's thinking) are
+    trained; the tool's answer, the declarations, the picture and the prompt are not."""
+    from trainkit_core.datasets.vision_collator import (
+        IGNORE,
+        VisionCollator,
+        check_vision_mask,
+        image_placeholder,
+        render_with_images,
+    )
+    from trainkit_core.models.chat_format import get_format
+
+    base, _, processor = twin
+    fmt = get_format(TWINS[base])
+    example = _tools_example(thinking=fmt.native_tools)
+    batch = VisionCollator(processor, fmt)([example, EXAMPLES[1]])  # padded beside a conversation of two pictures
+    tokenizer = processor.tokenizer
+    ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    trained = tokenizer.decode([t for t, label in zip(ids, labels, strict=True) if label != IGNORE])
+    _, refs, pieces = render_with_images(example["messages"], fmt, image_placeholder(processor), tools=example["tools"])
+    assert len(refs) == 1
+    assert trained == "".join(text for text, learnt in pieces if learnt)
+    assert "255,0,0" in trained and "It is red." in trained
+    assert "crimson-ish" not in trained and "colour_name" in tokenizer.decode(ids)  # declared, called, not answered
+    assert ("The square looks red" in trained) == fmt.native_tools
+    assert check_vision_mask(processor, fmt, example)["trained_tokens"] == sum(1 for x in labels if x != IGNORE)
+    # The other row still trains its own answer, whatever the padding.
+    row = zip(batch["input_ids"][1].tolist(), batch["labels"][1].tolist(), strict=True)
+    assert tokenizer.decode([t for t, label in row if label != IGNORE]) == f"blue, then green{fmt.end_of_turn}\n"
+
+
+def test_a_prompt_with_a_picture_declares_the_requests_tools(twin: tuple[str, Path, Any]) -> None:
+    """Inference with a picture renders its prompt as the text path does: the tools declared, the model's turn open."""
+    from types import SimpleNamespace
+
+    from trainkit_core.inference.generation import image_inputs
+    from trainkit_core.models.chat_format import get_format
+
+    base, _, processor = twin
+    fmt = get_format(TWINS[base])
+    loaded = SimpleNamespace(processor=processor, fmt=fmt, device="cpu")
+    turns = _tools_example(thinking=False)["messages"][:2]
+    with_tools = processor.tokenizer.decode(image_inputs(loaded, turns, tools=[COLOUR_TOOL])["input_ids"][0])
+    without = processor.tokenizer.decode(image_inputs(loaded, turns)["input_ids"][0])
+    assert "colour_name" in with_tools and "colour_name" not in without
+    assert with_tools.endswith(fmt.generation_prompt) and without.endswith(fmt.generation_prompt)

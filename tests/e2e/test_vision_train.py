@@ -208,3 +208,59 @@ def _data_url(path: Path) -> str:
     import base64
 
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
+
+
+@pytest.mark.parametrize("size", list(TWINS))
+def test_a_twin_trains_on_pictures_with_tool_calls(env: Env, size: str) -> None:
+    """Pictures, a declared tool, a call and its answer in one conversation (with thinking on Gemma 4):
+    the run checks its mask on the processor's output and trains."""
+    pictures = sorted((env.datasets / "shapes" / "images").glob("train-*.png"))[:6]
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "shape_name",
+            "description": "The shape's name in another language.",
+            "parameters": {"type": "object", "properties": {"shape": {"type": "string"}}, "required": ["shape"]},
+        },
+    }
+    lines = []
+    for i, picture in enumerate(pictures):
+        shape = picture.stem.split("-")[2]
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "shape_name", "arguments": {"shape": shape}}}
+        first: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [call]}
+        if TWINS[size] == "gemma4":
+            first["reasoning_content"] = f"It is a {shape}; look its name up."
+        messages = [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "Name the shape in French."},
+                    {"type": "image_url", "image_url": {"url": _data_url(picture)}},
+                ],
+            },
+            first,
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"le {shape}"},
+            {"role": "assistant", "content": f"Le {shape}."},
+        ]
+        lines.append(json.dumps({"tools": [tool], "messages": messages}))
+    folder = env.datasets / f"shape-tools-{TWINS[size]}"
+    folder.mkdir()
+    (folder / "train.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "dataset.toml").write_text(f'name = "{folder.name}"\nformat = "chat"\ntrain = ["train.jsonl"]\n')
+    done = env.cli(
+        "train",
+        "--dataset",
+        folder.name,
+        "--model-size",
+        size,
+        "--steps",
+        "8",
+        "--save-every",
+        "8",
+        "--max-seq-length",
+        "1024",
+    )
+    found = re.search(r"model: (trained/run-\S+)", done.stdout)
+    assert found, done.stdout + done.stderr
+    shown = env.cli("runs", "logs", found.group(1).split("/", 1)[1])
+    assert "loss mask checked on the processor's output" in shown.stdout, shown.stdout[-3000:]

@@ -5,10 +5,10 @@ Why a collator of its own: the text path pre-tokenizes with character offsets
 hundreds of tokens only inside the processor (Gemma 3: ``<start_of_image>`` becomes
 ``<boi>``, ``mm_tokens_per_image`` soft tokens and ``<eoi>``; Gemma 4 its own markers),
 and the pictures must be resized exactly as the processor does at inference. So the
-conversation is rendered in the shared chat format with one placeholder per image
-part, the processor expands and tokenizes it, and the loss mask is found on the
-processor's own ids: the i-th turn marker starts the i-th turn, and an assistant turn
-trains from after its ``model\\n`` to its end-of-turn token and the newline after it.
+conversation is rendered by the text path's own `segments` (tools, calls, thinking and
+per-message weights as there) with one placeholder per image part, the labels are found
+by offsets on that placeholder text, and they are carried over turn by turn onto the
+processor's ids, which differ only inside the turns that hold pictures (`processor_labels`).
 Image tokens, prompts and padding are never trained (`check_vision_mask` proves it on
 the real processor before a run trains).
 
@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from trainkit_core.datasets.images import ImageLimits, load_image
 from trainkit_core.errors import JobError, UsageError
-from trainkit_core.models.chat_format import ChatFormat, is_trained
+from trainkit_core.models.chat_format import ChatFormat, encode_pieces, segments
 
 IGNORE = -100
 
@@ -43,49 +44,47 @@ def image_placeholder(processor: Any) -> str:
     return token
 
 
-def render_with_images(
-    messages: Sequence[Mapping[str, Any]], fmt: ChatFormat, placeholder: str, *, add_generation_prompt: bool = False
-) -> tuple[str, list[str], list[bool]]:
-    """(text, image references in order, whether training learns each turn) of one conversation.
-
-    The same layout as `trainkit_core.models.chat_format.render` (a system message folded into
-    the first user turn, contents stripped), with `placeholder` where each image was. A turn
-    is learnt when it is an assistant's without ``"weight": 0`` (`chat_format.is_trained`).
-    """
-    turns: list[tuple[str, str]] = []
-    trained: list[bool] = []
+def with_placeholders(
+    messages: Sequence[Mapping[str, Any]], placeholder: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The messages with each image part as `placeholder` in its text, and the images' references in order."""
+    flat: list[dict[str, Any]] = []
     images: list[str] = []
-    system = ""
     for index, message in enumerate(messages):
-        if message.get("role") == "tool" or message.get("tool_calls") or message.get("reasoning_content"):
-            raise UsageError(
-                f"message {index}: tool calls and thinking are not yet trained together with images; "
-                "train them in a text-only dataset"
-            )
-        role, content = str(message.get("role")), message.get("content")
+        content = message.get("content")
+        if not isinstance(content, list):
+            flat.append(dict(message))
+            continue
         pieces: list[str] = []
-        parts: list[Any] = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
-        for part in parts:
+        for part in content:
             if part.get("type") == "image_url":
-                if role == "assistant":
+                if message.get("role") == "assistant":
                     raise UsageError(f"message {index}: images go in user or system messages, not assistant")
                 images.append(str(part["image_url"]["url"]))
                 pieces.append(placeholder)
             else:
                 pieces.append(str(part.get("text", "")).strip())
-        text = "\n".join(p for p in pieces if p)
-        if role == "system":
-            if index != 0:
-                raise UsageError(f"message {index}: a system message may only come first")
-            system = text
-            continue
-        if system and not turns:
-            text = f"{system}\n\n{text}"
-        turns.append((role, text))
-        trained.append(is_trained(message))
-    body = "".join(f"{fmt.start(role)}{text}{fmt.end_of_turn}\n" for role, text in turns)
-    prompt = fmt.generation_prompt if add_generation_prompt else ""
-    return fmt.bos + body + prompt, images, trained
+        flat.append({**message, "content": "\n".join(p for p in pieces if p)})
+    return flat, images
+
+
+def render_with_images(
+    messages: Sequence[Mapping[str, Any]],
+    fmt: ChatFormat,
+    placeholder: str,
+    *,
+    add_generation_prompt: bool = False,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    keep_thinking: bool = True,
+) -> tuple[str, list[str], list[tuple[str, bool]]]:
+    """(text, image references in order, the rendered pieces) of one conversation.
+
+    Rendered by the text path's own `segments` (tools, calls, thinking and weights included),
+    with `placeholder` where each image was; a piece is (text, trained).
+    """
+    flat, images = with_placeholders(messages, placeholder)
+    pieces = segments(flat, fmt, tools=tools, add_generation_prompt=add_generation_prompt, keep_thinking=keep_thinking)
+    return "".join(text for text, _ in pieces), images, pieces
 
 
 @dataclass
@@ -99,23 +98,26 @@ class VisionCollator:
     fmt: ChatFormat
     max_length: int | None = None
     limits: ImageLimits | None = None
+    keep_thinking: bool = True
 
     def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         import json
 
         placeholder = image_placeholder(self.processor)
-        texts, images, learnt = [], [], []
+        texts, images, encoded = [], [], []
         for row in examples:
             example = json.loads(row["record"]) if "record" in row else row
-            text, refs, trained = render_with_images(example["messages"], self.fmt, placeholder)
+            text, refs, pieces = render_with_images(
+                example["messages"], self.fmt, placeholder, tools=example.get("tools"), keep_thinking=self.keep_thinking
+            )
             texts.append(text)
             images.append([load_image(ref, self.limits) for ref in refs])
-            learnt.append(trained)
+            encoded.append(encode_pieces(self.processor.tokenizer, pieces))
         kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
         if any(images):
             kwargs["images"] = images
         batch = dict(self.processor(**kwargs))
-        batch["labels"] = assistant_labels(batch["input_ids"], learnt, self.processor.tokenizer, self.fmt)
+        batch["labels"] = processor_labels(batch, encoded, self.processor.tokenizer, self.fmt)
         if self.max_length is not None and batch["input_ids"].shape[1] > self.max_length:
             raise UsageError(
                 f"an example is {batch['input_ids'].shape[1]} tokens with its images, over max_seq_length "
@@ -124,59 +126,72 @@ class VisionCollator:
         return batch
 
 
-def assistant_labels(input_ids: Any, trained: Sequence[Sequence[bool]], tokenizer: Any, fmt: ChatFormat) -> Any:
-    """Labels for a processor's `input_ids`: the learnt assistant turns' text and end-of-turn, -100 elsewhere."""
+def _turns(values: list[int], markers: list[int]) -> list[list[int]]:
+    """`values` cut before each position in `markers` (the turn starts): the part before the first, then each turn."""
+    bounds = [0, *markers, len(values)]
+    return [values[a:b] for a, b in pairwise(bounds)]
+
+
+def processor_labels(
+    batch: Mapping[str, Any], encoded: Sequence[Mapping[str, list[int]]], tokenizer: Any, fmt: ChatFormat
+) -> Any:
+    """Labels for a processor's `input_ids`, carried over from the placeholder text's offset labels.
+
+    The processor only widens image placeholders, which sit in user or system turns; turn
+    markers are special tokens nothing merges with. So turn by turn: a turn with a trained
+    token must be, in the processor's ids, exactly the tokens it was in the placeholder
+    text (else `JobError`), and takes its labels; every other turn, pictures and padding
+    included, trains nothing.
+    """
     import torch
 
     turn_start = tokenizer.convert_tokens_to_ids(fmt.turn_start)
-    end_of_turn = tokenizer.convert_tokens_to_ids(fmt.end_of_turn)
-    header = tokenizer(fmt.start("assistant"), add_special_tokens=False)["input_ids"]
-    newline = tokenizer("\n", add_special_tokens=False)["input_ids"]
-    labels = torch.full_like(input_ids, IGNORE)
-    for row, turns in enumerate(trained):
-        ids = input_ids[row].tolist()
-        starts = [i for i, token in enumerate(ids) if token == turn_start]
-        if len(starts) != len(turns):
+    labels = torch.full_like(batch["input_ids"], IGNORE)
+    for row, plain in enumerate(encoded):
+        kept = batch["attention_mask"][row].nonzero().flatten().tolist()  # not the padding, on either side
+        ids = batch["input_ids"][row, kept].tolist()
+        marks = [i for i, token in enumerate(ids) if token == turn_start]
+        plain_marks = [i for i, token in enumerate(plain["input_ids"]) if token == turn_start]
+        if len(marks) != len(plain_marks) or not marks:
             raise JobError(
-                f"loss mask: {len(starts)} turn markers in the processor's ids for {len(turns)} turns; "
+                f"loss mask: {len(marks)} turn markers in the processor's ids for {len(plain_marks)} turns; "
                 f"does the processor's tokenizer know {fmt.turn_start!r}?"
             )
-        for start, learnt in zip(starts, turns, strict=True):
-            if not learnt:
-                continue
-            first = start + len(header)
-            if ids[start:first] != header:
-                raise JobError(f"loss mask: an assistant turn does not start with {fmt.start('assistant')!r}")
-            try:
-                end = ids.index(end_of_turn, first) + 1
-            except ValueError:
-                raise JobError("loss mask: an assistant turn has no end-of-turn token") from None
-            if ids[end : end + len(newline)] == newline:
-                end += len(newline)
-            labels[row, first:end] = input_ids[row, first:end]
+        row_labels: list[int] = []
+        for turn, plain_turn, plain_labels in zip(
+            _turns(ids, marks),
+            _turns(plain["input_ids"], plain_marks),
+            _turns(plain["labels"], plain_marks),
+            strict=True,
+        ):
+            if all(label == IGNORE for label in plain_labels):
+                row_labels.extend([IGNORE] * len(turn))
+            elif turn == plain_turn:
+                row_labels.extend(plain_labels)
+            else:
+                raise JobError("loss mask: a trained turn is not the same tokens in the processor's ids")
+        labels[row, kept] = torch.tensor(row_labels, dtype=labels.dtype)
     return labels
 
 
-def check_vision_mask(processor: Any, fmt: ChatFormat, example: Mapping[str, Any]) -> dict[str, Any]:
+def check_vision_mask(
+    processor: Any, fmt: ChatFormat, example: Mapping[str, Any], *, keep_thinking: bool = True
+) -> dict[str, Any]:
     """Prove on this processor that one real example trains exactly its answers and end-of-turn tokens.
 
     Raises `JobError` saying what is wrong; returns a summary for the run's events.
     """
-    batch = VisionCollator(processor, fmt)([example])
+    batch = VisionCollator(processor, fmt, keep_thinking=keep_thinking)([example])
     ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
     tokenizer = processor.tokenizer
     trained = [token for token, label in zip(ids, labels, strict=True) if label != IGNORE]
     image_ids = {tokenizer.convert_tokens_to_ids(t) for t in _image_tokens(processor)}
     if image_ids & set(trained):
         raise JobError("loss mask check failed: image tokens are trained")
-    answers = [
-        "\n".join(p["text"].strip() for p in m["content"] if p.get("type") == "text")
-        if isinstance(m["content"], list)
-        else str(m["content"]).strip()
-        for m in example["messages"]
-        if is_trained(m)
-    ]
-    expected = "".join(a + fmt.end_of_turn + "\n" for a in answers)
+    _, _, pieces = render_with_images(
+        example["messages"], fmt, image_placeholder(processor), tools=example.get("tools"), keep_thinking=keep_thinking
+    )
+    expected = "".join(text for text, learnt in pieces if learnt)
     text = tokenizer.decode(trained, skip_special_tokens=False)
     if text != expected:
         raise JobError(f"loss mask check failed: the trained tokens decode to {text!r}, expected {expected!r}")

@@ -83,18 +83,26 @@ def split_thinking(raw: str) -> tuple[str, str]:
     return thinking, raw[:start] + (raw[end + len(CHANNEL_CLOSE) :] if end >= 0 else "")
 
 
-def image_inputs(loaded: LoadedModel, turns: list[dict[str, Any]]) -> Any:
-    """The processor's inputs (ids, pixel values, token types) for a conversation with images."""
-    from trainkit_core.datasets.vision_collator import image_placeholder, render_with_images
+def image_inputs(
+    loaded: LoadedModel,
+    turns: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    think: bool | None = None,
+) -> Any:
+    """The processor's inputs (ids, pixel values, token types) for a conversation with images.
+
+    The prompt is the text path's (`render_prompt`: tools, thinking), with the processor's
+    image placeholder where each picture is.
+    """
+    from trainkit_core.datasets.vision_collator import image_placeholder, with_placeholders
     from trainkit_core.errors import UsageError
 
     if loaded.processor is None:
         raise UsageError(f"{loaded.ref.path} (base {loaded.card.base_model}) is a text-only model: it takes no images")
     from trainkit_core.datasets.images import load_image
 
-    text, refs, _ = render_with_images(
-        turns, loaded.fmt, image_placeholder(loaded.processor), add_generation_prompt=True
-    )
+    flat, refs = with_placeholders(turns, image_placeholder(loaded.processor))
+    text = render_prompt(flat, loaded.fmt, tools=tools, think=think)
     batch = loaded.processor(text=[text], images=[[load_image(ref) for ref in refs]], return_tensors="pt")
     return batch.to(loaded.device)
 
@@ -196,7 +204,7 @@ def generate(
 
     tok = loaded.tokenizer
     if req.has_images:
-        inputs = image_inputs(loaded, req.chat())
+        inputs = image_inputs(loaded, req.chat(), tools=req.tool_list(), think=req.think)
     else:
         prompt = render_prompt(req.chat(), loaded.fmt, tools=req.tool_list(), think=req.think)
         inputs = tok(prompt, add_special_tokens=False, return_tensors="pt").to(loaded.device)

@@ -273,7 +273,13 @@ def encode_for_training(
     The whole conversation is tokenized at once (as inference does); a token is trained
     when it starts inside an assistant piece. Needs a fast tokenizer (offsets).
     """
-    pieces = segments(messages, fmt, tools=tools, keep_thinking=keep_thinking)
+    return encode_pieces(tokenizer, segments(messages, fmt, tools=tools, keep_thinking=keep_thinking), max_length)
+
+
+def encode_pieces(
+    tokenizer: Any, pieces: Sequence[tuple[str, bool]], max_length: int | None = None
+) -> dict[str, list[int]]:
+    """`encode_for_training` of pieces already rendered (`segments`; the vision collator's carry image placeholders)."""
     text = "".join(t for t, _ in pieces)
     spans = []
     pos = 0

@@ -84,9 +84,9 @@ def prepare_vision(
     if processor.tokenizer.pad_token is None:
         processor.tokenizer.pad_token = processor.tokenizer.eos_token
     first = next(r for r in records if has_images([r]))
-    summary = check_vision_mask(processor, fmt, first)
+    summary = check_vision_mask(processor, fmt, first, keep_thinking=config.keep_thinking)
     run.events.append("log", message="loss mask checked on the processor's output", **summary)
-    collator = VisionCollator(processor, fmt, max_length=config.max_seq_length)
+    collator = VisionCollator(processor, fmt, max_length=config.max_seq_length, keep_thinking=config.keep_thinking)
     return processor, collator, as_rows(records)
 
 
