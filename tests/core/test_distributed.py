@@ -103,3 +103,24 @@ def test_a_muted_rank_never_writes_the_real_store(tmp_path) -> None:
         "run-a/2": {"from": "rank 1"},
         "run-a/3": {"from": "rank 1"},
     }
+
+
+@pytest.mark.parametrize(("four_bit", "strategy"), [(True, "ddp"), (False, "fsdp")])
+def test_gpu_trainer_arguments_follow_the_strategy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path, four_bit: bool, strategy: str
+) -> None:
+    """What a 2-GPU run of 31b asks of the Trainer (no GPU here: the CUDA checks answer as on one)."""
+    from trainkit_core.training import backends
+
+    monkeypatch.setattr(backends, "cuda_available", lambda: True)
+    monkeypatch.setattr(backends, "_bf16_supported", lambda: True)
+    config = TrainConfig.parse(
+        {"dataset": "demo", "model_size": "31b", "gpu": "A100-80GB:2", "load_in_4bit": four_bit}
+    ).resolve()
+    args = backends.trainer_arguments("hf", config, tmp_path)
+    assert args["ddp_backend"] == "nccl" and args["per_device_train_batch_size"] == config.batch_size
+    if strategy == "ddp":  # QLoRA fits: a copy per GPU, the Trainer's checkpointing, 8-bit Adam
+        assert "fsdp" not in args and args["gradient_checkpointing"] is True and args["optim"] == "adamw_8bit"
+    else:  # bf16 does not: sharded, FSDP's own activation checkpointing, plain AdamW on the shards
+        assert args["fsdp"] is True and args["fsdp_config"]["activation_checkpointing"] is True
+        assert args["gradient_checkpointing"] is False and args["optim"] == "adamw_torch"

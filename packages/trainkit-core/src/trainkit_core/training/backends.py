@@ -353,11 +353,15 @@ def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> di
         else {}
     )
     gradient_checkpointing = cuda and backend == "hf"
+    optim = "adamw_8bit" if cuda and config.load_in_4bit else "adamw_torch"
     if world > 1:
         from trainkit_core.training import sharding
 
-        # fsdp replaces the Trainer's gradient checkpointing with its own.
-        distributed.update(sharding.trainer_arguments(sharding.choose(config)[0], gradient_checkpointing))
+        strategy = sharding.choose(config)[0]
+        # fsdp replaces the Trainer's gradient checkpointing with its own, and its parameters are
+        # DTensor shards, which bitsandbytes' 8-bit optimizer states were never shown to handle.
+        distributed.update(sharding.trainer_arguments(strategy, gradient_checkpointing))
+        optim = "adamw_torch" if strategy == "fsdp" else optim
     return {
         "output_dir": str(output_dir),
         "max_steps": config.steps if config.steps else -1,
@@ -377,7 +381,7 @@ def trainer_arguments(backend: str, config: TrainConfig, output_dir: Path) -> di
         "bf16": bf16,
         "fp16": cuda and not bf16,
         "gradient_checkpointing": gradient_checkpointing,
-        "optim": "adamw_8bit" if cuda and config.load_in_4bit else "adamw_torch",
+        "optim": optim,
         "report_to": [config.report_to] if config.report_to != "none" else "none",
         "disable_tqdm": True,
         "dataloader_num_workers": 0,
