@@ -862,11 +862,13 @@ function sweepTable(runs, varied, seen) {
 /* ---- playground: a prompt, the tuned and the base answer side by side */
 
 /* Stream one chat completion (`content`: the prompt's text, or OpenAI's parts: text and image_url) (OpenAI's chunks over SSE, read with fetch so the token
- * stays in a header); calls onText(piece) per delta. Resolves with the finish reason. */
-async function streamChat(model, content, onText, signal) {
+ * stays in a header); calls onText(piece, kind) per delta, kind "answer" or "thinking" (a Gemma 4 model's
+ * `reasoning_content`). `think` asks the model to think (`reasoning_effort`). Resolves with the finish reason. */
+async function streamChat(model, content, onText, signal, think = false) {
   const sent = app.token;
   const headers = authHeaders({ "Content-Type": "application/json", Accept: "text/event-stream" });
   const body = { model, messages: [{ role: "user", content }], stream: true, max_tokens: PLAYGROUND_MAX_TOKENS };
+  if (think) body.reasoning_effort = "high";
   const resp = await fetch("/v1/chat/completions", { method: "POST", headers, body: JSON.stringify(body), signal, cache: "no-store" });
   if (resp.status === 401) refused(sent);
   if (!resp.ok || !resp.body) {
@@ -889,7 +891,8 @@ async function streamChat(model, content, onText, signal) {
       if (!chunk) continue; // "[DONE]" or a comment
       if (chunk.error) throw new ApiError(500, chunk.error.message || "generation failed");
       for (const choice of chunk.choices || []) {
-        if (choice.delta && choice.delta.content) onText(choice.delta.content);
+        if (choice.delta && choice.delta.reasoning_content) onText(choice.delta.reasoning_content, "thinking");
+        if (choice.delta && choice.delta.content) onText(choice.delta.content, "answer");
         if (choice.finish_reason) finish = choice.finish_reason;
       }
     }
@@ -934,19 +937,29 @@ function playground(modelPath, ctl) {
   removeBtn.addEventListener("click", () => setPicture(null));
   const drop = h("div", { class: "pg-drop", id: "pg-drop" },
     h("label", { class: "file-btn", for: "pg-file" }, "Attach a picture"), fileInput, pictureNote, thumb, removeBtn);
+  // Gemma 4 models think when asked: their thought arrives apart from the answer and is shown apart.
+  const think = h("input", { type: "checkbox", id: "pg-think" });
+  const thinkLabel = h("label", { class: "small", for: "pg-think" }, think, " Ask the model to think (Gemma 4)");
   const side = (id, label, model) => {
     const out = h("pre", { class: "pg-answer", id: `pg-${id}`, dataset: { model } });
+    const thought = h("pre", { class: "pg-answer muted", id: `pg-${id}-thinking` });
+    const thinking = h("details", { class: "pg-thinking", id: `pg-${id}-thought`, open: true, hidden: true }, h("summary", { class: "small" }, "Thinking"), thought);
     const note = h("span", { class: "muted small", id: `pg-${id}-status` });
-    return { out, note, model, box: h("div", { class: "pg-side" }, h("h3", {}, label, " ", h("span", { class: "mono muted small" }, model)), out, note) };
+    return { out, thought, thinking, note, model, box: h("div", { class: "pg-side" }, h("h3", {}, label, " ", h("span", { class: "mono muted small" }, model)), thinking, out, note) };
   };
   const tuned = side("tuned", "Tuned", modelPath);
   const base = side("base", "Base", `${modelPath}:base`);
   const ask = async (s, content) => {
     s.out.textContent = "";
+    s.thought.textContent = "";
+    s.thinking.hidden = true;
     s.out.classList.remove("error-text");
     s.note.textContent = "generating…";
+    const shown = (piece, kind) => {
+      if (kind === "thinking") { s.thinking.hidden = false; s.thought.textContent += piece; } else s.out.textContent += piece;
+    };
     try {
-      const finish = await streamChat(s.model, content, (piece) => { s.out.textContent += piece; }, ctl.signal);
+      const finish = await streamChat(s.model, content, shown, ctl.signal, think.checked);
       s.note.textContent = finish === "length" ? `stopped at ${PLAYGROUND_MAX_TOKENS} tokens`
         : s.out.textContent ? "done" : "done (an empty answer: the model ended its turn at once)";
     } catch (err) {
@@ -963,7 +976,7 @@ function playground(modelPath, ctl) {
     const content = picture ? [{ type: "text", text }, { type: "image_url", image_url: { url: picture } }] : text;
     send.disabled = true;
     try { await Promise.all([ask(tuned, content), ask(base, content)]); } finally { send.disabled = false; }
-  } }, h("div", { class: "pg-input" }, prompt, drop), send);
+  } }, h("div", { class: "pg-input" }, prompt, drop, thinkLabel), send);
   // Drop anywhere on the form: the browser would otherwise open the file in place of the dashboard.
   const dragging = (on) => (ev) => { ev.preventDefault(); drop.classList.toggle("dragover", on); };
   form.addEventListener("dragover", dragging(true));
