@@ -361,9 +361,9 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
 
             save_processor(processor, folder)
         write_card(folder, card(step))
-        if method.records_rollouts:  # GRPO records its own latest group (`methods.grpo.RolloutKeeper`)
-            pass
-        elif not sharded:  # a sharded model generates only with all its ranks
+        # GRPO records its own latest group (`methods.grpo.RolloutKeeper`); a sharded model
+        # generates only with all its ranks, so rank 0 alone records no samples.
+        if method.records_rollouts and not sharded:
             _record_rollout(run, model, tokenizer, fmt, rollout_prompts, step)
         if config.keep_checkpoints:
             _keep_checkpoints(run, config.keep_checkpoints, model, keep_eval_rows, folder, step, card(step))
