@@ -352,3 +352,43 @@ def test_hostile_uploads_and_bodies_get_4xx_and_leave_nothing(client: Any, serve
         assert raw.post("/v1/fine_tuning/alpha/graders/run", json={"grader": "x"}).status_code == 400
     assert {f.id for f in client.files.list()} == before | {sneaky.id}
     assert {run.id for run in server.store.list()} == runs  # no job was started by any of it
+
+
+def test_the_job_list_pages_newest_first_and_filters_across_pages(client: Any, server: Any) -> None:
+    """Ten jobs (records as `jobs.create` writes them, runs saved without a job): pages of three through
+    `after`, newest first with ties of one second by id, a metadata filter across pages; a job whose run
+    record is gone (`trainkit gc`) is not listed."""
+    from trainkit_api.fine_tuning.jobs import NAMESPACE
+    from trainkit_core import get_provider
+    from trainkit_core.ids import new_run_id
+    from trainkit_core.runs.training_run import RunStore, TrainingRun
+
+    provider = get_provider("local", server.settings)
+    store, kv = RunStore.for_provider(provider), provider.kv(NAMESPACE)
+    start = 1_900_000_000.0  # later than any other job of the module: the first pages are these
+    made = []
+    for i in range(11):
+        now = start + i // 2  # two jobs per second: ties broken by id
+        run = TrainingRun(id=new_run_id(now), created_at=now, status="succeeded", config={"dataset": "x", "seed": 1})
+        if i != 4:  # the fifth job's run record is gone
+            run.attach(store).save()
+        team = "search" if i % 3 == 0 else "ads"
+        record = {"model": "tiny", "training_file": "file-x", "fine_tuned_model": f"ft:tiny::{run.id}"}
+        kv.put(run.id, {**record, "method": {"type": "supervised"}, "metadata": {"team": team}})
+        made.append((now, run.id, team, i != 4))
+    expected = [job_id for _, job_id, _, kept in sorted(made, key=lambda m: (-m[0], m[1])) if kept]
+
+    pages, after = [], None
+    while True:  # every job of this module: nothing before this test made one (each was refused)
+        page = client.fine_tuning.jobs.list(limit=3, **({"after": after} if after else {}))
+        pages.append([job.id for job in page.data])
+        if not page.has_more:
+            break
+        after = page.data[-1].id
+    assert [len(p) for p in pages] == [3, 3, 3, 1] and [j for p in pages for j in p] == expected
+    teams = {job_id: team for _, job_id, team, _ in made}
+    in_search = [job_id for job_id in expected if teams[job_id] == "search"]
+    searched = [job.id for job in client.fine_tuning.jobs.list(limit=2, metadata={"team": "search"}).data]
+    assert searched == in_search[:2]
+    page = client.fine_tuning.jobs.list(limit=2, metadata={"team": "search"}, after=searched[-1])
+    assert [job.id for job in page.data] == in_search[2:4]

@@ -329,6 +329,21 @@ def all_records(state: ApiState) -> list[tuple[str, dict[str, Any]]]:
     return [(key, value) for key, value in state.kv(NAMESPACE).items() if isinstance(value, dict)]
 
 
+def ids_newest_first(state: ApiState) -> list[str]:
+    """Every job's id, newest first, read from the store's keys alone (no record read).
+
+    A job id is its run id, stamped to the second it was created (`ids.new_run_id`, the
+    run's `created_at`), so this is the order of `created_at`, ties by id.
+    """
+    ids = sorted(state.kv(NAMESPACE).keys())
+    return sorted(ids, key=lambda job_id: job_id[len("run-") : len("run-YYYYMMDD-HHMMSS")], reverse=True)
+
+
+def record_or_none(state: ApiState, job_id: str) -> dict[str, Any] | None:
+    record = state.kv(NAMESPACE).get(job_id)
+    return record if isinstance(record, dict) else None
+
+
 class ModelNotFoundError(NotFoundError):
     """A 404 with OpenAI's `code` for a model name no job made."""
 

@@ -146,19 +146,27 @@ def _metadata_filter(request: Request) -> dict[str, str]:
 def list_jobs(
     request: Request, state: ApiState = Depends(get_state), after: str | None = None, limit: Limit = 20
 ) -> dict[str, Any]:
-    """Jobs, newest first; `metadata[key]=value` keeps those whose metadata has that pair."""
+    """Jobs, newest first; `metadata[key]=value` keeps those whose metadata has that pair.
+
+    Only the page is read: the ids come in order from the store's keys, and records and runs
+    are read from the cursor on until `limit` jobs (and one more, for `has_more`) are found.
+    """
     wanted = _metadata_filter(request)
-    found = []
-    for run_id, record in jobs.all_records(state):
-        metadata = record.get("metadata") or {}
-        if any(metadata.get(key) != value for key, value in wanted.items()):
+    ids = jobs.ids_newest_first(state)
+    start = 0 if after is None else (ids.index(after) + 1 if after in ids else len(ids))
+    found: list[dict[str, Any]] = []
+    for run_id in ids[start:]:
+        record = jobs.record_or_none(state, run_id)
+        metadata = (record or {}).get("metadata") or {}
+        if record is None or any(metadata.get(key) != value for key, value in wanted.items()):
             continue
         try:
             found.append(objects.job_object(state.run(run_id), record))
         except NotFoundError:
             continue  # its run record was removed (`trainkit gc`)
-    found.sort(key=lambda job: (-job["created_at"], job["id"]))
-    return _after(found, after, limit)
+        if len(found) > limit:
+            break
+    return _page(found[:limit], len(found) > limit)
 
 
 def _job(state: ApiState, job_id: str) -> tuple[Any, dict[str, Any]]:
