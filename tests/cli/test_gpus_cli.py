@@ -33,3 +33,11 @@ def test_runs_show_says_how_many_gpus_and_nodes_a_run_asked_for() -> None:
     run.attach(store).save()
     code, out = run_main("runs", "show", run.id)
     assert code == 0 and "gpus 2 per node (A100:2), nodes 1" in out, out
+    # What auto chose, by the job's own rule: 12b's 4-bit weights fit one A100 (ddp); in bf16 they do not.
+    assert "strategy auto: ddp" in out, out
+    bf16 = TrainingRun(
+        id=new_run_id(), created_at=time.time(), status="pending", config={**config, "load_in_4bit": False}
+    )
+    bf16.attach(store).save()
+    code, out = run_main("runs", "show", bf16.id)
+    assert code == 0 and "strategy auto: fsdp" in out, out

@@ -202,7 +202,7 @@ def test_a_checkpoint_resumes_on_another_number_of_processes(local: Any, first: 
         assert code == 0, output
         run = local_store(local).get(half.id)
         code, shown = run_main("--provider", "local", "runs", "show", half.id, env=_cli_env(local))
-        assert code == 0 and "processes 2 (CPU ranks over gloo, strategy auto)" in shown, shown
+        assert code == 0 and "processes 2 (CPU ranks over gloo, strategy auto: ddp)" in shown, shown
     else:
         run = resume_run(local, half.id, steps=8, processes=then).wait(timeout=600)
     assert run.status == "succeeded", run.error_message

@@ -29,6 +29,17 @@ def _fmt_time(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
 
 
+def _strategy(run: Any) -> str:
+    """The run's strategy as asked, and what `auto` chose (the rule the job itself applies)."""
+    asked = str(run.config.get("strategy") or "auto")
+    if asked != "auto":
+        return asked
+    from trainkit_core.training.config import TrainConfig
+    from trainkit_core.training.sharding import choose
+
+    return f"auto: {choose(TrainConfig.model_validate(run.config))[0]}"
+
+
 def _run_row(run: Any) -> dict[str, Any]:
     return {
         "id": run.id,
@@ -136,7 +147,9 @@ def show(state: CliState, run_id: str, as_json: bool) -> None:
     gpus, nodes = run.config.get("gpus") or 1, run.config.get("nodes") or 1  # what the run asked for
     out.print(f"  gpus {gpus} per node ({run.config.get('gpu') or 'no GPU kind'}), nodes {nodes}")
     if (run.config.get("processes") or 1) > 1:
-        out.print(f"  processes {run.config['processes']} (CPU ranks over gloo, strategy {run.config.get('strategy')})")
+        out.print(f"  processes {run.config['processes']} (CPU ranks over gloo, strategy {_strategy(run)})")
+    elif gpus * nodes > 1:
+        out.print(f"  strategy {_strategy(run)}")
     out.print(
         f"  created {_fmt_time(run.created_at)}, started {_fmt_time(run.started_at)}, ended {_fmt_time(run.ended_at)}"
     )

@@ -81,13 +81,16 @@ def choose(config: TrainConfig) -> tuple[str, str]:
         return config.strategy, "asked for"
     if config.processes > 1:
         return "ddp", "CPU processes: each holds the small model whole"
-    gpu = (config.gpu or "").partition(":")[0].rstrip("!+")
-    weights = weights_gb(config.model_id, bool(config.load_in_4bit))
+    gpu = (config.gpu or config.preset.gpu).partition(":")[0].rstrip("!+")
+    four_bit = (
+        config.preset.load_in_4bit if config.load_in_4bit is None else config.load_in_4bit
+    )  # unresolved: the preset's
+    weights = weights_gb(config.model_id, four_bit)
     memory = GPU_MEMORY_GB.get(gpu)
     if weights is None or memory is None:
         unknown = config.model_id if weights is None else f"GPU {gpu or '(none)'}"
         return "ddp", f"the memory of {unknown} is not known to trainkit; --strategy fsdp shards it"
-    how = "4-bit" if config.load_in_4bit else "bf16"
+    how = "4-bit" if four_bit else "bf16"
     if weights <= FITS_SHARE * memory:
         return "ddp", f"its weights ({weights:g} GB in {how}) fit one {gpu} ({memory} GB) with room to train"
     return "fsdp", f"its weights ({weights:g} GB in {how}) take over half of one {gpu} ({memory} GB): sharded"
