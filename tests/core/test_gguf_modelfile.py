@@ -75,7 +75,10 @@ def test_the_gguf_chat_template_has_no_transformers_only_markers() -> None:
 @pytest.mark.parametrize(
     ("setting", "named"),
     [
-        ({"hidden_size_per_layer_input": 256}, "per-layer input embeddings"),
+        (
+            {"hidden_size_per_layer_input": 256, "vocab_size": 262144, "vocab_size_per_layer_input": 1024},
+            "per-layer input embeddings for 1024 tokens",
+        ),
         ({"num_kv_shared_layers": 20}, "keys and values shared across layers"),
         ({"enable_moe_block": True, "num_experts": 128}, "mixture-of-experts"),
         ({"use_double_wide_mlp": True}, "double-wide MLPs"),

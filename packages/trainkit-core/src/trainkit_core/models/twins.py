@@ -36,8 +36,9 @@ from trainkit_core.models.corpus import general_corpus
 
 #: Bump when a twin's architecture or recipe changes (v2: Gemma 4's image processor;
 #: v3: Gemma 3's 16 image tokens; v4: Gemma 3's language model 32 wide, the corpus's
-#: picture words; v5: a general corpus instead of one holding the shapes demo's sentence).
-BUILD_VERSION = 5
+#: picture words; v5: a general corpus instead of one holding the shapes demo's sentence;
+#: v6: the E twin's last 6 of 12 layers share keys and values, as E2B's last 20 of 35 do).
+BUILD_VERSION = 6
 VOCAB_SIZE = 512
 MARKER = "trainkit_twin.json"
 
@@ -313,7 +314,10 @@ def gemma4_e_config(tokenizer: Any) -> Any:
     Real (E2B/E4B): per-layer input embeddings (`hidden_size_per_layer_input` 256), the
     last layers reuse the keys and values of earlier ones (`num_kv_shared_layers`), no
     keys-as-values, an audio tower (a conformer, speech in). Here: per-layer inputs 16
-    wide, the last 4 of 12 layers share, a 2-layer audio tower. These are the layouts
+    wide, the last 6 of 12 layers share, a 2-layer audio tower. Six, as E2B's arrangement:
+    its last layers with a cache of their own are one full (14) and one sliding (13), as the
+    twin's 5 and 4 are; llama.cpp takes a sharing layer's keys by that position, so a GGUF of
+    the twin is read as transformers reads it (`export.gguf.gemma4`). These are the layouts
     whose LoRA and loss peers got wrong (shared keys and values dropped once the cache is
     off or with gradient checkpointing), so the twin lets tests prove trainkit's path.
     """
@@ -321,7 +325,7 @@ def gemma4_e_config(tokenizer: Any) -> Any:
 
     config = gemma4_config(tokenizer)
     text = _text_fields(config)
-    text.update(hidden_size_per_layer_input=16, num_kv_shared_layers=4, attention_k_eq_v=False)
+    text.update(hidden_size_per_layer_input=16, num_kv_shared_layers=6, attention_k_eq_v=False)
     fields = _top_fields(config)
     audio = Gemma4AudioConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2)
     return Gemma4Config(

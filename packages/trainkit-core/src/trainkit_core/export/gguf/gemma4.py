@@ -17,11 +17,24 @@ of llama.cpp's converter and loader at the pinned build (xllamacpp 2026.10.11549
   exactly transformers' proportional RoPE (its frequencies are zero past the rotated part);
 - ``layer_scalar`` becomes ``blk.N.layer_output_scale.weight``.
 
+The small sizes (E2B/E4B) add two things, written as llama.cpp's converter writes them:
+
+- per-layer input embeddings: ``embedding_length_per_layer_input`` is their width, and the
+  tensors (``per_layer_token_embd``, ``per_layer_model_proj``, ``per_layer_proj_norm``, and per
+  layer ``inp_gate``, ``proj``, ``post_norm``) are stored as transformers holds them, unscaled:
+  llama.cpp's graph applies transformers' scales itself (the table's sqrt of its width, the
+  projection's 1/sqrt of the hidden size, 1/sqrt 2 on their sum);
+- keys and values shared across layers: ``attention.shared_kv_layers`` counts the last layers
+  that read earlier ones' instead of having their own, and those have no key or value
+  tensors (transformers builds none). llama.cpp picks the layer they read by position, not
+  as transformers does by kind, so a layout where the two differ is refused
+  (`check_shared_kv_layers`); E2B's and E4B's agree.
+
 What no trainkit preset has and no twin exercises is refused with its reason rather than
-written unverified: per-layer input embeddings (E2B/E4B), keys and values shared across
-layers (E2B/E4B), the mixture-of-experts block (26B A4B), double-wide MLPs, attention
-biases, RoPE scaling, bidirectional attention over all tokens. The multimodal towers are
-left out, as for Gemma 3. No heavy imports at module level.
+written unverified: the mixture-of-experts block (26B A4B), double-wide MLPs, attention
+biases, RoPE scaling, bidirectional attention over all tokens, and per-layer input
+embeddings whose table has other rows than the vocabulary. The multimodal towers (vision,
+and E2B/E4B's audio) are left out, as for Gemma 3. No heavy imports at module level.
 """
 
 from __future__ import annotations
@@ -40,7 +53,8 @@ UNROTATED = 1e30
 def _refuse(what: str) -> UsageError:
     return UsageError(
         f"GGUF export of this Gemma 4 is not supported: it has {what}, which trainkit's converter does not write "
-        "(only the layout of google/gemma-4-31B-it and its twin is converted and verified in llama.cpp); "
+        "(only the layouts of google/gemma-4-31B-it and of E2B/E4B are converted, verified in llama.cpp on "
+        "twins); "
         "export safetensors"
     )
 
@@ -50,10 +64,13 @@ def check_gemma4_config(config: dict[str, Any]) -> None:
 
     Torch-free, so that the export job refuses before it merges; the heads of each layer, which
     only transformers resolves, are checked by `gemma4_layers` when the file is written."""
-    if config.get("hidden_size_per_layer_input"):
-        raise _refuse("per-layer input embeddings (hidden_size_per_layer_input, as E2B/E4B)")
-    if config.get("num_kv_shared_layers"):
-        raise _refuse("keys and values shared across layers (num_kv_shared_layers, as E2B/E4B)")
+    rows = config.get("vocab_size_per_layer_input")
+    if config.get("hidden_size_per_layer_input") and rows is not None and rows != config.get("vocab_size"):
+        raise _refuse(
+            f"per-layer input embeddings for {rows} tokens of {config.get('vocab_size')} "
+            "(vocab_size_per_layer_input; llama.cpp reads one row per token of the vocabulary)"
+        )
+    check_shared_kv_layers(config)
     if config.get("enable_moe_block") or config.get("num_experts"):
         raise _refuse("a mixture-of-experts block (enable_moe_block, as 26B A4B)")
     if config.get("use_double_wide_mlp"):
@@ -74,6 +91,35 @@ def check_gemma4_config(config: dict[str, Any]) -> None:
         raise _refuse(f"{local.get('rope_type')} RoPE on its sliding layers")
     if full.get("rope_type", "default") not in ("default", "proportional") or full.get("factor", 1.0) != 1.0:
         raise _refuse(f"{full.get('rope_type')} RoPE (factor {full.get('factor', 1.0)}) on its full layers")
+
+
+def check_shared_kv_layers(config: dict[str, Any]) -> None:
+    """Refuse keys and values shared across layers where llama.cpp would read another layer's than transformers.
+
+    Transformers lets each of the last ``num_kv_shared_layers`` layers attend over the keys and
+    values of the last earlier layer of its own kind. llama.cpp (build 11549) fixes the source by
+    position instead: the layer just before the first sharing one for full layers, the one before
+    that for sliding layers. The two agree on E2B and E4B (their last own-cache layer is full,
+    the one before it sliding). Where they differ, llama.cpp reads another layer's keys, or aborts
+    the process loading the file when that layer is of the other kind (measured: an assertion in
+    its ``llama-kv-cache.cpp``), so such a layout is refused."""
+    shared = int(config.get("num_kv_shared_layers") or 0)
+    if not shared:
+        return
+    kinds = list(config.get("layer_types") or [])
+    first = len(kinds) - shared
+    what = f"keys and values shared across layers (num_kv_shared_layers {shared} of {len(kinds)} layers)"
+    if first < 1:
+        raise _refuse(f"{what}, with no earlier layer to read them from")
+    for kind in sorted(set(kinds[first:])):
+        own = [i for i in range(first) if kinds[i] == kind]
+        llama_cpp = first - 2 if kind == "sliding_attention" else first - 1
+        if not own or own[-1] != llama_cpp:
+            raise _refuse(
+                f"{what} whose {kind} layers read layer {own[-1] if own else None}'s; llama.cpp would read layer "
+                f"{llama_cpp}'s (it takes the last layer with a cache of its own for full layers, the one before it "
+                "for sliding layers, as in E2B and E4B)"
+            )
 
 
 @dataclass(frozen=True)
@@ -140,8 +186,8 @@ def write_gemma4_parameters(writer: Any, config: dict[str, Any], layers: Gemma4L
     writer.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-6)))
     writer.add_sliding_window(int(config["sliding_window"]))
     writer.add_sliding_window_pattern(list(layers.sliding))
-    writer.add_shared_kv_layers(0)
-    writer.add_embedding_length_per_layer_input(0)
+    writer.add_shared_kv_layers(int(config.get("num_kv_shared_layers") or 0))
+    writer.add_embedding_length_per_layer_input(int(config.get("hidden_size_per_layer_input") or 0))
     if config.get("final_logit_softcapping"):
         writer.add_final_logit_softcapping(float(config["final_logit_softcapping"]))
 

@@ -23,8 +23,9 @@ model of the multimodal Gemma 3 (``Gemma3ForConditionalGeneration``: 4b/12b and 
 twin), with the linear RoPE scaling of its full-attention layers; its vision tower and
 projector are not in the file (llama.cpp would read them from a separate ``mmproj``
 file, which is not written here). Gemma 4 (``Gemma4ForConditionalGeneration``: 31b and its
-twin, and ``Gemma4ForCausalLM``) in llama.cpp's ``gemma4`` layout, its language model
-likewise (`trainkit_core.export.gguf.gemma4`, which refuses the Gemma 4 features no preset has).
+twin, E2B/E4B's layout with per-layer inputs and shared keys and values, and
+``Gemma4ForCausalLM``) in llama.cpp's ``gemma4`` layout, its language model likewise
+(`trainkit_core.export.gguf.gemma4`, which refuses the Gemma 4 features it does not write).
 Tokenizers: byte-level BPE (the `tiny` model's and the twins') as llama.cpp's ``gpt2``
 tokenizer, and the real Gemma 3 and 4 checkpoints' SentencePiece-style BPE as its
 ``llama`` (SPM) tokenizer with scores derived from the merges (see `_vocabulary`); others
@@ -390,8 +391,10 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     if plan is not None:
         info["quantization"] = gguf_quantize.summarise(quant, plan)
     if towers:
+        audio = any(name.startswith(("model.audio_tower.", "model.embed_audio.")) for name in towers)
+        what = "the vision and audio towers and their projectors" if audio else "the vision tower and projector"
         info["left_out"] = (
-            f"the language model only: the vision tower and projector ({len(towers)} tensors) are not in the file, "
+            f"the language model only: {what} ({len(towers)} tensors) are not in the file, "
             "so llama.cpp, Ollama and LM Studio run it as a text model"
         )
     return info
