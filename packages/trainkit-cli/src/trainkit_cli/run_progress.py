@@ -24,6 +24,13 @@ def refresh_run(run: Any) -> Any:
     return run
 
 
+def all_events_written(run: Any) -> bool:
+    """Whether a follower of `run` has every event: ended, and its log holds the end (`runs.events.all_written`)."""
+    from trainkit_core.runs.events import all_written
+
+    return all_written(run.ended(), run.ended_at, run.events)
+
+
 def fmt_loss(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, (int, float)) else "-"
 
@@ -83,7 +90,9 @@ def follow_run(run: Any, *, quiet: bool = False, interruptible: bool = True) -> 
         task = bar.add_task("train", total=run.total_steps or None, phase=run.phase, loss="-", speed="", eta="-")
         while True:
             try:
-                for event in follow(run.events, after=after, is_done=lambda: refresh_run(run).ended(), poll_s=0.3):
+                for event in follow(
+                    run.events, after=after, is_done=lambda: all_events_written(refresh_run(run)), poll_s=0.3
+                ):
                     after = event["seq"]
                     kind = event["type"]
                     if kind == "progress":

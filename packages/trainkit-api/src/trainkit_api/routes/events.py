@@ -15,6 +15,7 @@ from trainkit_api.routes.runs import RunId
 from trainkit_api.schemas import EventPage, event_dicts
 from trainkit_api.sse import HEADERS, RECONCILE_S, parse_last_event_id, parse_seq, run_event_stream
 from trainkit_api.state import ApiState, event_log, get_state
+from trainkit_core.runs.events import all_written
 from trainkit_core.runs.reconcile import reconcile_run
 from trainkit_core.runs.training_run import TrainingRun
 
@@ -30,8 +31,8 @@ STREAM_DOC: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _done_check(run: TrainingRun) -> Any:
-    """`is_done` for the stream: reload the record, reconcile now and then."""
+def _done_check(run: TrainingRun, log: Any) -> Any:
+    """`is_done` for the stream: reload the record, reconcile now and then; done once the log holds the end."""
     last = [time.monotonic()]
 
     def is_done() -> bool:
@@ -39,7 +40,7 @@ def _done_check(run: TrainingRun) -> Any:
         if not run.ended() and time.monotonic() - last[0] > RECONCILE_S:
             last[0] = time.monotonic()
             reconcile_run(run)
-        return run.ended()
+        return all_written(run.ended(), run.ended_at, log)
 
     return is_done
 
@@ -82,7 +83,7 @@ def stream_events(
     def final() -> dict[str, Any]:
         return {"run_id": run.id, "status": run.status, "error": run.error_message, "last_seq": log.last_seq()}
 
-    body = run_event_stream(log, after=start, is_done=_done_check(run), final=final)
+    body = run_event_stream(log, after=start, is_done=_done_check(run, log), final=final)
     return StreamingResponse(body, media_type="text/event-stream", headers=HEADERS)
 
 

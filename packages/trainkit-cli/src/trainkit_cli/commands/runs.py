@@ -14,7 +14,14 @@ from typing import Any
 
 import click
 
-from trainkit_cli.run_progress import describe_event, fmt_loss, follow_run, print_run_summary, refresh_run
+from trainkit_cli.run_progress import (
+    all_events_written,
+    describe_event,
+    fmt_loss,
+    follow_run,
+    print_run_summary,
+    refresh_run,
+)
 from trainkit_cli.state import CliState, console, json_option, pass_state, print_json
 from trainkit_core.runs.statuses import RUN_STATUSES
 
@@ -201,7 +208,7 @@ def logs(state: CliState, run_id: str, follow: bool, after: int, as_json: bool) 
 
     run = _store(state).get(run_id)
     events = (
-        follow_events(run.events, after=after, is_done=lambda: refresh_run(run).ended(), poll_s=0.3)
+        follow_events(run.events, after=after, is_done=lambda: all_events_written(refresh_run(run)), poll_s=0.3)
         if follow
         else iter(run.events.read(after))
     )

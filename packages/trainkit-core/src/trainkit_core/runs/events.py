@@ -156,6 +156,30 @@ class EventLog:
             self.kv.delete(key)
 
 
+#: Seconds after a run's end that a follower stops waiting for the run's last event.
+ENDED_GRACE_S = 15.0
+
+
+def all_written(ended: bool, ended_at: float | None, log: Any, grace_s: float = ENDED_GRACE_S) -> bool:
+    """Whether a follower of an ended run has every event: the log ends with its terminal status event.
+
+    The job saves the ended record before its last events reach the store (a background
+    batcher writes them: the final metrics, the phase, the status event, last), so "the
+    record says ended" alone ends a stream a few events short. A run ended by someone other
+    than its job (the reconciler, a cancel) may write no such event: after `grace_s` the
+    record's end is enough.
+    """
+    from trainkit_core.runs.statuses import TERMINAL_STATUSES
+
+    if not ended:
+        return False
+    last = log.last_seq()
+    tail = log.read(last - 1, limit=1) if last else []
+    if tail and tail[-1].get("type") == "status" and tail[-1].get("status") in TERMINAL_STATUSES:
+        return True
+    return time.time() - (ended_at or 0.0) > grace_s
+
+
 def follow(
     log: EventLog,
     *,
