@@ -80,7 +80,6 @@ def test_the_gguf_chat_template_has_no_transformers_only_markers() -> None:
             "per-layer input embeddings for 1024 tokens",
         ),
         ({"num_kv_shared_layers": 20}, "keys and values shared across layers"),
-        ({"enable_moe_block": True, "num_experts": 128}, "mixture-of-experts"),
         ({"use_double_wide_mlp": True}, "double-wide MLPs"),
         ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 4.0}}}, "yarn RoPE"),
         ({"layer_types": ["sliding_attention", "chunked_attention"]}, "chunked_attention"),
@@ -90,7 +89,7 @@ def test_the_gguf_chat_template_has_no_transformers_only_markers() -> None:
 def test_gemma_4_features_the_converter_does_not_write_are_refused_before_the_merge(
     setting: dict[str, object], named: str
 ) -> None:
-    """The 31B's layout is written (tests/gguf/test_gguf_gemma4.py); E2B/E4B's and 26B A4B's extras are refused."""
+    """The 31B's, E2B/E4B's and 26B A4B's layouts are written (tests/gguf/); what none of them has is refused."""
     config = {"architectures": ["Gemma4ForConditionalGeneration"], "text_config": {"num_hidden_layers": 2, **setting}}
     with pytest.raises(UsageError, match=f"GGUF export of this Gemma 4 is not supported: it has .*{named}"):
         check_gguf_architecture(config)

@@ -30,11 +30,33 @@ The small sizes (E2B/E4B) add two things, written as llama.cpp's converter write
   as transformers does by kind, so a layout where the two differ is refused
   (`check_shared_kv_layers`); E2B's and E4B's agree.
 
+The mixture-of-experts layout (26B A4B: ``enable_moe_block``) adds, in every layer, routed
+experts beside the dense MLP, written as llama.cpp's loader (build 11549) reads them (its converter
+was not read here: the names are the `gguf` package's and llama.cpp's graph source, and that build
+refuses a file with a tensor missing or one too many):
+
+- ``expert_count``, ``expert_used_count`` (``top_k_experts``) and ``expert_feed_forward_length``
+  (``moe_intermediate_size``); ``feed_forward_length`` stays the dense MLP's;
+- the experts as transformers stacks them, unchanged: ``experts.gate_up_proj`` (per expert, the
+  gate rows then the up rows) as ``ffn_gate_up_exps``, ``experts.down_proj`` as ``ffn_down_exps``;
+- the router: ``router.proj`` as ``ffn_gate_inp`` (in f32 whatever the type, so that rounding
+  cannot route a token elsewhere), its input scale ``router.scale`` as
+  ``ffn_gate_inp.scale`` and the per-expert weights ``router.per_expert_scale`` as
+  ``ffn_down_exps.scale``; llama.cpp's graph applies its own unweighted norm and 1/sqrt of the
+  hidden size, softmax, top-k and renormalisation, as transformers does;
+- the extra norms ``pre_feedforward_layernorm_2`` (before the experts), ``post_feedforward_layernorm_1``
+  (after the dense MLP) and ``_2`` (after the experts) as ``pre_ffw_norm_2``, ``post_ffw_norm_1``
+  and ``post_ffw_norm_2``.
+
+Its k-quants are refused (`check_gemma4_quant`): trainkit's mix is planned for matrices, not the
+stacked experts. The block types (q8_0 … q4_0) quantise the experts row by row and are written,
+but only f16 (the export's check) and f32 (log-probabilities) were tested; q8_0 was loaded by hand once.
+
 What no trainkit preset has and no twin exercises is refused with its reason rather than
-written unverified: the mixture-of-experts block (26B A4B), double-wide MLPs, attention
-biases, RoPE scaling, bidirectional attention over all tokens, and per-layer input
-embeddings whose table has other rows than the vocabulary. The multimodal towers (vision,
-and E2B/E4B's audio) are left out, as for Gemma 3. No heavy imports at module level.
+written unverified: double-wide MLPs, attention biases, RoPE scaling, bidirectional attention
+over all tokens, and per-layer input embeddings whose table has other rows than the vocabulary.
+The multimodal towers (vision, and E2B/E4B's audio) are left out, as for Gemma 3. No heavy
+imports at module level.
 """
 
 from __future__ import annotations
@@ -44,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import UsageError
+from trainkit_core.export.gguf.quantize import K_QUANT_TYPES
 
 GEMMA4_ARCHITECTURES = ("Gemma4ForConditionalGeneration", "Gemma4ForCausalLM")
 #: The frequency divisor of a pair Gemma 4 leaves unrotated (llama.cpp's converter uses the same).
@@ -53,8 +76,8 @@ UNROTATED = 1e30
 def _refuse(what: str) -> UsageError:
     return UsageError(
         f"GGUF export of this Gemma 4 is not supported: it has {what}, which trainkit's converter does not write "
-        "(only the layouts of google/gemma-4-31B-it and of E2B/E4B are converted, verified in llama.cpp on "
-        "twins); "
+        "(only the layouts of google/gemma-4-31B-it, of E2B/E4B and of 26B A4B are converted, verified in "
+        "llama.cpp on twins); "
         "export safetensors"
     )
 
@@ -71,8 +94,6 @@ def check_gemma4_config(config: dict[str, Any]) -> None:
             "(vocab_size_per_layer_input; llama.cpp reads one row per token of the vocabulary)"
         )
     check_shared_kv_layers(config)
-    if config.get("enable_moe_block") or config.get("num_experts"):
-        raise _refuse("a mixture-of-experts block (enable_moe_block, as 26B A4B)")
     if config.get("use_double_wide_mlp"):
         raise _refuse("double-wide MLPs (use_double_wide_mlp)")
     if config.get("attention_bias"):
@@ -91,6 +112,18 @@ def check_gemma4_config(config: dict[str, Any]) -> None:
         raise _refuse(f"{local.get('rope_type')} RoPE on its sliding layers")
     if full.get("rope_type", "default") not in ("default", "proportional") or full.get("factor", 1.0) != 1.0:
         raise _refuse(f"{full.get('rope_type')} RoPE (factor {full.get('factor', 1.0)}) on its full layers")
+
+
+def check_gemma4_quant(config: dict[str, Any], quant: str) -> None:
+    """Refuse a k-quant of the mixture-of-experts layout: trainkit's k-quant mix (llama-quantize's rules,
+    `trainkit_core.export.gguf.quantize`) plans matrices only, not the experts' stacked tensors, and no
+    mix for them was measured against llama-quantize's."""
+    if config.get("enable_moe_block") and quant in K_QUANT_TYPES:
+        raise UsageError(
+            f"GGUF type {quant} of a Gemma 4 with a mixture-of-experts block is not made by trainkit: its k-quant "
+            "mix is planned for matrices, not the experts' stacked tensors; export f16 (or q8_0 ... q4_0) and run "
+            "llama.cpp's llama-quantize on it"
+        )
 
 
 def check_shared_kv_layers(config: dict[str, Any]) -> None:
@@ -190,8 +223,30 @@ def write_gemma4_parameters(writer: Any, config: dict[str, Any], layers: Gemma4L
     writer.add_embedding_length_per_layer_input(int(config.get("hidden_size_per_layer_input") or 0))
     if config.get("final_logit_softcapping"):
         writer.add_final_logit_softcapping(float(config["final_logit_softcapping"]))
+    if config.get("enable_moe_block"):
+        writer.add_expert_count(int(config["num_experts"]))
+        writer.add_expert_used_count(int(config["top_k_experts"]))
+        writer.add_expert_feed_forward_length(int(config["moe_intermediate_size"]))
+
+
+#: The router's matrix, written in f32 whatever the type: rounding its scores could route a token
+#: to other experts than transformers does.
+ROUTER_SUFFIX = ".ffn_gate_inp.weight"
+#: Gemma 4 tensors under the name `gguf`'s tensor map knows them by, as the end of their name.
+#: The layer scalar and the experts have no ``.weight``; the router's two scales are no tensor of
+#: the map's but a ``.scale`` beside one (llama.cpp's ``ffn_gate_inp.scale``, ``ffn_down_exps.scale``).
+_GGUF_SUFFIXES = {
+    "layer_scalar": "layer_scalar.weight",
+    "experts.gate_up_proj": "experts.gate_up_proj.weight",
+    "experts.down_proj": "experts.down_proj.weight",
+    "router.scale": "router.proj.scale",
+    "router.per_expert_scale": "experts.down_proj.scale",
+}
 
 
 def gemma4_tensor_name(hf_name: str) -> str:
-    """The name `gguf`'s tensor map knows a Gemma 4 tensor by (its layer scalar has no ``.weight``)."""
-    return hf_name + ".weight" if hf_name.endswith("layer_scalar") else hf_name
+    """The name `gguf`'s tensor map (with suffixes ``.weight``, ``.bias``, ``.scale``) knows a Gemma 4 tensor by."""
+    for end, name in _GGUF_SUFFIXES.items():
+        if hf_name.endswith("." + end):
+            return hf_name[: -len(end)] + name
+    return hf_name

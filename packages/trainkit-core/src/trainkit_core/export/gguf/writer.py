@@ -23,8 +23,8 @@ model of the multimodal Gemma 3 (``Gemma3ForConditionalGeneration``: 4b/12b and 
 twin), with the linear RoPE scaling of its full-attention layers; its vision tower and
 projector are not in the file (llama.cpp would read them from a separate ``mmproj``
 file, which is not written here). Gemma 4 (``Gemma4ForConditionalGeneration``: 31b and its
-twin, E2B/E4B's layout with per-layer inputs and shared keys and values, and
-``Gemma4ForCausalLM``) in llama.cpp's ``gemma4`` layout, its language model likewise
+twin, E2B/E4B's layout with per-layer inputs and shared keys and values, 26B A4B's with its
+experts, and ``Gemma4ForCausalLM``) in llama.cpp's ``gemma4`` layout, its language model likewise
 (`trainkit_core.export.gguf.gemma4`, which refuses the Gemma 4 features it does not write).
 Tokenizers: byte-level BPE (the `tiny` model's and the twins') as llama.cpp's ``gpt2``
 tokenizer, and the real Gemma 3 and 4 checkpoints' SentencePiece-style BPE as its
@@ -43,7 +43,9 @@ from trainkit_core.errors import UsageError
 from trainkit_core.export.gguf import quantize as gguf_quantize
 from trainkit_core.export.gguf.gemma4 import (
     GEMMA4_ARCHITECTURES,
+    ROUTER_SUFFIX,
     check_gemma4_config,
+    check_gemma4_quant,
     gemma4_layers,
     gemma4_tensor_name,
     rope_frequency_factors,
@@ -296,6 +298,8 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     config = text_config(full_config)
     arch = gguf.MODEL_ARCH.GEMMA4 if gemma4 else gguf.MODEL_ARCH.GEMMA3
     layers = gemma4_layers(folder) if gemma4 else None
+    if gemma4:
+        check_gemma4_quant(config, quant)
     n_layers = int(config["num_hidden_layers"])
     head_dim = int(config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])
     # Gemma 4 has no query scalar (its scores are not scaled), Gemma 3's is folded into the query norm
@@ -315,7 +319,7 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
         **{k_quant: gguf_quantize.file_type(k_quant) for k_quant in K_QUANT_TYPES},
     }[quant]
     if quant in BLOCK_TYPES:  # before the file is opened: a row that does not split into blocks cannot be stored
-        uneven = [name for name, t in tensors.items() if t.ndim == 2 and t.shape[-1] % 32]
+        uneven = [name for name, t in tensors.items() if t.ndim >= 2 and t.shape[-1] % 32]
         if uneven:
             raise UsageError(f"GGUF type {quant} stores rows in blocks of 32; these rows are not: {', '.join(uneven)}")
 
@@ -346,7 +350,9 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     names = gguf.get_tensor_name_map(arch, n_layers)
 
     def gguf_name(hf_name: str) -> str | None:
-        return names.get_name(gemma4_tensor_name(hf_name) if gemma4 else hf_name, try_suffixes=(".weight", ".bias"))
+        if gemma4:
+            return names.get_name(gemma4_tensor_name(hf_name), try_suffixes=(".weight", ".bias", ".scale"))
+        return names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
 
     plan = None
     if quant in K_QUANT_TYPES:  # llama-quantize's type for each tensor, decided on the whole model's shapes
@@ -367,7 +373,7 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
         if new_name is None:
             raise UsageError(f"no GGUF name for tensor {hf_name!r} of {folder}")
         array = data.numpy()
-        if array.ndim == 1 or quant == "f32":
+        if array.ndim == 1 or quant == "f32" or new_name.endswith(ROUTER_SUFFIX):
             writer.add_tensor(new_name, array.astype(np.float32))
         elif quant == "f16":
             writer.add_tensor(new_name, array.astype(np.float16))
