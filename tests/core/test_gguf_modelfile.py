@@ -105,3 +105,14 @@ def test_gemma_4_with_bidirectional_attention_among_image_tokens_is_written() ->
         "text_config": {"use_bidirectional_attention": "vision"},
     }
     assert check_gguf_architecture(config) == "Gemma4ForConditionalGeneration"
+
+
+def test_a_k_quant_of_the_experts_layout_is_refused_before_the_merge() -> None:
+    """26B A4B's layout is written in f16 and the block types; its k-quants are refused by the job's first check."""
+    from trainkit_core.export.gguf.writer import check_gguf_architecture
+
+    text = {"num_hidden_layers": 2, "enable_moe_block": True, "num_experts": 4, "top_k_experts": 2}
+    config = {"architectures": ["Gemma4ForConditionalGeneration"], "text_config": text}
+    assert check_gguf_architecture(config, "f16") == check_gguf_architecture(config) == "Gemma4ForConditionalGeneration"
+    with pytest.raises(UsageError, match="GGUF type q4_k_m of a Gemma 4 with a mixture-of-experts block"):
+        check_gguf_architecture(config, "q4_k_m")

@@ -165,7 +165,7 @@ def export(
     if gguf is not None and base_config.get("architectures"):  # refused before minutes of merging
         from trainkit_core.export.gguf.writer import check_gguf_architecture
 
-        check_gguf_architecture(base_config)
+        check_gguf_architecture(base_config, gguf)
     quantized_base = bool(base_config.get("quantization_config"))
     # The card records the recipe, not the machine: load_in_4bit quantises on a GPU only, so a
     # run whose torch was a CPU build (the twins in tests, `tiny` never sets it) trained unquantised.

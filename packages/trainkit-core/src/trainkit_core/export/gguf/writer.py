@@ -94,8 +94,9 @@ def check_gguf_type(quant: object) -> str:
     raise UsageError(f"unknown GGUF type {quant!r}; expected one of {', '.join(GGUF_TYPES)}")
 
 
-def check_gguf_architecture(config: dict[str, Any]) -> str:
-    """The architecture of a merged model's config.json, refused when no GGUF conversion is built for it."""
+def check_gguf_architecture(config: dict[str, Any], quant: str | None = None) -> str:
+    """The architecture of a merged model's config.json, refused when no GGUF conversion is built for it
+    (or, given `quant`, none of that type)."""
     names = config.get("architectures") or []
     name = names[0] if names else "<none>"
     if name not in SUPPORTED_ARCHITECTURES:
@@ -106,6 +107,8 @@ def check_gguf_architecture(config: dict[str, Any]) -> str:
         )
     if name in GEMMA4_ARCHITECTURES:
         check_gemma4_config(text_config(config))
+        if quant is not None:
+            check_gemma4_quant(text_config(config), quant)
     return str(name)
 
 
