@@ -60,6 +60,10 @@ def _missing(what: str) -> None:
     pytest.skip(what)
 
 
+#: The statuses a run ends in.
+ENDED = ("succeeded", "failed", "stopped")
+
+
 @dataclass
 class Server:
     url: str
@@ -71,6 +75,19 @@ class Server:
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+
+    def train(self, body: dict[str, Any], limit_s: float) -> str:
+        """Start a run through the API and wait for it to succeed; its id."""
+        with self.client() as client:
+            created = client.post("/v1/jobs", json=body)
+            assert created.status_code == 201, created.text
+            run_id = str(created.json()["id"])
+            deadline = time.monotonic() + limit_s
+            while (record := client.get(f"/v1/jobs/{run_id}").json())["status"] not in ENDED:
+                assert time.monotonic() < deadline, record
+                time.sleep(1)
+        assert record["status"] == "succeeded", record.get("error_message") or record
+        return run_id
 
 
 @pytest.fixture(scope="module")

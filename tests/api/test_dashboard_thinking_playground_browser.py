@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,17 +37,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def thinking_run(server: Server) -> str:
-    with server.client() as client:
-        body = {"dataset": "sums", "model_size": "tiny", "chat_format": "gemma4", "steps": 150}
-        created = client.post("/v1/jobs", json=body)
-        assert created.status_code == 201, created.text
-        run_id = str(created.json()["id"])
-        deadline = time.monotonic() + 900
-        while (record := client.get(f"/v1/jobs/{run_id}").json())["status"] not in ("succeeded", "failed", "stopped"):
-            assert time.monotonic() < deadline, record
-            time.sleep(1)
-    assert record["status"] == "succeeded", record.get("error_message") or record
-    return run_id
+    return server.train({"dataset": "sums", "model_size": "tiny", "chat_format": "gemma4", "steps": 150}, limit_s=900)
 
 
 def test_the_playground_shows_the_thought_apart_from_the_answer(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import importlib.util
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,19 +49,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def vision_run(server: Server) -> str:
     """A few steps of tiny-gemma3mm on the pictures: enough for a saved adapter that answers."""
-    with server.client() as client:
-        created = client.post(
-            "/v1/jobs",
-            json={"dataset": "shapes", "model_size": "tiny-gemma3mm", "steps": 4, "warmup_steps": 0, "save_every": 4},
-        )
-        assert created.status_code == 201, created.text
-        run_id = str(created.json()["id"])
-        deadline = time.monotonic() + 600
-        while (record := client.get(f"/v1/jobs/{run_id}").json())["status"] not in ("succeeded", "failed", "stopped"):
-            assert time.monotonic() < deadline, record
-            time.sleep(1)
-    assert record["status"] == "succeeded", record.get("error_message") or record
-    return run_id
+    return server.train(
+        {"dataset": "shapes", "model_size": "tiny-gemma3mm", "steps": 4, "warmup_steps": 0, "save_every": 4},
+        limit_s=600,
+    )
 
 
 def test_the_playground_of_a_vision_run_sends_a_picture_and_shows_the_answers(

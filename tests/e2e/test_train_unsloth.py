@@ -28,16 +28,21 @@ pytestmark = [pytest.mark.ml, pytest.mark.unsloth, pytest.mark.e2e, pytest.mark.
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_unsloth_backend_trains_the_tiny_model(tmp_path: Path) -> None:
-    pytest.importorskip("unsloth")
-    home = tmp_path / "home"
-    env = {
+def _offline_env(home: Path) -> dict[str, str]:
+    """The CLI's environment: its own home, the repository's datasets, no hub."""
+    return {
         **os.environ,
         "TRAINKIT_HOME": str(home),
         "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
     }
+
+
+def test_unsloth_backend_trains_the_tiny_model(tmp_path: Path) -> None:
+    pytest.importorskip("unsloth")
+    home = tmp_path / "home"
+    env = _offline_env(home)
     args = ["train", "--dataset", "demo", "--steps", "60", "--backend", "unsloth", "--save-every", "30", "--json"]
     done = subprocess.run(
         [sys.executable, "-m", "trainkit_cli", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=900
@@ -64,13 +69,7 @@ def test_unsloth_fastmodel_trains_the_twins(tmp_path: Path, size: str) -> None:
     """The branch every real preset takes: `FastModel` on a multimodal Gemma, LoRA off the towers."""
     pytest.importorskip("unsloth")
     home = tmp_path / "home"
-    env = {
-        **os.environ,
-        "TRAINKIT_HOME": str(home),
-        "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-    }
+    env = _offline_env(home)
     args = ["train", "--dataset", "demo", "--model-size", size, "--steps", "6", "--backend", "unsloth", "--json"]
     done = subprocess.run(
         [sys.executable, "-m", "trainkit_cli", *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=900
@@ -116,13 +115,7 @@ def test_unsloth_on_two_processes_trains_the_adapter_one_process_does(tmp_path: 
     from safetensors.torch import load_file
 
     home = tmp_path / "home"
-    env = {
-        **os.environ,
-        "TRAINKIT_HOME": str(home),
-        "TRAINKIT_DATASETS_DIR": str(REPO / "datasets"),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-    }
+    env = _offline_env(home)
     recipe = ["--dataset", "demo", "--steps", "4", "--batch-size", "2", "--lr", "1e-3", "--save-every", "1000"]
     records = []
     for processes in ("1", "2"):

@@ -45,18 +45,44 @@ SPARE = 4
 TOLERANCE = 2e-2
 
 
-@pytest.fixture(scope="module")
-def exported(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def train_and_export(env: Env, size: str, tmp_path_factory: pytest.TempPathFactory, towers: str) -> Path:
+    """A short run of the twin `size` (a constant learning rate, so that its answers are decided rather
+    than near ties) exported merged with an f16 GGUF; the export says which `towers` the GGUF leaves out."""
     done = env.cli(
-        "train", "--dataset", "demo", "--model-size", "tiny-gemma4", "--steps", "40",
+        "train", "--dataset", "demo", "--model-size", size, "--steps", "40",
         "--lr", "1e-2", "--lr-scheduler", "constant", "--warmup-steps", "0",
     )  # fmt: skip
     found = re.search(r"model: (trained/run-\S+)", done.stdout)
     assert found, done.stdout
     out = tmp_path_factory.mktemp("export") / "out"
     done = env.cli("export", found.group(1), "--gguf", "--quant", "f16", "--merged", str(out))
-    assert "note: the GGUF holds the language model only: the vision tower and projector" in done.stdout
+    assert f"note: the GGUF holds the language model only: {towers}" in done.stdout
     return out
+
+
+def with_random_scalars(exported: Path, folder: Path, scales: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A copy of the export in `folder` with its layer scalars (and the tensors ending in `scales`) drawn
+    at random: trained runs leave them at 1, where a converter that drops them goes unseen."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(exported, folder, ignore=shutil.ignore_patterns("*.gguf", "Modelfile"))
+    weights = load_file(str(folder / "model.safetensors"))
+    generator = torch.Generator().manual_seed(0)
+    for name in sorted(weights):
+        if name.endswith("layer_scalar"):
+            weights[name] = 0.3 + 1.4 * torch.rand(1, generator=generator)
+        elif scales and name.endswith(scales):
+            weights[name] = 0.5 + torch.rand(weights[name].shape, generator=generator)
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return weights
+
+
+@pytest.fixture(scope="module")
+def exported(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return train_and_export(env, "tiny-gemma4", tmp_path_factory, "the vision tower and projector")
 
 
 def test_the_gemma4_twin_exports_in_f16_and_answers_as_infer(exported: Path) -> None:
@@ -178,22 +204,16 @@ def _gaps(folder: Path, model: Any) -> Any:
 
 
 def test_layer_scalars_and_the_partial_rotation_are_what_llama_cpp_computes(exported: Path, tmp_path: Path) -> None:
-    import shutil
 
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
     from transformers import Gemma4ForConditionalGeneration
 
     import trainkit_core.export.gguf.writer as gguf_export
     from trainkit_core.models.chat_format import GEMMA4
 
     folder = tmp_path / "scaled"
-    shutil.copytree(exported, folder, ignore=shutil.ignore_patterns("*.gguf", "Modelfile"))
-    weights = load_file(str(folder / "model.safetensors"))
-    generator = torch.Generator().manual_seed(0)
-    for name in [n for n in weights if n.endswith("layer_scalar")]:
-        weights[name] = 0.3 + 1.4 * torch.rand(1, generator=generator)
-    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    weights = with_random_scalars(exported, folder)
 
     distance = _gaps(folder, Gemma4ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval())
     gguf_export.write_gguf(folder, tmp_path / "scaled.gguf", quant="f32", fmt=GEMMA4, name="scaled")

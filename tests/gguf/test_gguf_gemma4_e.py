@@ -19,13 +19,12 @@ table carries transformers' scale of it (llama.cpp applies it itself) is told ap
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_env import Env
-from test_gguf_gemma4 import TOLERANCE, _gaps, _tabulated_gelu
+from test_gguf_gemma4 import TOLERANCE, _gaps, _tabulated_gelu, train_and_export, with_random_scalars
 
 gguf = pytest.importorskip("gguf")
 xllamacpp = pytest.importorskip("xllamacpp")
@@ -40,16 +39,7 @@ PER_LAYER = 16
 
 @pytest.fixture(scope="module")
 def exported(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    done = env.cli(
-        "train", "--dataset", "demo", "--model-size", "tiny-gemma4-e", "--steps", "40",
-        "--lr", "1e-2", "--lr-scheduler", "constant", "--warmup-steps", "0",
-    )  # fmt: skip
-    found = re.search(r"model: (trained/run-\S+)", done.stdout)
-    assert found, done.stdout
-    out = tmp_path_factory.mktemp("export") / "out"
-    done = env.cli("export", found.group(1), "--gguf", "--quant", "f16", "--merged", str(out))
-    assert "note: the GGUF holds the language model only: the vision and audio towers" in done.stdout
-    return out
+    return train_and_export(env, "tiny-gemma4-e", tmp_path_factory, "the vision and audio towers")
 
 
 def test_the_gemma4_e_twin_exports_in_f16_and_answers_as_infer(exported: Path) -> None:
@@ -111,22 +101,16 @@ def test_per_layer_inputs_and_shared_keys_are_what_llama_cpp_computes(exported: 
     keys and values transformers gives them. The control: a converter that stored the per-layer
     table with transformers' scale of it (sqrt(16): llama.cpp multiplies by it itself) writes a
     file 1.6 to 5.1 off."""
-    import shutil
 
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
     from transformers import Gemma4ForConditionalGeneration
 
     from trainkit_core.export.gguf.writer import write_gguf
     from trainkit_core.models.chat_format import GEMMA4
 
     folder = tmp_path / "scaled"
-    shutil.copytree(exported, folder, ignore=shutil.ignore_patterns("*.gguf", "Modelfile"))
-    weights = load_file(str(folder / "model.safetensors"))
-    generator = torch.Generator().manual_seed(0)
-    for name in [n for n in weights if n.endswith("layer_scalar")]:
-        weights[name] = 0.3 + 1.4 * torch.rand(1, generator=generator)
-    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    weights = with_random_scalars(exported, folder)
 
     model = Gemma4ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
     distance = _gaps(folder, _with_llama_cpp_gelu(model))

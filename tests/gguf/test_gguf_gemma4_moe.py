@@ -18,14 +18,12 @@ at 1, is told apart. The k-quants, whose type mix is planned for matrices only, 
 from __future__ import annotations
 
 import json
-import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_env import Env
-from test_gguf_gemma4 import TOLERANCE, _gaps, _tabulated_gelu
+from test_gguf_gemma4 import TOLERANCE, _gaps, _tabulated_gelu, train_and_export, with_random_scalars
 
 gguf = pytest.importorskip("gguf")
 xllamacpp = pytest.importorskip("xllamacpp")
@@ -38,16 +36,7 @@ HIDDEN = 64
 
 @pytest.fixture(scope="module")
 def exported(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    done = env.cli(
-        "train", "--dataset", "demo", "--model-size", "tiny-gemma4-moe", "--steps", "40",
-        "--lr", "1e-2", "--lr-scheduler", "constant", "--warmup-steps", "0",
-    )  # fmt: skip
-    found = re.search(r"model: (trained/run-\S+)", done.stdout)
-    assert found, done.stdout
-    out = tmp_path_factory.mktemp("export") / "out"
-    done = env.cli("export", found.group(1), "--gguf", "--quant", "f16", "--merged", str(out))
-    assert "note: the GGUF holds the language model only: the vision tower and projector" in done.stdout
-    return out
+    return train_and_export(env, "tiny-gemma4-moe", tmp_path_factory, "the vision tower and projector")
 
 
 def test_the_gemma4_moe_twin_exports_in_f16_and_answers_as_infer(exported: Path) -> None:
@@ -108,22 +97,14 @@ def test_the_experts_and_their_router_are_what_llama_cpp_computes(exported: Path
     Measured 2026-12-06 (f32, the run trained 40 steps): 2.2e-4 apart; the controls, a fused expert tensor
     with its up rows first (2.1) and the per-expert weights left out (1.2), far off."""
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
     from transformers import Gemma4ForConditionalGeneration
 
     from trainkit_core.export.gguf.writer import write_gguf
     from trainkit_core.models.chat_format import GEMMA4
 
     folder = tmp_path / "scaled"
-    shutil.copytree(exported, folder, ignore=shutil.ignore_patterns("*.gguf", "Modelfile"))
-    weights = load_file(str(folder / "model.safetensors"))
-    generator = torch.Generator().manual_seed(0)
-    for name in sorted(weights):
-        if name.endswith("layer_scalar"):
-            weights[name] = 0.3 + 1.4 * torch.rand(1, generator=generator)
-        elif name.endswith(("router.scale", "router.per_expert_scale")):  # trained runs leave them at 1
-            weights[name] = 0.5 + torch.rand(weights[name].shape, generator=generator)
-    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    weights = with_random_scalars(exported, folder, scales=("router.scale", "router.per_expert_scale"))
 
     model = Gemma4ForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
     distance = _gaps(folder, _with_llama_cpp_gelu(model))

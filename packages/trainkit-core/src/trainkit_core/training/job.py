@@ -425,14 +425,15 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     run.step = trainer.state.global_step
     out_dir = models_root / trained_dir(run.id)
     # A sharded model is gathered, and runs its forward, only with every rank taking part.
-    held, total = sharding.held_parameters(trainer.model)  # before a forward leaves the root gathered
+    held = sharding.held_parameters(trainer.model) if sharded else None  # before a forward gathers the root
     state = sharding.gathered_state_dict(trainer)
-    trained = trained_logits(run, trainer.model, tokenizer, out_dir) if state is not None else None
+    trained = trained_logits(run, trainer.model, tokenizer) if state is not None else None
     if not distributed.is_main_rank():
         return "succeeded"  # rank 0 saves the one adapter and ends the run
-    if sharded:
+    if held is not None:
+        own, total = held
         run.events.append(
-            "log", message=f"fsdp: rank 0 held {held:,} of the model's {total:,} parameters", held=held, total=total
+            "log", message=f"fsdp: rank 0 held {own:,} of the model's {total:,} parameters", held=own, total=total
         )
     run.metrics.update(
         {

@@ -47,7 +47,7 @@ FIXED_PROMPTS = (
 )
 
 
-def _card(run: TrainingRun, out_dir: Path) -> Any:
+def _card(run: TrainingRun) -> Any:
     from trainkit_core.models.trained.card import TrainedModelCard
     from trainkit_core.models.trained.layout import base_model_path
 
@@ -87,10 +87,10 @@ def _is_quantized(model: Any) -> bool:
     )
 
 
-def _prompts(run: TrainingRun, out_dir: Path) -> tuple[Any, Any, list[str]]:
+def _prompts(run: TrainingRun) -> tuple[Any, Any, list[str]]:
     from trainkit_core.models.chat_format import get_format, render_prompt
 
-    card = _card(run, out_dir)
+    card = _card(run)
     fmt = get_format(card.chat_format)
     return card, fmt, [render_prompt(p, fmt) for p in FIXED_PROMPTS]
 
@@ -99,9 +99,9 @@ def _device(model: Any) -> str:
     return "cuda" if str(next(model.parameters()).device).startswith("cuda") else "cpu"
 
 
-def trained_logits(run: TrainingRun, model: Any, tokenizer: Any, out_dir: Path) -> list[Any]:
+def trained_logits(run: TrainingRun, model: Any, tokenizer: Any) -> list[Any]:
     """The trained model's logits on the fixed prompts; of a sharded model, every rank calls it together."""
-    _, _, prompts = _prompts(run, out_dir)
+    _, _, prompts = _prompts(run)
     model.eval()
     return _logits(model, tokenizer, prompts, _device(model))
 
@@ -127,14 +127,14 @@ def adapter_gate(
 
     from trainkit_core.inference.loading import check_fit, load_adapter_model
 
-    card, fmt, prompts = _prompts(run, out_dir)
+    card, fmt, prompts = _prompts(run)
     device = _device(model)
     quantized = _is_quantized(model)
     # A sharded model (its logits given) runs only with all its ranks: the saved adapter is
     # loaded on a fresh base here, quantized as it trained.
     sharded = trained is not None
     if trained is None:
-        trained = trained_logits(run, model, tokenizer, out_dir)
+        trained = trained_logits(run, model, tokenizer)
     if not quantized or sharded:
         dtype = model.get_input_embeddings().weight.dtype  # the base weights' dtype, as trained
         reloaded, tok, fmt = load_adapter_model(

@@ -82,9 +82,8 @@ def choose(config: TrainConfig) -> tuple[str, str]:
     if config.processes > 1:
         return "ddp", "CPU processes: each holds the small model whole"
     gpu = (config.gpu or config.preset.gpu).partition(":")[0].rstrip("!+")
-    four_bit = (
-        config.preset.load_in_4bit if config.load_in_4bit is None else config.load_in_4bit
-    )  # unresolved: the preset's
+    asked_4bit = config.load_in_4bit  # None: the preset's choice
+    four_bit = config.preset.load_in_4bit if asked_4bit is None else asked_4bit
     weights = weights_gb(config.model_id, four_bit)
     memory = GPU_MEMORY_GB.get(gpu)
     if weights is None or memory is None:
