@@ -170,9 +170,9 @@ def test_pictures_with_tool_calls_train_the_calls_and_answers_only(twin: tuple[s
     tokenizer = processor.tokenizer
     ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
     trained = tokenizer.decode([t for t, label in zip(ids, labels, strict=True) if label != IGNORE])
-    _, refs, pieces = render_with_images(example["messages"], fmt, image_placeholder(processor), tools=example["tools"])
-    assert len(refs) == 1
-    assert trained == "".join(text for text, learnt in pieces if learnt)
+    rendered = render_with_images(example["messages"], fmt, image_placeholder(processor), tools=example["tools"])
+    assert len(rendered.images) == 1 and not rendered.audio
+    assert trained == "".join(text for text, learnt in rendered.pieces if learnt)
     assert "255,0,0" in trained and "It is red." in trained
     assert "crimson-ish" not in trained and "colour_name" in tokenizer.decode(ids)  # declared, called, not answered
     assert ("The square looks red" in trained) == fmt.native_tools

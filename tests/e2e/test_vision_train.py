@@ -182,12 +182,12 @@ def test_the_merged_export_keeps_the_towers_and_answers_like_infer_without_train
     fmt = "gemma3" if model_type == "gemma3" else "gemma4"
     from trainkit_core.models.chat_format import get_format
 
-    text, refs, _ = render_with_images(
+    rendered = render_with_images(
         request.chat(), get_format(fmt), image_placeholder(processor), add_generation_prompt=True
     )
     from trainkit_core.datasets.images import load_image
 
-    inputs = dict(processor(text=[text], images=[[load_image(r) for r in refs]], return_tensors="pt"))
+    inputs = dict(processor(text=[rendered.text], images=[[load_image(r) for r in rendered.images]], return_tensors="pt"))
     torch.save(inputs, tmp_path / "inputs.pt")
     site = bare_env.build(tmp_path / "site")
     done = bare_env.run(site, BARE_IMAGE_GENERATE, str(out), str(tmp_path / "inputs.pt"), "8")

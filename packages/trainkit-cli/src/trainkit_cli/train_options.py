@@ -58,6 +58,12 @@ def config_options(func: Any) -> Any:
             help="On an image dataset, also train the vision layers (Unsloth's switch; default: the preset's).",
         ),
         click.option(
+            "--finetune-audio-layers/--no-finetune-audio-layers",
+            default=None,
+            help="On an audio dataset (e2b, e4b), also train the audio tower in full (hf backend; default: the "
+            "preset's).",
+        ),
+        click.option(
             "--packing/--no-packing",
             default=None,
             help="SFT: pack several examples into each row of --max-seq-length tokens, padding-free (no attention "

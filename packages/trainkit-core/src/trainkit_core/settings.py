@@ -194,6 +194,11 @@ class DatasetSettings(BaseSettings):
     )
     image_max_bytes: int = Field(default=20 * 1024 * 1024, gt=0, description="Largest image file, in bytes.")
     image_max_per_example: int = Field(default=8, gt=0, description="Most images in one example or request.")
+    audio_max_seconds: float = Field(
+        default=30.0, gt=0, description="Longest audio part, in seconds (Gemma 4's audio encoder takes 30 s)."
+    )
+    audio_max_bytes: int = Field(default=12 * 1024 * 1024, gt=0, description="Largest audio part, in bytes.")
+    audio_max_per_example: int = Field(default=4, gt=0, description="Most audio parts in one example or request.")
 
 
 class ApiSettings(BaseSettings):

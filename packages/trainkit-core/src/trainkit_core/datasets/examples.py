@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainkit_core.datasets import tool_calls
-from trainkit_core.datasets.images import as_openai, image_urls, parse_content, text_of
+from trainkit_core.datasets.images import as_openai, image_urls, media_refs, parse_content, text_of
 from trainkit_core.datasets.problems import Problem
 from trainkit_core.datasets.strict_json import StrictJSONError, loads
 from trainkit_core.datasets.tool_calls import dumps
@@ -134,6 +134,10 @@ class Example:
     @property
     def image_urls(self) -> list[str]:
         return [url for _, content in self.messages for url in image_urls(content)]
+
+    @property
+    def audio_refs(self) -> list[str]:
+        return [ref for _, content in self.messages for ref in media_refs(content, "audio")]
 
     @property
     def where(self) -> str:

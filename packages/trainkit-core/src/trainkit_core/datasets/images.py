@@ -12,9 +12,11 @@ hashes and uploads it like any other file. Images go in user and system messages
 assistant message stays text (the model answers in text).
 
 Checking happens in two steps, because only the second needs the files: `parse_content`
-(inside the JSONL parser: the shape of the parts) and `check_images` (inside the
+(inside the JSONL parser: the shape of the parts) and `check_media` (inside the
 validator: readable, inside the folder, decodable by Pillow, within `ImageLimits`).
-Pillow is imported only by the second.
+Pillow is imported only by the second. Audio parts (`trainkit_core.datasets.audio`) go
+through the same two steps and the same references: a content's parts are images, audio
+and text.
 """
 
 from __future__ import annotations
@@ -26,13 +28,23 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from trainkit_core.datasets.audio import (
+    SAMPLING_RATE,
+    AudioLimits,
+    as_openai_part,
+    decode_audio,
+    decode_audio_url,
+    format_of_path,
+    is_audio_ref,
+    parse_audio_part,
+)
 from trainkit_core.datasets.problems import Problem
 
-#: A normalised part: ("text", text) or ("image", url).
+#: A normalised part: ("text", text), ("image", url) or ("audio", ref).
 Part = tuple[str, str]
 #: A normalised content: a plain string, or a tuple of parts (hashable, for duplicate checks).
 Content = "str | tuple[Part, ...]"
@@ -57,11 +69,18 @@ class ImageLimits:
     max_pixels: int = 50_000_000
     max_bytes: int = 20 * 1024 * 1024
     max_per_example: int = 8
+    #: The audio parts' limits, carried along wherever the pictures' go (a dataset's checks, sync).
+    audio: AudioLimits = field(default_factory=AudioLimits)
 
     @classmethod
     def from_settings(cls, settings: Any) -> ImageLimits:
-        """The limits a `DatasetSettings` sets."""
-        return cls(settings.image_max_pixels, settings.image_max_bytes, settings.image_max_per_example)
+        """The limits a `DatasetSettings` sets, audio's included."""
+        return cls(
+            settings.image_max_pixels,
+            settings.image_max_bytes,
+            settings.image_max_per_example,
+            AudioLimits.from_settings(settings),
+        )
 
 
 def text_of(content: Any) -> str:
@@ -72,19 +91,29 @@ def text_of(content: Any) -> str:
 
 
 def image_urls(content: Any) -> list[str]:
+    return media_refs(content, "image")
+
+
+def media_refs(content: Any, kind: str) -> list[str]:
+    """The references of a content's parts of `kind` ("image" or "audio"), in order."""
     if isinstance(content, str):
         return []
-    return [value for kind, value in content if kind == "image"]
+    return [value for part_kind, value in content if part_kind == kind]
 
 
 def as_openai(content: Any) -> Any:
     """A normalised content back in OpenAI's form (a string stays a string)."""
     if isinstance(content, str):
         return content
-    return [
-        {"type": "text", "text": value} if kind == "text" else {"type": "image_url", "image_url": {"url": value}}
-        for kind, value in content
-    ]
+    return [_openai_part(kind, value) for kind, value in content]
+
+
+def _openai_part(kind: str, value: str) -> dict[str, Any]:
+    if kind == "text":
+        return {"type": "text", "text": value}
+    if kind == "audio":
+        return as_openai_part(value)
+    return {"type": "image_url", "image_url": {"url": value}}
 
 
 def parse_content(
@@ -132,11 +161,21 @@ def parse_content(
                 problems.append(problem(reason[0], f"{where}: {reason[1]}"))
                 continue
             parts.append(("image", url))
+        elif kind == "input_audio":
+            ref, found = parse_audio_part(part, where, role)
+            if ref is None:
+                problems.append(problem(*found or ("part-audio-invalid", where)))
+                continue
+            parts.append(("audio", ref))
         else:
-            problems.append(problem("part-type-unknown", f'{where} has type {kind!r}; expected "text" or "image_url"'))
+            problems.append(
+                problem(
+                    "part-type-unknown", f'{where} has type {kind!r}; expected "text", "image_url" or "input_audio"'
+                )
+            )
     if problems:
         return None, problems
-    if not any(kind == "image" for kind, _ in parts):
+    if not any(kind in ("image", "audio") for kind, _ in parts):
         return "\n".join(text for _, text in parts), []  # text parts only: a plain text turn
     if not any(kind == "text" for kind, _ in parts) and role != "user":
         return None, [problem("content-empty", f"{at} ({role}) has no text part")]
@@ -238,13 +277,15 @@ def open_image(data: bytes, limits: ImageLimits) -> Any:
 
 
 def with_image_paths(record: dict[str, Any], path_of: Callable[[str], str]) -> dict[str, Any]:
-    """`record` (OpenAI form) with each relative image path replaced by `path_of(path)`; in place."""
+    """`record` (OpenAI form) with each relative image or audio path replaced by `path_of(path)`; in place."""
     for message in record["messages"]:
         if isinstance(message["content"], list):
             for part in message["content"]:
                 url = part.get("image_url", {}).get("url", "")
                 if part["type"] == "image_url" and not url.startswith("data:"):
                     part["image_url"]["url"] = path_of(url)
+                elif part["type"] == "input_audio" and "path" in part["input_audio"]:
+                    part["input_audio"]["path"] = path_of(part["input_audio"]["path"])
     return record
 
 
@@ -256,13 +297,23 @@ def load_image(ref: str, limits: ImageLimits | None = None) -> Any:
     return open_image(read_image_file(ref, limits.max_bytes), limits)
 
 
-def too_many_bytes(size: int, max_bytes: int) -> str:
-    """The one wording of an image over the byte limit (`open_image` and the checks before a read)."""
-    return f"{size} bytes is over the limit of {max_bytes} (TRAINKIT_IMAGE_MAX_BYTES)"
+def too_many_bytes(size: int, max_bytes: int, setting: str = "TRAINKIT_IMAGE_MAX_BYTES") -> str:
+    """The one wording of a file over the byte limit (`open_image` and the checks before a read)."""
+    return f"{size} bytes is over the limit of {max_bytes} ({setting})"
 
 
-def read_image_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """The bytes of the picture at `path`; `ValueError` naming the limit when it is over `max_bytes`.
+def load_audio(ref: str, limits: AudioLimits | None = None) -> Any:
+    """The samples (mono, 16 kHz) a resolved audio reference names: base64 data or a file path (job side)."""
+    limits = limits or AudioLimits()
+    if is_audio_ref(ref):
+        fmt, data = decode_audio_url(ref)
+        return decode_audio(data, fmt, limits)
+    data = read_image_file(ref, limits.max_bytes, setting="TRAINKIT_AUDIO_MAX_BYTES")
+    return decode_audio(data, format_of_path(ref), limits)
+
+
+def read_image_file(path: str | os.PathLike[str], max_bytes: int, setting: str = "TRAINKIT_IMAGE_MAX_BYTES") -> bytes:
+    """The bytes of the file (a picture, a sound) at `path`; `ValueError` naming `setting` when over `max_bytes`.
 
     The size is taken from the open file before a byte is read, and the read stops one
     byte past the limit: a huge file (a sparse one of gigabytes takes no disk) is refused
@@ -272,11 +323,11 @@ def read_image_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     if not stat.S_ISREG(info.st_mode):
         raise ValueError("not a regular file")
     if info.st_size > max_bytes:
-        raise ValueError(too_many_bytes(info.st_size, max_bytes))
+        raise ValueError(too_many_bytes(info.st_size, max_bytes, setting))
     with open(path, "rb") as handle:
         data = handle.read(max_bytes + 1)  # the file may have grown since
     if len(data) > max_bytes:
-        raise ValueError(f"over the limit of {max_bytes} bytes (TRAINKIT_IMAGE_MAX_BYTES)")
+        raise ValueError(f"over the limit of {max_bytes} bytes ({setting})")
     return data
 
 
@@ -293,14 +344,20 @@ def with_thumbnails(row: dict[str, Any]) -> dict[str, Any]:
     for message in messages:
         content = message.get("content")
         if isinstance(content, list):
-            content = [
-                {"type": "image_url", "image_url": {"url": _thumbnail(p["image_url"]["url"])}}
-                if p.get("type") == "image_url"
-                else p
-                for p in content
-            ]
+            content = [_report_part(p) for p in content]
         turns.append({**message, "content": content})
     return {**row, "messages": turns}
+
+
+def _report_part(part: dict[str, Any]) -> dict[str, Any]:
+    """A part as an eval report keeps it: a picture as a thumbnail, a sound as its length in words."""
+    if part.get("type") == "image_url":
+        return {"type": "image_url", "image_url": {"url": _thumbnail(part["image_url"]["url"])}}
+    if part.get("type") == "input_audio":
+        audio = part["input_audio"]
+        ref = audio["path"] if "path" in audio else f"data:audio/{audio['format']};base64,{audio['data']}"
+        return {"type": "text", "text": f"[audio, {len(load_audio(ref)) / SAMPLING_RATE:.1f} s]"}
+    return part
 
 
 def _thumbnail(ref: str) -> str:
@@ -312,7 +369,7 @@ def _thumbnail(ref: str) -> str:
 
 
 def referenced_files(data: bytes) -> list[str]:
-    """The relative image paths a JSONL file's lines refer to (in order, each once).
+    """The relative image and audio paths a JSONL file's lines refer to (in order, each once).
 
     Lenient on purpose: the files a sync must upload beside the JSONL. A line that
     does not parse refers to nothing here; the validator reports it.
@@ -321,7 +378,7 @@ def referenced_files(data: bytes) -> list[str]:
 
     found: dict[str, None] = {}
     for raw in data.split(b"\n"):
-        if b"image_url" not in raw:
+        if b"image_url" not in raw and b"input_audio" not in raw:
             continue
         try:
             record = json.loads(raw)
@@ -330,10 +387,53 @@ def referenced_files(data: bytes) -> list[str]:
         for message in record.get("messages", []) if isinstance(record, dict) else []:
             content = message.get("content") if isinstance(message, dict) else None
             for part in content if isinstance(content, list) else []:
-                url = _url_of(part) if isinstance(part, dict) and part.get("type") == "image_url" else None
-                if url is not None and url_problem(url) is None and not url.lower().startswith("data:"):
-                    found[url] = None
+                path = _file_of(part) if isinstance(part, dict) else None
+                if path is not None:
+                    found[path] = None
     return list(found)
+
+
+def _file_of(part: dict[str, Any]) -> str | None:
+    """The relative path a part names, if it names a usable one."""
+    if part.get("type") == "image_url":
+        url = _url_of(part)
+        return url if url is not None and url_problem(url) is None and not url.lower().startswith("data:") else None
+    if part.get("type") == "input_audio" and isinstance(part.get("input_audio"), dict):
+        ref, _ = parse_audio_part(part, "", "user")
+        return ref if ref is not None and not is_audio_ref(ref) else None
+    return None
+
+
+@dataclass(frozen=True)
+class Media:
+    """What `check_media` needs to know of one kind of part: its words, its limits, its decoder."""
+
+    kind: str  # "image" or "audio": the part kind, and the first word of each problem's code
+    plural: str
+    max_bytes: int
+    max_per_example: int
+    setting: str  # the settings' prefix, e.g. TRAINKIT_IMAGE
+    decode: Callable[[bytes, str], object]  # (bytes, the reference) -> decoded; ValueError naming what is wrong
+    decode_url: Callable[[str], tuple[str, bytes]]
+    missing_library: str
+
+
+def image_media(limits: ImageLimits) -> Media:
+    return Media(
+        "image", "images", limits.max_bytes, limits.max_per_example, "TRAINKIT_IMAGE",
+        lambda data, _ref: open_image(data, limits), decode_data_url, "Pillow",
+    )  # fmt: skip
+
+
+def audio_media(limits: AudioLimits) -> Media:
+    def decode(data: bytes, ref: str) -> object:
+        fmt = decode_audio_url(ref)[0] if is_audio_ref(ref) else format_of_path(ref)
+        return decode_audio(data, fmt, limits)
+
+    return Media(
+        "audio", "audio parts", limits.max_bytes, limits.max_per_example, "TRAINKIT_AUDIO",
+        decode, decode_audio_url, "soundfile",
+    )  # fmt: skip
 
 
 def check_images(
@@ -343,30 +443,42 @@ def check_images(
     outside: type[Exception],
     size: Callable[[str], int | None] | None = None,
 ) -> tuple[set[int], list[Problem]]:
-    """Each image of `examples` read (through `read`, which raises `outside` for a file out of the folder) and decoded.
+    """`check_media` of the images."""
+    return check_media(examples, read, image_media(limits), outside, size)
+
+
+def check_media(
+    examples: Iterable[Any],
+    read: Callable[[str], bytes | None],
+    media: Media,
+    outside: type[Exception],
+    size: Callable[[str], int | None] | None = None,
+) -> tuple[set[int], list[Problem]]:
+    """Each part of kind `media` of `examples` read (through `read`, which raises `outside` for a file out of
+    the folder) and decoded.
 
     `size(path)`, where given, is a file's size in bytes (None when missing), asked
     before `read`: a file over the byte limit is refused without being read.
-    Returns the indices of the examples with a bad image, and the problems at their lines.
+    Returns the indices of the examples with a bad part, and the problems at their lines.
     """
     bad: set[int] = set()
     problems: list[Problem] = []
     decoded: dict[str, str | None] = {}  # a file used by many examples is decoded once
     for index, example in enumerate(examples):
-        urls = [url for _, content in example.messages for url in image_urls(content)]
+        urls = [url for _, content in example.messages for url in media_refs(content, media.kind)]
         found: list[tuple[str, str]] = []
-        if len(urls) > limits.max_per_example:
+        if len(urls) > media.max_per_example:
             found.append(
                 (
-                    "too-many-images",
-                    f"{len(urls)} images in one example, over the limit of {limits.max_per_example} "
-                    "(TRAINKIT_IMAGE_MAX_PER_EXAMPLE)",
+                    "too-many-images" if media.kind == "image" else "too-many-audio",
+                    f"{len(urls)} {media.plural} in one example, over the limit of {media.max_per_example} "
+                    f"({media.setting}_MAX_PER_EXAMPLE)",
                 )
             )
             urls = []
         for url in urls:
             if url not in decoded:
-                decoded[url] = _check_one(url, read, limits, outside, size)
+                decoded[url] = _check_one(url, read, media, outside, size)
             if decoded[url] is not None:
                 code, _, message = str(decoded[url]).partition(" ")
                 found.append((code, message))
@@ -379,38 +491,41 @@ def check_images(
 def _check_one(
     url: str,
     read: Callable[[str], bytes | None],
-    limits: ImageLimits,
+    media: Media,
     outside: type[Exception],
     size: Callable[[str], int | None] | None = None,
 ) -> str | None:
-    """None when the image is fine, else "code message"."""
+    """None when the part's bytes are fine, else "code message"."""
+    kind = media.kind
     if url.lower().startswith("data:"):
         try:
-            _, data = decode_data_url(url)
+            _, data = media.decode_url(url)
         except ValueError as exc:
-            return f"image-data-url data URL image: {exc}"
-        what = "data URL image"
+            return f"{kind}-data-url base64 {kind}: {exc}"
+        what = f"base64 {kind}" if kind == "audio" else "data URL image"
     else:
-        what = f"image {url}"
+        what = f"{kind} {url}"
         try:
             known = size(url) if size is not None else None
-            if known is not None and known > limits.max_bytes:
-                return f"image-too-large {what}: {too_many_bytes(known, limits.max_bytes)}"
+            if known is not None and known > media.max_bytes:
+                return (
+                    f"{kind}-too-large {what}: {too_many_bytes(known, media.max_bytes, media.setting + '_MAX_BYTES')}"
+                )
             found = read(url)
         except outside as exc:
-            if kind := getattr(exc, "kind", None):  # a folder, a FIFO or a device where a picture belongs
-                return f"image-not-file {what} is {kind}, not a regular file"
-            return f"image-outside {what} is a link leading out of the dataset folder; copy the file in"
+            if file_kind := getattr(exc, "kind", None):  # a folder, a FIFO or a device where a file belongs
+                return f"{kind}-not-file {what} is {file_kind}, not a regular file"
+            return f"{kind}-outside {what} is a link leading out of the dataset folder; copy the file in"
         except OSError as exc:
-            return f"image-unreadable {what} cannot be read ({exc.strerror or exc})"
+            return f"{kind}-unreadable {what} cannot be read ({exc.strerror or exc})"
         if found is None:
-            return f"image-missing {what} is not in the dataset folder"
+            return f"{kind}-missing {what} is not in the dataset folder"
         data = found
     try:
-        open_image(data, limits)
+        media.decode(data, url)
     except ImportError:
-        return f"image-unchecked {what}: Pillow is not installed (pip install 'trainkit-core[train]')"
+        return f"{kind}-unchecked {what}: {media.missing_library} is not installed (pip install 'trainkit-core[train]')"
     except ValueError as exc:
-        code = "image-too-large" if "over the limit" in str(exc) else "image-undecodable"
+        code = f"{kind}-too-large" if "over the limit" in str(exc) else f"{kind}-undecodable"
         return f"{code} {what}: {exc}"
     return None

@@ -45,6 +45,7 @@ class Report:
     train_examples: int = 0
     eval_examples: int = 0
     images: int = 0  # distinct images the accepted examples show, per file
+    audio: int = 0  # distinct audio parts, likewise
     length_check: str = ""
     version: str | None = None
     hash: str | None = None
@@ -66,6 +67,7 @@ class Report:
             f"dataset {self.name!r} ({self.source}): {len(self.errors)} error(s), {len(self.warnings)} warning(s); "
             f"{self.train_examples} train / {self.eval_examples} eval examples"
             + (f", {self.images} images" if self.images else "")
+            + (f", {self.audio} audio parts" if self.audio else "")
         )
 
     def error_text(self, *, limit: int = 20) -> str:
@@ -85,6 +87,7 @@ class Report:
             "train_examples": self.train_examples,
             "eval_examples": self.eval_examples,
             "images": self.images,
+            "audio": self.audio,
             "counts": dict(self.counts),
             "length_check": self.length_check,
             "version": self.version,

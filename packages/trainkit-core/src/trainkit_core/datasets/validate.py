@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.datasets.examples import Example, parse_jsonl, split_eval
-from trainkit_core.datasets.images import ImageLimits, check_images, text_of
+from trainkit_core.datasets.images import ImageLimits, audio_media, check_images, check_media, text_of
 from trainkit_core.datasets.layout import Manifest, blob_path, current_path, manifest_path, parse_current
 from trainkit_core.datasets.local import DatasetFileError, dataset_file
 from trainkit_core.datasets.problems import Problem, Report
@@ -116,10 +116,13 @@ def check(
             report.problems.append(Problem(file, None, "error", "file-missing", f"listed in {SPEC_FILE} but missing"))
             continue
         examples, file_problems = parse_jsonl(data, file, spec.format, allow_chat_markers=spec.allow_chat_markers)
-        bad, image_problems = check_images(examples, read, image_limits or ImageLimits(), DatasetFileError, size)
-        examples = [ex for index, ex in enumerate(examples) if index not in bad]
-        file_problems += image_problems
+        limits = image_limits or ImageLimits()
+        bad, image_problems = check_images(examples, read, limits, DatasetFileError, size)
+        bad_audio, audio_problems = check_media(examples, read, audio_media(limits.audio), DatasetFileError, size)
+        examples = [ex for index, ex in enumerate(examples) if index not in bad | bad_audio]
+        file_problems += image_problems + audio_problems
         report.images += len({url for ex in examples for url in ex.image_urls})
+        report.audio += len({ref for ex in examples for ref in ex.audio_refs})
         report.problems.extend(file_problems)
         report.counts[file] = len(examples)
         parsed[file] = examples

@@ -30,8 +30,14 @@ def score_image_batch(
     """Loss on the reference and a greedy answer for each conversation of `batch` (no grad)."""
     import torch
 
-    from trainkit_core.datasets.images import load_image
-    from trainkit_core.datasets.vision_collator import IGNORE, VisionCollator, image_placeholder, render_with_images
+    from trainkit_core.datasets.vision_collator import (
+        IGNORE,
+        VisionCollator,
+        audio_placeholder,
+        image_placeholder,
+        processor_inputs,
+        render_with_images,
+    )
 
     tokenizer = processor.tokenizer
     full = VisionCollator(processor, fmt)([{"messages": list(messages)} for messages in batch])
@@ -47,16 +53,12 @@ def score_image_batch(
     valid = shift_labels != IGNORE
     losses = [(float(per_token[r][valid[r]].sum()), int(valid[r].sum())) for r in range(len(batch))]
 
-    placeholder = image_placeholder(processor)
-    texts, images = [], []
-    for messages in batch:
-        text, refs, _ = render_with_images(messages[:-1], fmt, placeholder, add_generation_prompt=True)
-        texts.append(text)
-        images.append([load_image(ref) for ref in refs])
-    kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True, "padding_side": "left"}
-    if any(images):
-        kwargs["images"] = images
-    prompt = {k: v.to(device) for k, v in dict(processor(**kwargs)).items()}
+    placeholder, audio_token = image_placeholder(processor), audio_placeholder(processor)
+    rendered = [
+        render_with_images(messages[:-1], fmt, placeholder, add_generation_prompt=True, audio_token=audio_token)
+        for messages in batch
+    ]
+    prompt = {k: v.to(device) for k, v in processor_inputs(processor, rendered, padding_side="left").items()}
     references = [str(messages[-1]["content"]) for messages in batch]
     longest = max(len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in references)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]

@@ -94,17 +94,25 @@ def image_inputs(
     The prompt is the text path's (`render_prompt`: tools, thinking), with the processor's
     image placeholder where each picture is.
     """
-    from trainkit_core.datasets.vision_collator import image_placeholder, with_placeholders
+    from trainkit_core.datasets.vision_collator import (
+        Rendered,
+        audio_placeholder,
+        image_placeholder,
+        processor_inputs,
+        with_placeholders,
+    )
     from trainkit_core.errors import UsageError
 
     if loaded.processor is None:
-        raise UsageError(f"{loaded.ref.path} (base {loaded.card.base_model}) is a text-only model: it takes no images")
-    from trainkit_core.datasets.images import load_image
-
-    flat, refs = with_placeholders(turns, image_placeholder(loaded.processor))
+        raise UsageError(
+            f"{loaded.ref.path} (base {loaded.card.base_model}) is a text-only model: it takes no images or audio"
+        )
+    flat, images, audio = with_placeholders(
+        turns, image_placeholder(loaded.processor), audio_placeholder(loaded.processor)
+    )
     text = render_prompt(flat, loaded.fmt, tools=tools, think=think)
-    batch = loaded.processor(text=[text], images=[[load_image(ref) for ref in refs]], return_tensors="pt")
-    return batch.to(loaded.device)
+    batch = processor_inputs(loaded.processor, [Rendered(text, images, [], audio)])
+    return {k: v.to(loaded.device) for k, v in batch.items()}
 
 
 def context_length(model: Any) -> int | None:

@@ -58,7 +58,11 @@ class Preset:
     modules_to_save: tuple[str, ...] = ()
     #: On image datasets, train the vision tower and projector too (the twins' are random).
     finetune_vision_layers: bool = False
-    #: Learning rate of the vision tower and projector when they train (None: `learning_rate`).
+    #: On audio datasets, train the audio tower and its projection too (the E twin's is random).
+    finetune_audio_layers: bool = False
+    #: Whether the model has an audio tower (Gemma 4 E2B/E4B): audio datasets train only these.
+    audio: bool = False
+    #: Learning rate of the towers when they train (None: `learning_rate`).
     #: A tower trained from random weights at LoRA's rate learns colours but not shapes.
     vision_learning_rate: float | None = None
     #: Tokens one image takes in the prompt, markers included (the processor's figure:
@@ -89,6 +93,7 @@ _E2B = Preset(
     steps=None,
     epochs=1.0,
     image_tokens=282,
+    audio=True,
     description="Gemma 4 E2B instruct (per-layer embeddings, audio tower), 4-bit QLoRA on an A10G (24 GB; ~8 GB).",
 )
 
@@ -279,6 +284,8 @@ TWIN_PRESETS["tiny-gemma4-e"] = replace(
     name="tiny-gemma4-e",
     base_model="trainkit/tiny-gemma4-e",
     description="Tiny twin of e2b/e4b: per-layer input embeddings, shared keys and values, an audio tower.",
+    audio=True,
+    finetune_audio_layers=True,
 )
 TWIN_PRESETS["tiny-gemma4-moe"] = replace(
     TWIN_PRESETS["tiny-gemma4"],

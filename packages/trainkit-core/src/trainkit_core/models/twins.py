@@ -37,8 +37,9 @@ from trainkit_core.models.corpus import general_corpus
 #: Bump when a twin's architecture or recipe changes (v2: Gemma 4's image processor;
 #: v3: Gemma 3's 16 image tokens; v4: Gemma 3's language model 32 wide, the corpus's
 #: picture words; v5: a general corpus instead of one holding the shapes demo's sentence;
-#: v6: the E twin's last 6 of 12 layers share keys and values, as E2B's last 20 of 35 do).
-BUILD_VERSION = 6
+#: v6: the E twin's last 6 of 12 layers share keys and values, as E2B's last 20 of 35 do;
+#: v7: the E twin's processor holds Gemma 4's audio feature extractor).
+BUILD_VERSION = 7
 VOCAB_SIZE = 512
 MARKER = "trainkit_twin.json"
 
@@ -404,7 +405,14 @@ def build_processor(twin: Twin, tokenizer: Any) -> Any:
 
         from trainkit_core.models.processors import gemma4_image_text_processor
 
-        return gemma4_image_text_processor(Gemma4ImageProcessorPil(max_soft_tokens=70), tokenizer)
+        feature_extractor = None
+        if twin.name == "gemma4-e":  # the E layout's audio tower reads Gemma 4's own features
+            from transformers.models.gemma4.feature_extraction_gemma4 import Gemma4AudioFeatureExtractor
+
+            feature_extractor = Gemma4AudioFeatureExtractor()
+        return gemma4_image_text_processor(
+            Gemma4ImageProcessorPil(max_soft_tokens=70), tokenizer, feature_extractor=feature_extractor
+        )
     from transformers import Gemma3Processor
     from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 

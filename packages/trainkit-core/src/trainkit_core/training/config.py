@@ -144,12 +144,18 @@ class TrainConfig(BaseModel):
         "(hf backend), or LoRA on the tower (unsloth backend: Unsloth's own finetune_vision_layers); saved with "
         "the adapter; default the preset's (off for the real presets).",
     )
+    finetune_audio_layers: bool | None = Field(
+        None,
+        description="On an audio dataset (Gemma 4 E2B/E4B), also train the audio tower and its projection in full "
+        "(hf backend); saved with the adapter; default the preset's (off for the real presets).",
+    )
     vision_learning_rate: float | None = Field(
         None,
         gt=0,
         le=1,
-        description="Learning rate of the vision tower and projector when finetune_vision_layers trains them "
-        "(hf backend, sft); default the preset's, else learning_rate.",
+        description="Learning rate of the towers (vision tower and projector, audio tower and projection) when "
+        "finetune_vision_layers or finetune_audio_layers trains them (hf backend, sft); default the preset's, "
+        "else learning_rate.",
     )
     packing: bool = Field(
         False,
@@ -386,6 +392,7 @@ class TrainConfig(BaseModel):
             "load_in_4bit": preset.load_in_4bit,
             "modules_to_save": list(preset.modules_to_save),
             "finetune_vision_layers": preset.finetune_vision_layers,
+            "finetune_audio_layers": preset.finetune_audio_layers,
             "vision_learning_rate": preset.vision_learning_rate,
         }
         for key, default in defaults.items():
@@ -473,5 +480,6 @@ TUNABLE_FIELDS = tuple(
         "rewards",
         "dpo_loss_type",
         "finetune_vision_layers",
+        "finetune_audio_layers",
     )
 )

@@ -229,7 +229,14 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     from trainkit_core.training.gpu import check_gpu_visible
     from trainkit_core.training.post import after_training, trained_logits
     from trainkit_core.training.progress import Reporter, make_callback
-    from trainkit_core.training.vision import has_images, prepare_vision, vision_optimizer, with_vision_modules
+    from trainkit_core.training.vision import (
+        has_audio,
+        has_images,
+        has_media,
+        prepare_vision,
+        vision_optimizer,
+        with_vision_modules,
+    )
 
     check_gpu_visible()  # a GPU that torch cannot use fails the run now, not after hours on the CPU
     config = TrainConfig.model_validate(run.config)
@@ -268,13 +275,13 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     base_model_path = local_base_path(base_model)  # tiny and the twins: their folder on the hf-cache volume
     source = resolve_base_model({"base_model": base_model}, hf_cache)
     run.source_model = base_model
-    images = has_images(dataset.train)
+    images = has_media(dataset.train)  # pictures or sounds: the processor's path
     if images and sharded:
         raise JobError(
-            f"strategy fsdp ({why}) cannot train on images yet: the vision tower's optimizer is built before the "
+            f"strategy fsdp ({why}) cannot train on images or audio yet: the vision tower's optimizer is built before the "
             "model is sharded; train it with --strategy ddp"
         )
-    config = with_vision_modules(config, source, backend, images)
+    config = with_vision_modules(config, source, backend, has_images(dataset.train), has_audio(dataset.train))
     with run.substep("loading_model", "load_model"):
         # The adapters' initial weights are drawn here, before the trainer seeds anything:
         # unseeded, one `--seed` gave a different model on every run.

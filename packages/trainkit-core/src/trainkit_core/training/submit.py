@@ -106,12 +106,14 @@ def check_request(
         if not report.ok(strict=strict):
             raise DatasetInvalidError(report, strict=strict) from None
         _refuse_images_on_a_text_model(config, report.images)
+        _refuse_audio_without_a_tower(config, report.audio)
         return CheckedRequest(config, dataset_format, price, limits, synced_hash=digest)
     dataset_format = local.spec.format if local.spec is not None else "chat"  # a broken spec: validation reports it
     check_format(config.method, dataset_format, config.dataset)
     if local.spec is not None:
         data_files = [local.path / f for f in local.spec.files if (local.path / f).is_file()]
         _refuse_images_on_a_text_model(config, sum(1 for f in data_files if _names_images(f.read_bytes())))
+        _refuse_audio_without_a_tower(config, sum(1 for f in data_files if b'"input_audio"' in f.read_bytes()))
         _refuse_thinking_without_a_place(config, local.spec.format, data_files)
     return CheckedRequest(config, dataset_format, price, limits, local=local)
 
@@ -167,25 +169,38 @@ def _names_images(data: bytes) -> bool:
     return b'"image_url"' in data or b"data:image" in data
 
 
-def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
+def _refuse_audio_without_a_tower(config: TrainConfig, audio: int) -> None:
+    """A dataset with audio trains only a model with an audio tower (a preset that says so; a model given by
+    id or folder is checked by the job, which loads its processor), and as images do: SFT, no packing, no fsdp."""
+    if not audio:
+        return
+    if not config.base_model and not config.preset.audio:
+        raise UsageError(
+            f"dataset {config.dataset!r} has audio, but model size {config.model_size} has no audio tower",
+            hint="train e2b or e4b (Gemma 4's audio models; tiny-gemma4-e is their twin), or remove the audio parts",
+        )
+    _refuse_images_on_a_text_model(config, audio, what="audio")
+
+
+def _refuse_images_on_a_text_model(config: TrainConfig, images: int, what: str = "images") -> None:
     """A dataset with pictures cannot train the text-only `tiny` model, nor with DPO/GRPO or `--packing`: said now."""
     from trainkit_core.models.presets import TINY_BASE_MODEL
 
     if images and config.model_id == TINY_BASE_MODEL:
         raise UsageError(
-            f"dataset {config.dataset!r} has images, but {config.model_id} (model size tiny) is a text-only model",
-            hint="train a multimodal preset (4b, 12b, 31b), or remove the image parts",
+            f"dataset {config.dataset!r} has {what}, but {config.model_id} (model size tiny) is a text-only model",
+            hint=f"train a multimodal preset (4b, 12b, 31b), or remove the {what}",
         )
     if images and not get_method(config.method).images:
         with_images = ", ".join(f"--method {m.name}" for m in METHODS.values() if m.images)
         raise UsageError(
-            f"dataset {config.dataset!r} has images; --method {config.method} trains on text only so far",
-            hint=f"train image data with {with_images}",
+            f"dataset {config.dataset!r} has {what}; --method {config.method} trains on text only so far",
+            hint=f"train {what} with {with_images}",
         )
     if images and config.packing:
         raise UsageError(
-            f"dataset {config.dataset!r} has images; --packing packs text only (the vision collator batches whole "
-            "conversations with their pixels, and trl refuses packing for vision data)",
+            f"dataset {config.dataset!r} has {what}; --packing packs text only (the vision collator batches whole "
+            "conversations with their pixels or sounds, and trl refuses packing for vision data)",
             hint="train without --packing",
         )
     from trainkit_core.training.distributed import world_size
@@ -193,9 +208,9 @@ def _refuse_images_on_a_text_model(config: TrainConfig, images: int) -> None:
 
     if images and world_size(config) > 1 and choose(config)[0] == "fsdp":
         raise UsageError(
-            f"dataset {config.dataset!r} has images; strategy fsdp cannot train them yet (the vision tower's "
+            f"dataset {config.dataset!r} has {what}; strategy fsdp cannot train them yet (the towers' "
             "optimizer is built before the model is sharded)",
-            hint="train image data with --strategy ddp",
+            hint=f"train {what} with --strategy ddp",
         )
 
 
