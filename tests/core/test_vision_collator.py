@@ -197,3 +197,70 @@ def test_a_prompt_with_a_picture_declares_the_requests_tools(twin: tuple[str, Pa
     without = processor.tokenizer.decode(image_inputs(loaded, turns)["input_ids"][0])
     assert "colour_name" in with_tools and "colour_name" not in without
     assert with_tools.endswith(fmt.generation_prompt) and without.endswith(fmt.generation_prompt)
+
+
+def wav_part(frequency: float, seconds: float) -> dict[str, Any]:
+    import numpy as np
+    import soundfile
+
+    t = np.arange(int(seconds * 16_000)) / 16_000
+    buffer = io.BytesIO()
+    soundfile.write(buffer, (0.3 * np.sin(2 * np.pi * frequency * t)).astype(np.float32), 16_000, format="WAV")
+    data = base64.b64encode(buffer.getvalue()).decode()
+    return {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}
+
+
+@pytest.fixture(scope="module")
+def audio_twin(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from trainkit_core.models.processors import load_processor
+    from trainkit_core.models.twins import ensure_twin_base
+
+    folder = ensure_twin_base("trainkit/tiny-gemma4-e", tmp_path_factory.mktemp("hf"))
+    processor = load_processor(folder)
+    assert processor.feature_extractor is not None, "the E twin's processor lost its audio feature extractor"
+    return processor
+
+
+def test_sounds_and_pictures_are_never_trained_and_their_tokens_follow_their_length(audio_twin: Any) -> None:
+    """The E twin's real processor: a sound's soft tokens (one per 40 ms) sit between its markers, untrained,
+    beside a picture's; only the answers train, in a batch padded beside a conversation of another length."""
+    from trainkit_core.datasets.vision_collator import IGNORE, VisionCollator, check_vision_mask
+    from trainkit_core.models.chat_format import GEMMA4
+
+    processor = audio_twin
+    example = {
+        "messages": [
+            {"role": "user", "content": [wav_part(440.0, 1.0), {"type": "text", "text": "What do you hear?"}]},
+            {"role": "assistant", "content": "one middle beep"},
+            {"role": "user", "content": [image_part("red"), wav_part(880.0, 0.4), {"type": "text", "text": "And?"}]},
+            {"role": "assistant", "content": "a red square and a high beep"},
+        ]
+    }
+    batch = VisionCollator(processor, GEMMA4)([example, EXAMPLES[2]])
+    assert {"input_features", "input_features_mask", "pixel_values"} <= set(batch)
+    tokenizer = processor.tokenizer
+    ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    audio_id = tokenizer.convert_tokens_to_ids(processor.audio_token)
+    soft = [i for i, token in enumerate(ids) if token == audio_id]
+    assert len(soft) in (35, 36)  # 1.0 s and 0.4 s: 25 and 10 tokens of 40 ms (the encoder's rounding: one more)
+    assert all(labels[i] == IGNORE for i in soft)
+    trained = tokenizer.decode([t for t, label in zip(ids, labels, strict=True) if label != IGNORE])
+    assert trained.replace("\n", "") == "one middle beep<turn|>a red square and a high beep<turn|>", trained
+    assert check_vision_mask(processor, GEMMA4, example)["trained_tokens"] == sum(x != IGNORE for x in labels)
+    other = [
+        t
+        for t, label in zip(batch["input_ids"][1].tolist(), batch["labels"][1].tolist(), strict=True)
+        if label != IGNORE
+    ]
+    assert tokenizer.decode(other).strip() == "ok<turn|>"
+
+
+def test_a_sound_on_a_model_without_an_audio_tower_is_refused(twin: tuple[str, Path, Any]) -> None:
+    from trainkit_core.datasets.vision_collator import VisionCollator
+    from trainkit_core.errors import UsageError
+    from trainkit_core.models.chat_format import get_format
+
+    base, _, processor = twin
+    example = {"messages": [{"role": "user", "content": [wav_part(440.0, 0.3)]}, {"role": "assistant", "content": "a"}]}
+    with pytest.raises(UsageError, match="has no audio tower"):
+        VisionCollator(processor, get_format(TWINS[base]))([example])
