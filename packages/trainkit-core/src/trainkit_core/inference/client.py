@@ -17,7 +17,7 @@ from typing import Any
 
 from trainkit_core import errors
 from trainkit_core.inference.request import GenerateRequest
-from trainkit_core.models.trained import check_model_path, default_model_for_preset
+from trainkit_core.models.trained import ModelPath, check_model_path, default_model_for_preset, read_card
 
 #: How long the client waits for an infer job when there is no warm server.
 JOB_TIMEOUT_S = 1800.0
@@ -31,7 +31,28 @@ def prepare(provider: Any, request: Mapping[str, Any] | GenerateRequest) -> Gene
         ref = check_model_path(req.model_path, models)
     else:
         ref = default_model_for_preset(models, req.model_size or "")
+    if req.has_audio:
+        _check_takes_audio(models, ref)
     return req.model_copy(update={"model_path": ref.path, "model_size": None})
+
+
+def _check_takes_audio(models: Any, ref: ModelPath) -> None:
+    """`UsageError` (400) for sound sent to a model trained from a preset without an audio tower.
+
+    Known from its card, before any model loads: a streamed answer would otherwise start,
+    and then fail in the worker. A model of a custom base (no preset on its card) is left
+    to the worker, which refuses sound where the model's processor has no audio part.
+    """
+    from trainkit_core.models.presets import PRESETS, TWIN_PRESETS
+
+    card = read_card(models, ref)
+    preset = PRESETS.get(card.preset) or TWIN_PRESETS.get(card.preset)
+    if preset is not None and not preset.audio:
+        with_audio = ", ".join(name for name, p in PRESETS.items() if p.audio)
+        raise errors.UsageError(
+            f"{ref.path} (preset {card.preset}, base {card.base_model}) has no audio tower: it takes no audio",
+            hint=f"send the audio to a model trained from a preset with one ({with_audio})",
+        )
 
 
 def wait_answer(handle: Any, timeout: float | None) -> dict[str, Any]:

@@ -15,11 +15,15 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trainkit_core.datasets.audio import AudioLimits, as_openai_part
 from trainkit_core.datasets.images import ImageLimits
 from trainkit_core.errors import InputTooLargeError, UsageError
 
 #: The longest image data URL a request may carry (characters): 20 MiB of image in base64.
 MAX_DATA_URL_CHARS = 28 * 1024 * 1024
+#: The longest base64 audio a request part may carry (characters): 12 MiB of sound (`AudioLimits`'
+#: default) is 16 MiB in base64, and a little room. Checked before the base64 is decoded.
+MAX_AUDIO_DATA_CHARS = 17 * 1024 * 1024
 #: The most characters of text a request may carry, all turns together. A first, cheap bound,
 #: checked before any model is near: no model trainkit trains reads more than 262,144
 #: tokens, and text takes more than one character a token on average (English about 4),
@@ -27,9 +31,14 @@ MAX_DATA_URL_CHARS = 28 * 1024 * 1024
 #: tokens where the model is loaded (`trainkit_core.inference.generation.check_context`).
 MAX_PROMPT_CHARS = 2_000_000
 #: The most bytes a request within the bounds takes as JSON: its text escaped (at most 12
-#: bytes a character, a surrogate pair's two ``\\uXXXX``), the most images, and room for the
-#: rest. A ``--messages`` file or a body to the warm worker over it cannot be a valid request.
-MAX_REQUEST_BYTES = 12 * MAX_PROMPT_CHARS + ImageLimits().max_per_example * MAX_DATA_URL_CHARS + 1024 * 1024
+#: bytes a character, a surrogate pair's two ``\\uXXXX``), the most images and sounds, and room
+#: for the rest. A ``--messages`` file or a body to the warm worker over it cannot be a valid request.
+MAX_REQUEST_BYTES = (
+    12 * MAX_PROMPT_CHARS
+    + ImageLimits().max_per_example * MAX_DATA_URL_CHARS
+    + AudioLimits().max_per_example * MAX_AUDIO_DATA_CHARS
+    + 1024 * 1024
+)
 
 
 class TextPart(BaseModel):
@@ -51,6 +60,23 @@ class ImagePart(BaseModel):
 
     type: Literal["image_url"]
     image_url: ImageURL
+
+
+class InputAudio(BaseModel):
+    """OpenAI's ``input_audio``: base64 bytes and their format. A path (datasets' form) is not taken here:
+    it would read the server's files."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: str  # its length is bounded by `GenerateRequest._sizes` (a 413 naming the part)
+    format: str  # wav or mp3: checked by `check_request_audio`, which names the part
+
+
+class AudioPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["input_audio"]
+    input_audio: InputAudio
 
 
 class FunctionCall(BaseModel):
@@ -91,7 +117,7 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Literal["system", "user", "assistant", "tool"]
-    content: str | list[Annotated[TextPart | ImagePart, Field(discriminator="type")]] = ""
+    content: str | list[Annotated[TextPart | ImagePart | AudioPart, Field(discriminator="type")]] = ""
     #: An assistant's calls earlier in the conversation, and a tool message's answer to one.
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
@@ -118,7 +144,7 @@ class Message(BaseModel):
     @classmethod
     def _parts_given(cls, value: Any) -> Any:
         if isinstance(value, list) and not value:
-            raise ValueError("an empty list of parts; give text, or text and image_url parts")
+            raise ValueError("an empty list of parts; give text, or text and image_url or input_audio parts")
         return value
 
 
@@ -137,6 +163,8 @@ class GenerateRequest(BaseModel):
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
     #: Images for the (last) user turn, as ``data:image/...;base64,`` URLs (`trainkit infer --image`).
     images: list[str] | None = None
+    #: Sounds for the (last) user turn, as ``data:audio/wav;base64,`` (or mp3) URLs (`trainkit infer --audio`).
+    audio: list[str] | None = None
     #: Functions the model may call; its calls come back as ``tool_calls`` (`trainkit infer --tools`).
     tools: list[Tool] | None = Field(None, max_length=128)
     #: Ask a Gemma 4 model to think first (its ``<|think|>`` switch; `trainkit infer --think`). None:
@@ -166,13 +194,26 @@ class GenerateRequest(BaseModel):
             raise ValueError("give model_path (trained/<run id>) or model_size (a preset)")
         if self.model_path is not None and self.model_size is not None:
             raise ValueError("give model_path or model_size, not both")
+        from trainkit_core.inference.request_audio import check_request_audio
         from trainkit_core.inference.request_images import check_request_images
 
-        check_request_images(self.chat(), remote_ok=self.remote_images_resolved_later)
+        turns = self.chat()
+        check_request_images(turns, remote_ok=self.remote_images_resolved_later)
+        check_request_audio(turns)
         return self
 
+    @field_validator("audio")
+    @classmethod
+    def _audio_urls(cls, value: list[str] | None) -> list[str] | None:
+        """Each a base64 audio data URL (its bytes are checked with the conversation's, naming the part)."""
+        for index, url in enumerate(value or []):
+            if "data" not in as_openai_part(url)["input_audio"]:
+                raise ValueError(f"audio[{index}] is not a data:audio/wav;base64,... (or mp3) URL")
+        return value
+
     def chat(self) -> list[dict[str, Any]]:
-        """The conversation to format: `messages`, or `prompt` as one user turn; `images` join the last user turn."""
+        """The conversation to format: `messages`, or `prompt` as one user turn; `images`, then `audio`, join
+        the last user turn."""
         if self.messages is not None:
             turns = [m.model_dump(exclude_none=True) for m in self.messages]
             for turn in turns:
@@ -180,13 +221,14 @@ class GenerateRequest(BaseModel):
                     call["function"]["arguments"] = _arguments(call["function"]["arguments"])
         else:
             turns = [{"role": "user", "content": self.prompt or ""}]
-        if self.images:
+        added = [{"type": "image_url", "image_url": {"url": url}} for url in self.images or []]
+        added += [as_openai_part(url) for url in self.audio or []]
+        if added:
             last = turns[-1]
             parts = (
                 last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
             )
-            parts = parts + [{"type": "image_url", "image_url": {"url": url}} for url in self.images]
-            turns[-1] = {**last, "content": parts}
+            turns[-1] = {**last, "content": parts + added}
         return turns
 
     def tool_list(self) -> list[dict[str, Any]] | None:
@@ -194,7 +236,16 @@ class GenerateRequest(BaseModel):
 
     @property
     def has_images(self) -> bool:
+        """Whether the request goes through the model's processor: it holds images or audio (a list content)."""
         return any(isinstance(m["content"], list) for m in self.chat())
+
+    @property
+    def has_audio(self) -> bool:
+        """Whether the request holds sound: only a model with an audio tower takes it."""
+        return any(
+            isinstance(m["content"], list) and any(p["type"] == "input_audio" for p in m["content"])
+            for m in self.chat()
+        )
 
     @classmethod
     def parse(cls, data: Any) -> GenerateRequest:
@@ -226,8 +277,9 @@ def _arguments(value: str | dict[str, Any]) -> dict[str, Any]:
 
 
 def check_sizes(data: dict[str, Any]) -> None:
-    """`InputTooLargeError` naming the first image data URL over `MAX_DATA_URL_CHARS`, or the text over
-    `MAX_PROMPT_CHARS`, of a raw request dict (anything malformed is left to the schema)."""
+    """`InputTooLargeError` naming the first image data URL over `MAX_DATA_URL_CHARS`, base64 audio over
+    `MAX_AUDIO_DATA_CHARS`, or the text over `MAX_PROMPT_CHARS`, of a raw request dict (anything malformed
+    is left to the schema)."""
     chars = len(data["prompt"]) if isinstance(data.get("prompt"), str) else 0
     messages = data.get("messages")
     for index, message in enumerate(messages if isinstance(messages, list) else []):
@@ -242,9 +294,16 @@ def check_sizes(data: dict[str, Any]) -> None:
             image_url = part.get("image_url")
             url = image_url.get("url") if isinstance(image_url, dict) else image_url
             _check_url(url, f"messages[{index}].content[{position}]")
+            audio = part.get("input_audio")
+            _check_audio(
+                audio.get("data") if isinstance(audio, dict) else None, f"messages[{index}].content[{position}]"
+            )
     images = data.get("images")
     for index, url in enumerate(images if isinstance(images, list) else []):
         _check_url(url, f"images[{index}]")
+    sounds = data.get("audio")
+    for index, url in enumerate(sounds if isinstance(sounds, list) else []):
+        _check_audio(url, f"audio[{index}]")
     if chars > MAX_PROMPT_CHARS:
         raise InputTooLargeError(
             f"prompt/messages: {chars} characters of text, over the limit of {MAX_PROMPT_CHARS} "
@@ -257,4 +316,12 @@ def _check_url(url: Any, where: str) -> None:
         raise InputTooLargeError(
             f"{where}: an image URL of {len(url)} characters, over the limit of {MAX_DATA_URL_CHARS} "
             "(a data URL of 20 MiB of image)"
+        )
+
+
+def _check_audio(data: Any, where: str) -> None:
+    if isinstance(data, str) and len(data) > MAX_AUDIO_DATA_CHARS:
+        raise InputTooLargeError(
+            f"{where}: {len(data)} characters of base64 audio, over the limit of {MAX_AUDIO_DATA_CHARS} "
+            "(12 MiB of sound in base64)"
         )

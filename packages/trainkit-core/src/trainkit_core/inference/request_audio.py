@@ -1,0 +1,101 @@
+"""Audio in a generation request: checked before any model is loaded, so a bad part is a 400, never a 500.
+
+Why before: as for images (`trainkit_core.inference.request_images`), a request is
+validated where it arrives (the CLI, the API), and a sound that does not decode, is
+cut short, is not audio or is over the limits must be refused there, naming its part,
+rather than fail inside a worker. Only base64 data is taken (OpenAI's ``input_audio``
+form): a ``path`` would read the server's own files. soundfile (and numpy) are
+imported only when a request holds audio; where soundfile is not installed (a light
+client) only the part's form is checked here, and the API or the model's worker, which
+run this same check with soundfile, decode the sound.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from trainkit_core.datasets.audio import (
+    FORMATS,
+    ROLES_WITH_AUDIO,
+    AudioLimits,
+    decode_audio,
+    decode_audio_url,
+    too_many_bytes,
+)
+
+#: The placeholder sizes some WAV writers leave in a header they cannot go back to (a pipe): not a promise.
+_UNKNOWN_SIZES = (0, 0xFFFFFFFF)
+#: Chunks looked at before the samples; a WAV with more is left to libsndfile, not walked byte by byte.
+_MAX_CHUNKS = 1000
+
+
+def check_request_audio(turns: list[dict[str, Any]], limits: AudioLimits | None = None) -> None:
+    """`ValueError` naming the first bad ``input_audio`` part of `turns` (OpenAI-form messages)."""
+    limits = limits or AudioLimits()
+    count = 0
+    for index, turn in enumerate(turns):
+        content = turn["content"]
+        if not isinstance(content, list):
+            continue
+        for position, part in enumerate(content):
+            if part["type"] != "input_audio":
+                continue
+            where = f"messages[{index}].content[{position}]"
+            if turn["role"] not in ROLES_WITH_AUDIO:
+                raise ValueError(f"{where}: audio goes in user or system messages, not {turn['role']}")
+            count += 1
+            if count > limits.max_per_example:
+                raise ValueError(
+                    f"{where}: more than {limits.max_per_example} audio parts in one request "
+                    "(TRAINKIT_AUDIO_MAX_PER_EXAMPLE)"
+                )
+            sound = part["input_audio"]
+            fmt, data = sound["format"], sound["data"]
+            if fmt not in FORMATS:
+                raise ValueError(f"{where}: format {str(fmt)[:20]!r} is not one of {', '.join(FORMATS)}")
+            try:
+                _, decoded = decode_audio_url(f"data:audio/{fmt};base64,{data}")
+                check_audio_bytes(decoded, fmt, limits)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+
+
+def check_audio_bytes(data: bytes, fmt: str, limits: AudioLimits) -> None:
+    """`ValueError` naming what is wrong with the bytes of a `fmt` sound (`trainkit infer --audio` too).
+
+    A WAV cut short is refused here although libsndfile would read what is left: the
+    sender meant a longer sound, and the model would answer about part of it.
+    """
+    if not data:
+        raise ValueError("it holds no bytes")
+    if len(data) > limits.max_bytes:
+        raise ValueError(too_many_bytes(len(data), limits.max_bytes))
+    if fmt == "wav":
+        cut = wav_cut_short(data)
+        if cut is not None:
+            raise ValueError(cut)
+    if importlib.util.find_spec("soundfile") is None:
+        return  # a light client: the API or the model's worker decodes it (both have soundfile)
+    decode_audio(data, fmt, limits)
+
+
+def wav_cut_short(data: bytes) -> str | None:
+    """Why a RIFF WAV's bytes end before its ``data`` chunk says its samples do; None when they do not.
+
+    Only the chunk headers are read. Anything that is not a RIFF WAV is left to libsndfile.
+    """
+    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return None
+    offset = 12
+    for _ in range(_MAX_CHUNKS):
+        if offset + 8 > len(data):
+            return f"the WAV is cut short: it ends after {len(data)} bytes, before its samples"
+        name, size = data[offset : offset + 4], int.from_bytes(data[offset + 4 : offset + 8], "little")
+        if name == b"data":
+            present = len(data) - offset - 8
+            if size not in _UNKNOWN_SIZES and size > present:
+                return f"the WAV is cut short: its header promises {size} bytes of samples, {present} are there"
+            return None
+        offset += 8 + size + (size & 1)  # chunks are padded to an even length
+    return None
