@@ -80,9 +80,10 @@ class ChatMessageIn(BaseModel):
     content: str | list[dict[str, Any]] | None = Field(
         None,
         description=(
-            "Text, or a list of `{type: text, text}` and `{type: image_url, image_url: {url: data:...}}` parts; "
-            "http(s) image URLs only where the server allows fetching (TRAINKIT_API_FETCH_IMAGE_URLS). "
-            "Left out only by an assistant message with `tool_calls`."
+            "Text, or a list of `{type: text, text}`, `{type: image_url, image_url: {url: data:...}}` and "
+            "`{type: input_audio, input_audio: {data: BASE64, format: wav | mp3}}` parts (pictures and sounds in "
+            "user or system messages); http(s) image URLs only where the server allows fetching "
+            "(TRAINKIT_API_FETCH_IMAGE_URLS). Left out only by an assistant message with `tool_calls`."
         ),
     )
     tool_calls: list[dict[str, Any]] | None = Field(None, description="An assistant's earlier calls (OpenAI's form).")
@@ -92,7 +93,7 @@ class ChatMessageIn(BaseModel):
     @classmethod
     def _parts_given(cls, value: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
         if isinstance(value, list) and not value:  # OpenAI refuses it too; an empty prompt is no question
-            raise ValueError("an empty list of parts; give text, or text and image_url parts")
+            raise ValueError("an empty list of parts; give text, or text and image_url or input_audio parts")
         return value
 
 
@@ -187,7 +188,8 @@ SSE_DOC = {"text/event-stream": {"schema": {"type": "string"}}}
 
 
 def _content(content: str | list[dict[str, Any]], where: str) -> str | list[dict[str, Any]]:
-    """A message's content for trainkit: text, or text and ``image_url`` parts (checked by `GenerateRequest`)."""
+    """A message's content for trainkit: text, or text, ``image_url`` and ``input_audio`` parts (their bytes
+    checked by `GenerateRequest`, which names the part)."""
     if isinstance(content, str):
         return content
     parts: list[dict[str, Any]] = []
@@ -201,8 +203,17 @@ def _content(content: str | list[dict[str, Any]], where: str) -> str | list[dict
             if not isinstance(url, str):
                 raise UsageError(f'{where}.content[{i}]: an image_url part needs "image_url": {{"url": "data:..."}}')
             parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif kind == "input_audio":
+            audio = part.get("input_audio")
+            data, fmt = (audio.get("data"), audio.get("format")) if isinstance(audio, dict) else (None, None)
+            if not isinstance(data, str) or not isinstance(fmt, str):
+                raise UsageError(
+                    f'{where}.content[{i}]: an input_audio part needs "input_audio": '
+                    '{"data": "<base64>", "format": "wav" or "mp3"}'
+                )
+            parts.append({"type": "input_audio", "input_audio": {"data": data, "format": fmt}})
         else:
-            raise UsageError(f"{where}.content[{i}]: only text and image_url parts are supported")
+            raise UsageError(f"{where}.content[{i}]: only text, image_url and input_audio parts are supported")
     if all(p["type"] == "text" for p in parts):
         return "".join(p["text"] for p in parts)
     return parts
