@@ -76,6 +76,48 @@ def _data_url(path: str) -> str:
     return f"data:image/{kind};base64,{base64.b64encode(data).decode()}"
 
 
+def _audio_url(path: str) -> str:
+    """The sound at `path` as a ``data:audio/<format>;base64,`` URL, checked here so a bad one names `--audio`.
+
+    Its format is its suffix's (.wav, .mp3), else what its first bytes say. Its size is
+    checked before it is read; its bytes as the request's parts are (decoded within
+    `AudioLimits`, a WAV cut short refused), where soundfile is installed.
+    """
+    import base64
+
+    from trainkit_core.datasets.audio import AudioLimits, format_of_path
+    from trainkit_core.datasets.images import read_image_file
+    from trainkit_core.errors import InputTooLargeError, UsageError
+    from trainkit_core.inference.request_audio import check_audio_bytes
+
+    limits = AudioLimits()
+    try:
+        data = read_image_file(Path(path).expanduser(), limits.max_bytes, setting="TRAINKIT_AUDIO_MAX_BYTES")
+    except OSError as exc:
+        raise UsageError(f"--audio {path}: cannot read it ({exc.strerror})") from None
+    except ValueError as exc:
+        cls = InputTooLargeError if "over the limit" in str(exc) else UsageError
+        raise cls(f"--audio {path}: {exc}") from None
+    fmt = format_of_path(path) or _sniffed_audio_format(data)
+    if fmt is None:
+        raise UsageError(f"--audio {path}: not a WAV or MP3 file (by its name or its first bytes)")
+    try:
+        check_audio_bytes(data, fmt, limits)
+    except ValueError as exc:
+        cls = InputTooLargeError if "over the limit" in str(exc) else UsageError
+        raise cls(f"--audio {path}: {exc}") from None
+    return f"data:audio/{fmt};base64,{base64.b64encode(data).decode()}"
+
+
+def _sniffed_audio_format(data: bytes) -> str | None:
+    """ "wav" or "mp3" by the first bytes: a RIFF WAVE header, an ID3 tag or an MPEG audio frame's sync."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+        return "wav"
+    if data[:3] == b"ID3" or (len(data) > 1 and data[0] == 0xFF and data[1] & 0xE0 == 0xE0):
+        return "mp3"
+    return None
+
+
 @click.command("infer")
 @click.option("--model-path", metavar="PATH", help="trained/<run id> or trained/<run id>/checkpoints/<step>.")
 @click.option("--model-size", metavar="SIZE", help="Instead of --model-path: the newest trained model of this preset.")
@@ -87,6 +129,14 @@ def _data_url(path: str) -> str:
     metavar="PATH",
     multiple=True,
     help="A picture for the (last) user turn; repeat for several. Needs a multimodal model.",
+)
+@click.option(
+    "--audio",
+    "audio",
+    metavar="FILE",
+    multiple=True,
+    help="A sound (.wav or .mp3, at most 30 s) for the (last) user turn; repeat for several. Needs a model with "
+    "an audio tower (e2b, e4b).",
 )
 @click.option(
     "--tools",
@@ -116,6 +166,7 @@ def infer_command(
     prompt: str | None,
     messages_file: str | None,
     images: tuple[str, ...],
+    audio: tuple[str, ...],
     tools_file: str | None,
     think: bool | None,
     base: bool,
@@ -137,6 +188,7 @@ def infer_command(
         "prompt": prompt,
         "messages": _messages(messages_file) if messages_file else None,
         "images": [_data_url(path) for path in images] or None,
+        "audio": [_audio_url(path) for path in audio] or None,
         "tools": _messages(tools_file, "--tools", "tools") if tools_file else None,
         "think": think,
         "base": base,
