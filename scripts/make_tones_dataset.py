@@ -81,7 +81,9 @@ def write(folder: Path, train_per_class: int = 40, eval_per_class: int = 3, seed
         for _ in range(eval_per_class):
             samples, rate = sound(pitch, count, rng)
             data = base64.b64encode(encode(samples, rate, "mp3")).decode()
-            held_out.append(example({"type": "input_audio", "input_audio": {"data": data, "format": "mp3"}}, pitch, count))
+            held_out.append(
+                example({"type": "input_audio", "input_audio": {"data": data, "format": "mp3"}}, pitch, count)
+            )
     random.Random(seed + 1).shuffle(train)
     (folder / "train.jsonl").write_text("".join(json.dumps(e) + "\n" for e in train))
     (folder / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in held_out))

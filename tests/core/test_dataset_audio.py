@@ -76,8 +76,9 @@ MALFORMED = [
         {"audio/fake.wav": b"hello, not a sound"},
         "audio-undecodable",
         "does not decode",
-    ),  # fmt: skip
+    ),
     ("truncated-wav", audio_line(data_part(WAV[:30])), {}, "audio-undecodable", "base64 audio"),
+    ("wav-cut-mid-samples", audio_line(data_part(WAV[: len(WAV) // 2])), {}, "audio-undecodable", "cut short"),
     ("random-bytes", audio_line(data_part(os.urandom(4000))), {}, "audio-undecodable", "does not decode"),
     (
         "mp3-said-wav",
@@ -85,21 +86,21 @@ MALFORMED = [
         {},
         "audio-undecodable",
         "said to be wav, but the bytes are MP3",
-    ),  # fmt: skip
+    ),
     (
         "too-long",
         audio_line(path_part("audio/long.wav")),
         {"audio/long.wav": encoded(tone(seconds=3.0), rate=8000)},
         "audio-too-large",
         "TRAINKIT_AUDIO_MAX_SECONDS",
-    ),  # fmt: skip
+    ),
     (
         "too-many-bytes",
         audio_line(path_part("audio/big.wav")),
         {"audio/big.wav": encoded(tone(seconds=1.9, rate=48_000), rate=48_000, subtype="FLOAT")},
         "audio-too-large",
         "TRAINKIT_AUDIO_MAX_BYTES",
-    ),  # fmt: skip
+    ),
     ("too-many-parts", audio_line(*[path_part("audio/ok.wav")] * 4), {}, "too-many-audio", "4 audio parts"),
     (
         "in-assistant",
@@ -115,7 +116,7 @@ MALFORMED = [
         {},
         "audio-in-assistant",
         "user or system",
-    ),  # fmt: skip
+    ),
     ("format-unknown", audio_line(data_part(WAV, "flac")), {}, "audio-format", "'flac' is not one of wav, mp3"),
     (
         "no-format-for-data",
@@ -123,7 +124,7 @@ MALFORMED = [
         {},
         "audio-format",
         'needs "format"',
-    ),  # fmt: skip
+    ),
     ("suffix-not-audio", audio_line(path_part("audio/ok.txt")), {}, "audio-format", "is not a .wav or .mp3 file"),
     (
         "suffix-disagrees",
@@ -131,7 +132,7 @@ MALFORMED = [
         {},
         "audio-format",
         "format 'mp3' but the file is .wav",
-    ),  # fmt: skip
+    ),
     ("dotdot", audio_line(path_part("../secret.wav")), {}, "audio-outside", "leads out"),
     ("absolute", audio_line(path_part("/etc/passwd.wav")), {}, "audio-path", "relative to the dataset folder"),
     ("url", audio_line(path_part("https://example.com/a.wav")), {}, "audio-path", "is a URL"),
@@ -143,21 +144,21 @@ MALFORMED = [
         {},
         "part-audio-invalid",
         "one of them",
-    ),  # fmt: skip
+    ),
     (
         "not-an-object",
         audio_line({"type": "input_audio", "input_audio": "audio/ok.wav"}),
         {},
         "part-audio-invalid",
         "needs",
-    ),  # fmt: skip
+    ),
     (
         "bad-base64",
         audio_line({"type": "input_audio", "input_audio": {"data": "%%%not base64", "format": "wav"}}),
         {},
         "audio-data-url",
         "does not decode",
-    ),  # fmt: skip
+    ),
     ("folder-not-file", audio_line(path_part("audio/sub.wav")), {}, "audio-not-file", "a folder"),
     (
         "silence-of-nothing",
@@ -165,7 +166,7 @@ MALFORMED = [
         {},
         "audio-undecodable",
         "no samples",
-    ),  # fmt: skip
+    ),
 ]
 
 

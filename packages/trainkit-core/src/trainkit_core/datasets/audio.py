@@ -34,6 +34,10 @@ FORMATS = ("wav", "mp3")
 SAMPLING_RATE = 16_000
 ROLES_WITH_AUDIO = ("system", "user")
 _AUDIO_URL = re.compile(r"^data:audio/(?P<format>[a-z0-9]+);base64,(?P<data>.*)$", re.DOTALL)
+#: The placeholder sizes some WAV writers leave in a header they cannot go back to (a pipe): not a promise.
+_UNKNOWN_SIZES = (0, 0xFFFFFFFF)
+#: Chunks looked at before the samples; a WAV with more is left to libsndfile, not walked byte by byte.
+_MAX_CHUNKS = 1000
 #: libsndfile's names of the containers each format may be in (an MP3 reads as "MP3").
 _CONTAINERS = {"wav": ("WAV", "WAVEX", "RF64"), "mp3": ("MP3", "MPEG")}
 
@@ -146,6 +150,9 @@ def decode_audio(data: bytes, fmt: str | None, limits: AudioLimits) -> Any:
 
     if len(data) > limits.max_bytes:
         raise ValueError(too_many_bytes(len(data), limits.max_bytes))
+    cut = wav_cut_short(data)  # libsndfile would read what is left: the sender meant a longer sound
+    if cut is not None:
+        raise ValueError(cut)
     try:
         with soundfile.SoundFile(io.BytesIO(data)) as sound:
             container, rate, frames = sound.format, sound.samplerate, sound.frames
@@ -184,3 +191,24 @@ def resample(samples: Any, rate: int, target: int) -> Any:
     n = min(len(kept), len(spectrum))
     kept[:n] = spectrum[:n]
     return (np.fft.irfft(kept, n=length) * (length / len(samples))).astype(np.float32)
+
+
+def wav_cut_short(data: bytes) -> str | None:
+    """Why a RIFF WAV's bytes end before its ``data`` chunk says its samples do; None when they do not.
+
+    Only the chunk headers are read. Anything that is not a RIFF WAV is left to libsndfile.
+    """
+    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return None
+    offset = 12
+    for _ in range(_MAX_CHUNKS):
+        if offset + 8 > len(data):
+            return f"the WAV is cut short: it ends after {len(data)} bytes, before its samples"
+        name, size = data[offset : offset + 4], int.from_bytes(data[offset + 4 : offset + 8], "little")
+        if name == b"data":
+            present = len(data) - offset - 8
+            if size not in _UNKNOWN_SIZES and size > present:
+                return f"the WAV is cut short: its header promises {size} bytes of samples, {present} are there"
+            return None
+        offset += 8 + size + (size & 1)  # chunks are padded to an even length
+    return None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainkit_core.datasets.audio import format_of_path
 from trainkit_core.datasets.images import referenced_files
 from trainkit_core.datasets.layout import FileInfo, Manifest, dataset_hash
 from trainkit_core.datasets.problems import Problem
@@ -56,13 +57,16 @@ class LocalDataset:
         except DatasetFileError as exc:
             data["problems"] = [{"file": exc.file, "message": str(exc)}]
             return data
+        referenced = set(manifest.files) - {SPEC_FILE, *self.spec.files}  # the files the JSONL names
+        audio = {path for path in referenced if format_of_path(path) is not None}
         data.update(
             files={
                 path: {"sha256": f.sha256, "size": f.size, "examples": f.examples} for path, f in manifest.files.items()
             },
             train_examples=sum(manifest.files[f].examples for f in self.spec.train),
             eval_examples=sum(manifest.files[f].examples for f in self.spec.eval),
-            images=len(manifest.files) - 1 - len(self.spec.files),
+            images=len(referenced - audio),
+            audio=len(audio),
             size=manifest.size,
             hash=manifest.hash,
         )

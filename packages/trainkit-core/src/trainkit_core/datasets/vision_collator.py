@@ -127,6 +127,9 @@ def processor_inputs(
     if any(r.audio for r in rendered):
         audio_limits = limits.audio if limits is not None else None
         call["audio"] = [load_audio(ref, audio_limits) for r in rendered for ref in r.audio]
+        # Stated, not left to the processor: it hands a trained tokenizer's padding settings (max_length None)
+        # to every modality, and the feature extractor then cannot truncate. The sounds are within the limits.
+        call["audio_kwargs"] = {"truncation": False, "pad_to_multiple_of": 128}
     return dict(processor(**call))
 
 

@@ -62,7 +62,7 @@ def normalize_example(record: Any, *, where: str) -> dict[str, Any]:
         if not isinstance(m, Mapping) or m.get("role") not in ROLES or not _content_ok(m.get("content"), m.get("role")):
             raise UsageError(
                 f"{where}: message {i} needs a role ({', '.join(ROLES)}) and string content "
-                "(or, in a user or system message, text and image_url parts)"
+                "(or, in a user or system message, text, image_url and input_audio parts)"
             )
         clean.append({"role": m["role"], "content": m["content"] or ""} | {k: m[k] for k in TOOL_KEYS if k in m})
     if clean[-1]["role"] != "assistant" or clean[-2]["role"] not in ("user", "tool"):
@@ -77,7 +77,7 @@ def normalize_example(record: Any, *, where: str) -> dict[str, Any]:
 
 
 def _content_ok(content: Any, role: Any) -> bool:
-    """A string, or (not for the assistant) a list of text and image_url parts as the datasets hold them."""
+    """A string, or (not for the assistant) a list of text, image_url and input_audio parts as the datasets hold them."""
     if isinstance(content, str):
         return True
     if content is None and role == "assistant":
@@ -89,6 +89,7 @@ def _content_ok(content: Any, role: Any) -> bool:
         and (
             (p.get("type") == "text" and isinstance(p.get("text"), str))
             or (p.get("type") == "image_url" and isinstance((p.get("image_url") or {}).get("url"), str))
+            or (p.get("type") == "input_audio" and isinstance(p.get("input_audio"), Mapping))
         )
         for p in content
     )

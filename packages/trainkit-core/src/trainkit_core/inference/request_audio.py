@@ -22,12 +22,8 @@ from trainkit_core.datasets.audio import (
     decode_audio,
     decode_audio_url,
     too_many_bytes,
+    wav_cut_short,
 )
-
-#: The placeholder sizes some WAV writers leave in a header they cannot go back to (a pipe): not a promise.
-_UNKNOWN_SIZES = (0, 0xFFFFFFFF)
-#: Chunks looked at before the samples; a WAV with more is left to libsndfile, not walked byte by byte.
-_MAX_CHUNKS = 1000
 
 
 def check_request_audio(turns: list[dict[str, Any]], limits: AudioLimits | None = None) -> None:
@@ -72,30 +68,9 @@ def check_audio_bytes(data: bytes, fmt: str, limits: AudioLimits) -> None:
     if len(data) > limits.max_bytes:
         raise ValueError(too_many_bytes(len(data), limits.max_bytes))
     if fmt == "wav":
-        cut = wav_cut_short(data)
+        cut = wav_cut_short(data)  # decode_audio checks it too; here for a client without soundfile
         if cut is not None:
             raise ValueError(cut)
     if importlib.util.find_spec("soundfile") is None:
         return  # a light client: the API or the model's worker decodes it (both have soundfile)
     decode_audio(data, fmt, limits)
-
-
-def wav_cut_short(data: bytes) -> str | None:
-    """Why a RIFF WAV's bytes end before its ``data`` chunk says its samples do; None when they do not.
-
-    Only the chunk headers are read. Anything that is not a RIFF WAV is left to libsndfile.
-    """
-    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
-        return None
-    offset = 12
-    for _ in range(_MAX_CHUNKS):
-        if offset + 8 > len(data):
-            return f"the WAV is cut short: it ends after {len(data)} bytes, before its samples"
-        name, size = data[offset : offset + 4], int.from_bytes(data[offset + 4 : offset + 8], "little")
-        if name == b"data":
-            present = len(data) - offset - 8
-            if size not in _UNKNOWN_SIZES and size > present:
-                return f"the WAV is cut short: its header promises {size} bytes of samples, {present} are there"
-            return None
-        offset += 8 + size + (size & 1)  # chunks are padded to an even length
-    return None
