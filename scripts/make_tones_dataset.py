@@ -6,7 +6,9 @@ little noise, at a random sample rate (16, 22.05 or 44.1 kHz), asked about as "W
 you hear?" and answered "two high beeps". The eval sounds are other random draws, so an
 exact match on eval shows the model hears the sound, not a memorised file. Training
 sounds are WAV files in ``audio/``; the eval sounds are given inline, as base64 MP3
-(OpenAI's ``input_audio`` form), so both forms are exercised.
+(OpenAI's ``input_audio`` form), so both forms are exercised. Two more sounds,
+``audio/unseen-high-2.wav`` and ``audio/unseen-low-3.wav``, are in no line: to try
+``trainkit infer --audio`` on.
 
 Run ``python scripts/make_tones_dataset.py [FOLDER]`` to (re)write the folder; the
 output is the same on every run (seeded). Needs numpy and soundfile (trainkit-core[train]).
@@ -60,7 +62,7 @@ def encode(samples: object, rate: int, fmt: str) -> bytes:
 def example(part: dict[str, object], pitch: str, count: int) -> dict[str, object]:
     return {
         "messages": [
-            {"role": "user", "content": [part, {"type": "text", "text": QUESTION}]},
+            {"role": "user", "content": [{"type": "text", "text": QUESTION}, part]},  # as `infer --prompt --audio` asks
             {"role": "assistant", "content": answer(pitch, count)},
         ]
     }
@@ -84,6 +86,9 @@ def write(folder: Path, train_per_class: int = 40, eval_per_class: int = 3, seed
             held_out.append(
                 example({"type": "input_audio", "input_audio": {"data": data, "format": "mp3"}}, pitch, count)
             )
+    for pitch, count in (("high", 2), ("low", 3)):  # to try `trainkit infer --audio` on: in no JSONL line
+        samples, rate = sound(pitch, count, rng)
+        (folder / "audio" / f"unseen-{pitch}-{count}.wav").write_bytes(encode(samples, rate, "wav"))
     random.Random(seed + 1).shuffle(train)
     (folder / "train.jsonl").write_text("".join(json.dumps(e) + "\n" for e in train))
     (folder / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in held_out))

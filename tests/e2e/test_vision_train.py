@@ -187,7 +187,9 @@ def test_the_merged_export_keeps_the_towers_and_answers_like_infer_without_train
     )
     from trainkit_core.datasets.images import load_image
 
-    inputs = dict(processor(text=[rendered.text], images=[[load_image(r) for r in rendered.images]], return_tensors="pt"))
+    inputs = dict(
+        processor(text=[rendered.text], images=[[load_image(r) for r in rendered.images]], return_tensors="pt")
+    )
     torch.save(inputs, tmp_path / "inputs.pt")
     site = bare_env.build(tmp_path / "site")
     done = bare_env.run(site, BARE_IMAGE_GENERATE, str(out), str(tmp_path / "inputs.pt"), "8")
