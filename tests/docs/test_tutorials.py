@@ -95,3 +95,16 @@ def test_tool_calling_tutorial_data_validates_as_the_page_says(tmp_path: Path, t
     """The page's quick blocks (its training is `long-run`: minutes on a CPU, figures in the developer records)."""
     output = run_tutorial(DOCS / "tutorials" / "tool-calling.md", tmp_path)
     assert "400 train" in output and "50 eval" in output and "0 error(s), 0 warning(s)" in output, output[-2000:]
+
+
+def test_audio_tutorial_data_validates_as_the_page_says(tmp_path: Path, trainkit_home: Path) -> None:
+    """The page's quick blocks: make the tones and validate them (its training is `long-run`; the same path,
+    on a smaller draw, trains in tests/e2e/test_audio_train.py)."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "make_tones_dataset.py", tmp_path / "scripts")
+    output = run_tutorial(DOCS / "tutorials" / "audio.md", tmp_path)
+    assert "360 train / 27 eval examples, 387 audio parts" in output, output[-2000:]
+    assert (
+        "0 error(s), 0 warning(s)" in output
+        and (tmp_path / "datasets" / "tones" / "audio" / "unseen-high-2.wav").is_file()
+    )
