@@ -237,3 +237,39 @@ def test_the_job_reads_a_synced_sound_whose_name_lost_its_suffix(tmp_path: Path,
     path = data.train[0]["messages"][0]["content"][0]["input_audio"]["path"]
     assert not path.endswith(".wav")  # the content-addressed blob
     assert abs(_peak_hz(load_audio(path)) - 440.0) < 4.0
+
+
+def test_the_plan_counts_each_sounds_tokens_by_its_length(
+    tmp_path: Path, trainkit_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One token per 40 ms and two markers: 1.0 s (a file) is 27 tokens, 0.4 s (inline) 12."""
+    from trainkit_core import get_provider
+    from trainkit_core.settings import Settings
+    from trainkit_core.training.plan import make_plan
+
+    datasets = tmp_path / "datasets"
+    folder = make(datasets, audio_line(path_part("audio/long.wav"), answer="first"), files={})
+    (folder / "audio" / "long.wav").write_bytes(encoded(tone(seconds=1.0, rate=22_050), rate=22_050))
+    with_sound = folder.parent / "inline"
+    with_sound.mkdir()
+    (with_sound / "dataset.toml").write_text('name = "inline"\nformat = "chat"\ntrain = ["train.jsonl"]\n')
+    (with_sound / "train.jsonl").write_bytes(audio_line(data_part(encoded(tone(seconds=0.4))), answer="first"))
+    plain = folder.parent / "plain"
+    plain.mkdir()
+    (plain / "dataset.toml").write_text('name = "plain"\nformat = "chat"\ntrain = ["train.jsonl"]\n')
+    question = [{"type": "text", "text": "What do you hear?"}]
+    (plain / "train.jsonl").write_text(
+        json.dumps({"messages": [{"role": "user", "content": question}, {"role": "assistant", "content": "first"}]})
+        + "\n"
+    )
+    monkeypatch.setenv("TRAINKIT_DATASETS_DIR", str(datasets))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    provider = get_provider("local", Settings.from_env())
+
+    def tokens(name: str) -> int:
+        return make_plan(provider, {"dataset": name, "model_size": "e2b", "steps": 1}, exact=False).tokens_per_epoch
+
+    assert tokens("sounds") - tokens("plain") == 27
+    assert tokens("inline") - tokens("plain") == 12
+    plan = make_plan(provider, {"dataset": "sounds", "model_size": "e2b", "steps": 1}, exact=False)
+    assert any("27 audio tokens in 1 examples" in note for note in plan.notes), plan.notes

@@ -270,15 +270,21 @@ def make_plan(
     request = config if isinstance(config, CheckedRequest) else check_request(provider, config, strict=strict)
     config = request.config
     train, held_out = _examples(provider, request)
-    from trainkit_core.training.vision_plan import image_counts, text_only
+    from trainkit_core.training.vision_plan import audio_token_counts, image_counts, text_only
 
     training_method = get_method(config.method)
     conversations = training_method.as_conversations(train)
     pictures = image_counts(conversations)
+    sounds = audio_token_counts(conversations, request.local.path if request.local is not None else None)
     counts, tokens_exact, method = count_tokens(
-        config, text_only(conversations) if any(pictures) else conversations, exact=exact
+        config, text_only(conversations) if any(pictures) or any(sounds) else conversations, exact=exact
     )
     notes = []
+    if any(sounds):
+        if len(counts) == len(sounds):
+            counts = [c + n for c, n in zip(counts, sounds, strict=True)]
+        method += "; plus each sound's tokens (one per 40 ms, from its length)"
+        notes.append(f"{sum(sounds):,} audio tokens in {sum(1 for n in sounds if n)} examples, counted in the tokens")
     if any(pictures):
         per_image = config.preset.image_tokens
         if len(counts) == len(pictures):
