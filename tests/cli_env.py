@@ -8,6 +8,7 @@ through the local provider (`store`, `run`).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import signal
 import subprocess
@@ -17,6 +18,15 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINKIT = [sys.executable, "-m", "trainkit_cli"]
+
+
+def load_script(name: str) -> Any:
+    """`scripts/NAME.py` as a module (the dataset generators are scripts, not part of a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class Env:

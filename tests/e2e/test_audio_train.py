@@ -10,46 +10,29 @@ beside the adapter, so that inference answers about a sound it never heard.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_env import REPO, Env
+from cli_env import Env, load_script
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 TRAIN_PER_CLASS, EVAL_PER_CLASS = 20, 2
 
 
-def _tones() -> Any:
-    spec = importlib.util.spec_from_file_location("make_tones_dataset", REPO / "scripts" / "make_tones_dataset.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     datasets = tmp_path_factory.mktemp("datasets")
-    _tones().write(datasets / "tones", train_per_class=TRAIN_PER_CLASS, eval_per_class=EVAL_PER_CLASS)
+    load_script("make_tones_dataset").write(
+        datasets / "tones", train_per_class=TRAIN_PER_CLASS, eval_per_class=EVAL_PER_CLASS
+    )
     env = Env(tmp_path_factory.mktemp("home"), datasets)
     yield env
-    from trainkit_core.local.inference_server import read_record
-    from trainkit_core.local.runner import alive
-
-    worker = read_record(env.home)  # the warm inference worker `infer` started
-    if worker and alive(worker.get("pid"), worker.get("pid_start")):
-        try:
-            os.kill(worker["pid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    env.end_warm_worker()  # the warm inference worker `infer` started
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +99,7 @@ def test_the_processor_is_kept_and_the_tower_trains_only_when_asked(env: Env, tr
 def test_a_sound_gets_an_answer_from_the_trained_model(env: Env, trained: dict[str, Any], tmp_path: Path) -> None:
     import random
 
-    tones = _tones()
+    tones = load_script("make_tones_dataset")
     samples, rate = tones.sound("high", 2, random.Random(12345))
     wav = tmp_path / "two-high.wav"
     wav.write_bytes(tones.encode(samples, rate, "wav"))

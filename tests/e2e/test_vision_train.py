@@ -9,47 +9,28 @@ adapter.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import re
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_env import REPO, Env
+from cli_env import Env, load_script
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 TWINS = {"tiny-gemma3mm": "gemma3", "tiny-gemma4": "gemma4"}
 
 
-def _load_script() -> Any:
-    spec = importlib.util.spec_from_file_location("make_shapes_dataset", REPO / "scripts" / "make_shapes_dataset.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     datasets = tmp_path_factory.mktemp("datasets")
-    _load_script().write(datasets / "shapes", train_per_class=2, eval_per_class=1)
+    load_script("make_shapes_dataset").write(datasets / "shapes", train_per_class=2, eval_per_class=1)
     env = Env(tmp_path_factory.mktemp("home"), datasets)
     yield env
-    from trainkit_core.local.inference_server import read_record
-    from trainkit_core.local.runner import alive
-
-    worker = read_record(env.home)  # the warm inference worker `infer` started
-    if worker and alive(worker.get("pid"), worker.get("pid_start")):
-        try:
-            os.kill(worker["pid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    env.end_warm_worker()  # the warm inference worker `infer` started
 
 
 @pytest.fixture(scope="module", params=list(TWINS))

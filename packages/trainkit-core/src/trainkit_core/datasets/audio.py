@@ -92,17 +92,29 @@ def parse_audio_part(part: dict[str, Any], where: str, role: str) -> tuple[str |
 
 
 def path_problem(path: str) -> tuple[str, str] | None:
-    """(code, message) when `path` cannot name a file inside the dataset folder; None when it can."""
-    shown = repr(path if len(path) <= 80 else path[:80] + "…")
+    """(code, message) when `path` cannot name a sound inside the dataset folder; None when it can."""
     if path.lower().startswith(("http://", "https://", "data:")):
-        return "audio-path", f"{shown} is a URL; give base64 data or a path relative to the dataset folder"
-    if any(ord(char) < 32 or ord(char) == 127 for char in path):
-        return "audio-path", f"{shown} holds a control character (a NUL byte or a line break); no file has it"
+        return "audio-path", f"{shown(path)} is a URL; give base64 data or a path relative to the dataset folder"
+    return relative_path_problem(path, "audio")
+
+
+def relative_path_problem(path: str, kind: str) -> tuple[str, str] | None:
+    """(code, message) when `path` is not a plain relative path inside the folder (a part of `kind`); None when it is.
+
+    The one check of a dataset's file references, pictures' and sounds' alike.
+    """
+    if any(ord(char) < 32 or ord(char) == 127 for char in path):  # NUL no file system takes; the rest is a slip
+        return f"{kind}-path", f"{shown(path)} holds a control character (a NUL byte or a line break); no file has it"
     if ":" in path.split("/", 1)[0] or path.startswith(("/", "\\", "~")) or "\\" in path:
-        return "audio-path", f"{shown} must be a path relative to the dataset folder, with '/'"
+        return f"{kind}-path", f"{shown(path)} must be a path relative to the dataset folder, with '/'"
     if ".." in PurePosixPath(path).parts:
-        return "audio-outside", f"{shown} leads out of the dataset folder"
+        return f"{kind}-outside", f"{shown(path)} leads out of the dataset folder"
     return None
+
+
+def shown(path: str) -> str:
+    """A reference as a message shows it: quoted, and cut at 80 characters."""
+    return repr(path if len(path) <= 80 else path[:80] + "…")
 
 
 def is_audio_ref(ref: str) -> bool:

@@ -29,7 +29,6 @@ import re
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Any
 
 from trainkit_core.datasets.audio import (
@@ -41,6 +40,8 @@ from trainkit_core.datasets.audio import (
     format_of_path,
     is_audio_ref,
     parse_audio_part,
+    relative_path_problem,
+    shown,
 )
 from trainkit_core.datasets.problems import Problem
 
@@ -197,13 +198,7 @@ def url_problem(url: str) -> tuple[str, str] | None:
         )
     if lowered.startswith("data:"):
         return None if _DATA_URL.match(url) else ("image-data-url", "a data URL must be data:image/...;base64,...")
-    if any(ord(char) < 32 or ord(char) == 127 for char in url):  # NUL no file system takes; the rest is a slip
-        return "image-path", f"{_short(url)} holds a control character (a NUL byte or a line break); no file has it"
-    if ":" in url.split("/", 1)[0] or url.startswith(("/", "\\", "~")) or "\\" in url:
-        return "image-path", f"{_short(url)} must be a path relative to the dataset folder, with '/'"
-    if ".." in PurePosixPath(url).parts:
-        return "image-outside", f"{_short(url)} leads out of the dataset folder"
-    return None
+    return relative_path_problem(url, "image")
 
 
 def is_remote(url: str) -> bool:
@@ -212,11 +207,7 @@ def is_remote(url: str) -> bool:
 
 def remote_image_message(url: str, when: str, instead: str) -> str:
     """The one wording for a refused remote image, wherever it is refused (datasets, `infer --image`)."""
-    return f"remote image {_short(url)} is not fetched {when}; {instead}"
-
-
-def _short(url: str) -> str:
-    return repr(url if len(url) <= 80 else url[:80] + "…")
+    return f"remote image {shown(url)} is not fetched {when}; {instead}"
 
 
 def decode_data_url(url: str) -> tuple[str, bytes]:

@@ -24,37 +24,28 @@ from trainkit_core.datasets.audio import (
     too_many_bytes,
     wav_cut_short,
 )
+from trainkit_core.inference.request_images import parts_of
 
 
 def check_request_audio(turns: list[dict[str, Any]], limits: AudioLimits | None = None) -> None:
     """`ValueError` naming the first bad ``input_audio`` part of `turns` (OpenAI-form messages)."""
     limits = limits or AudioLimits()
-    count = 0
-    for index, turn in enumerate(turns):
-        content = turn["content"]
-        if not isinstance(content, list):
-            continue
-        for position, part in enumerate(content):
-            if part["type"] != "input_audio":
-                continue
-            where = f"messages[{index}].content[{position}]"
-            if turn["role"] not in ROLES_WITH_AUDIO:
-                raise ValueError(f"{where}: audio goes in user or system messages, not {turn['role']}")
-            count += 1
-            if count > limits.max_per_example:
-                raise ValueError(
-                    f"{where}: more than {limits.max_per_example} audio parts in one request "
-                    "(TRAINKIT_AUDIO_MAX_PER_EXAMPLE)"
-                )
-            sound = part["input_audio"]
-            fmt, data = sound["format"], sound["data"]
-            if fmt not in FORMATS:
-                raise ValueError(f"{where}: format {str(fmt)[:20]!r} is not one of {', '.join(FORMATS)}")
-            try:
-                _, decoded = decode_audio_url(f"data:audio/{fmt};base64,{data}")
-                check_audio_bytes(decoded, fmt, limits)
-            except ValueError as exc:
-                raise ValueError(f"{where}: {exc}") from None
+    for count, (where, turn, part) in enumerate(parts_of(turns, "input_audio"), start=1):
+        if turn["role"] not in ROLES_WITH_AUDIO:
+            raise ValueError(f"{where}: audio goes in user or system messages, not {turn['role']}")
+        if count > limits.max_per_example:
+            raise ValueError(
+                f"{where}: more than {limits.max_per_example} audio parts in one request (TRAINKIT_AUDIO_MAX_PER_EXAMPLE)"
+            )
+        sound = part["input_audio"]
+        fmt, data = sound["format"], sound["data"]
+        if fmt not in FORMATS:
+            raise ValueError(f"{where}: format {str(fmt)[:20]!r} is not one of {', '.join(FORMATS)}")
+        try:
+            _, decoded = decode_audio_url(f"data:audio/{fmt};base64,{data}")
+            check_audio_bytes(decoded, fmt, limits)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
 
 
 def check_audio_bytes(data: bytes, fmt: str, limits: AudioLimits) -> None:

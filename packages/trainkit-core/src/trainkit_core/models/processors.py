@@ -60,11 +60,6 @@ def gemma4_image_text_processor(image_processor: Any, tokenizer: Any, feature_ex
     return Gemma4ImageTextProcessor(image_processor, tokenizer, audio=feature_extractor)
 
 
-def audio_feature_extractor(processor: Any) -> Any:
-    """The processor's audio feature extractor, or None (no audio tower)."""
-    return getattr(processor, "feature_extractor", None)
-
-
 def save_processor(processor: Any, folder: Path) -> None:
     """The processor into `folder`; Gemma 4's as its parts (image processor config and tokenizer)."""
     if type(processor).__name__ == "Gemma4ImageTextProcessor":
