@@ -861,7 +861,7 @@ function sweepTable(runs, varied, seen) {
 
 /* ---- playground: a prompt, the tuned and the base answer side by side */
 
-/* Stream one chat completion (`content`: the prompt's text, or OpenAI's parts: text and image_url) (OpenAI's chunks over SSE, read with fetch so the token
+/* Stream one chat completion (`content`: the prompt's text, or OpenAI's parts: text, image_url, input_audio) (OpenAI's chunks over SSE, read with fetch so the token
  * stays in a header); calls onText(piece, kind) per delta, kind "answer" or "thinking" (a Gemma 4 model's
  * `reasoning_content`). `think` asks the model to think (`reasoning_effort`). Resolves with the finish reason. */
 async function streamChat(model, content, onText, signal, think = false) {
@@ -902,41 +902,63 @@ async function streamChat(model, content, onText, signal, think = false) {
 
 const PLAYGROUND_MAX_TOKENS = 64;
 
-/* A card to talk to `modelPath` (trained/<run id>): both answers stream at once. */
 /* The largest picture the playground sends (the server's default `image_max_bytes`). */
 const PLAYGROUND_IMAGE_MAX_BYTES = 20 * 1024 * 1024;
+/* The largest sound it sends (the server's default `audio_max_bytes`). */
+const PLAYGROUND_AUDIO_MAX_BYTES = 12 * 1024 * 1024;
+const ATTACH_HINT = "Vision or audio model? Attach a picture or a sound (.wav, .mp3), or drop one here.";
 
+/* The `input_audio` format of a sound file ("wav" or "mp3", from its type, else its name); null for anything else. */
+function audioFormat(file) {
+  const type = (file.type || "").toLowerCase();
+  if (["audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"].includes(type)) return "wav";
+  if (["audio/mpeg", "audio/mp3"].includes(type)) return "mp3";
+  if (type && type !== "application/octet-stream") return null;
+  const ext = /\.([a-z0-9]+)$/i.exec(file.name || "");
+  return ext && ["wav", "mp3"].includes(ext[1].toLowerCase()) ? ext[1].toLowerCase() : null;
+}
+
+/* A card to talk to `modelPath` (trained/<run id>): both answers stream at once. */
 function playground(modelPath, ctl) {
   const prompt = h("textarea", { id: "pg-prompt", rows: "3", placeholder: "Type a prompt, e.g. one like the training data", "aria-label": "prompt" });
   const send = h("button", { type: "submit", class: "primary", id: "pg-send" }, "Send");
-  // A picture for a vision model: picked or dropped, read in the browser, sent as a data: URL part (nothing uploaded elsewhere).
-  let picture = null; // data: URL
-  const fileInput = h("input", { type: "file", id: "pg-file", accept: "image/*", "aria-label": "picture" });
+  // A picture for a vision model or a sound for an audio model: picked or dropped, read in the browser, sent in the
+  // message as OpenAI's parts (a data: URL `image_url`, or base64 `input_audio`); nothing is uploaded elsewhere.
+  let attached = null; // the part sent beside the text: image_url or input_audio
+  const fileInput = h("input", { type: "file", id: "pg-file", accept: "image/*,audio/wav,audio/mpeg,.wav,.mp3", "aria-label": "picture or sound" });
   const thumb = h("img", { class: "pg-thumb", id: "pg-thumb", alt: "the attached picture", hidden: true });
-  const pictureNote = h("span", { id: "pg-picture-note" }, "Vision model? Attach a picture, or drop one here.");
+  const sound = h("audio", { class: "pg-audio", id: "pg-audio", controls: true, preload: "metadata", hidden: true });
+  const pictureNote = h("span", { id: "pg-picture-note" }, ATTACH_HINT); // the note on what is attached, picture or sound
   const removeBtn = h("button", { type: "button", class: "small-btn", id: "pg-remove", hidden: true }, "Remove");
-  const setPicture = (url, name) => {
-    picture = url;
-    thumb.hidden = !url;
+  // `url`: the file as a data: URL; `format`: "wav" or "mp3" for a sound, undefined for a picture.
+  const setAttached = (url, file, format) => {
+    attached = !url ? null : format ? { type: "input_audio", input_audio: { data: url.slice(url.indexOf(",") + 1), format } }
+      : { type: "image_url", image_url: { url } };
+    thumb.hidden = !url || !!format;
+    sound.hidden = !url || !format;
     removeBtn.hidden = !url;
-    if (url) thumb.src = url; else thumb.removeAttribute("src");
+    if (url && !format) thumb.src = url; else thumb.removeAttribute("src");
+    if (url && format) sound.src = url; else sound.removeAttribute("src");
     pictureNote.classList.remove("error-text");
-    pictureNote.textContent = url ? `${name}: sent with the prompt` : "Vision model? Attach a picture, or drop one here.";
+    pictureNote.textContent = !url ? ATTACH_HINT
+      : format ? `${file.name} (${format}, ${fmtBytes(file.size)}): sent with the prompt` : `${file.name}: sent with the prompt`;
   };
-  const refuse = (message) => { setPicture(null); pictureNote.textContent = message; pictureNote.classList.add("error-text"); };
+  const refuse = (message) => { setAttached(null); pictureNote.textContent = message; pictureNote.classList.add("error-text"); };
   const attach = (file) => {
     if (!file) return;
-    if (!/^image\//.test(file.type)) { refuse(`${file.name} is not a picture (${file.type || "unknown type"})`); return; }
-    if (file.size > PLAYGROUND_IMAGE_MAX_BYTES) { refuse(`${file.name} is ${fmtBytes(file.size)}: the most is ${fmtBytes(PLAYGROUND_IMAGE_MAX_BYTES)}`); return; }
+    const format = /^image\//.test(file.type) ? undefined : audioFormat(file);
+    if (format === null) { refuse(`${file.name} is not a picture or a .wav or .mp3 sound (${file.type || "unknown type"})`); return; }
+    const most = format ? PLAYGROUND_AUDIO_MAX_BYTES : PLAYGROUND_IMAGE_MAX_BYTES;
+    if (file.size > most) { refuse(`${file.name} is ${fmtBytes(file.size)}: the most is ${fmtBytes(most)}`); return; }
     const reader = new FileReader();
-    reader.onload = () => setPicture(String(reader.result), file.name);
+    reader.onload = () => setAttached(String(reader.result), file, format);
     reader.onerror = () => refuse(`could not read ${file.name}`);
     reader.readAsDataURL(file);
   };
   fileInput.addEventListener("change", () => { attach(fileInput.files[0]); fileInput.value = ""; });
-  removeBtn.addEventListener("click", () => setPicture(null));
+  removeBtn.addEventListener("click", () => setAttached(null));
   const drop = h("div", { class: "pg-drop", id: "pg-drop" },
-    h("label", { class: "file-btn", for: "pg-file" }, "Attach a picture"), fileInput, pictureNote, thumb, removeBtn);
+    h("label", { class: "file-btn", for: "pg-file" }, "Attach a picture or sound"), fileInput, pictureNote, thumb, sound, removeBtn);
   // Gemma 4 models think when asked: their thought arrives apart from the answer and is shown apart.
   const think = h("input", { type: "checkbox", id: "pg-think" });
   const thinkLabel = h("label", { class: "small", for: "pg-think" }, think, " Ask the model to think (Gemma 4)");
@@ -973,7 +995,7 @@ function playground(modelPath, ctl) {
     ev.preventDefault();
     const text = prompt.value.trim();
     if (!text || send.disabled) return;
-    const content = picture ? [{ type: "text", text }, { type: "image_url", image_url: { url: picture } }] : text;
+    const content = attached ? [{ type: "text", text }, attached] : text;
     send.disabled = true;
     try { await Promise.all([ask(tuned, content), ask(base, content)]); } finally { send.disabled = false; }
   } }, h("div", { class: "pg-input" }, prompt, drop, thinkLabel), send);
@@ -988,7 +1010,7 @@ function playground(modelPath, ctl) {
   });
   return h("section", { class: "card", id: "playground" },
     h("h2", {}, "Playground"),
-    h("p", { class: "muted small" }, "The tuned model and its base answer the same prompt (with the picture, if one is attached), streamed through ",
+    h("p", { class: "muted small" }, "The tuned model and its base answer the same prompt (with the picture or sound, if one is attached), streamed through ",
       h("code", {}, "/v1/chat/completions"), " (greedy)."),
     form, h("div", { class: "pg-answers" }, tuned.box, base.box));
 }
@@ -1057,7 +1079,7 @@ async function viewModel(runId) {
 
 function contentText(content) {
   if (!Array.isArray(content)) return String(content);
-  return content.map((p) => (p && p.type === "text" ? p.text : "[image]")).join("\n");
+  return content.map((p) => (p && p.type === "text" ? p.text : p && p.type === "input_audio" ? "[sound]" : "[image]")).join("\n");
 }
 
 /* The pictures of an eval example's prompt (stored in the report as small data: URLs). */
