@@ -530,8 +530,9 @@ def demo_images(session: nox.Session) -> None:
 
 @nox.session(python=ML_PYTHON, default=False)
 def unsloth(session: nox.Session) -> None:
-    """The unsloth backend on CPU: the tiny model and the twins on text, the Gemma 3 twin on pictures,
-    DPO and GRPO on tiny (installs ~2.9 GB; not a default session).
+    """The unsloth backend on CPU: the tiny model and the Gemma 3 twin on text, the Gemma 3 twin on pictures,
+    DPO and GRPO on tiny (installs ~2.9 GB; not a default session). The Gemma 4 twins are refused here
+    (their processor needs torchvision): `unsloth_gemma4` trains them.
 
     Unsloth pins older transformers/trl/datasets than constraints/ci.txt, so only torch is
     pinned here (the CPU wheel; anything else pulls a CUDA build). It also pulls PyPI's
@@ -553,6 +554,32 @@ def unsloth(session: nox.Session) -> None:
         "tests/core/test_methods_unsloth.py",
     ]
     session.run("pytest", *tests, "-m", "unsloth", "-p", "no:cacheprovider", "-s", *session.posargs)
+
+
+@nox.session(python=ML_PYTHON, default=False)
+def unsloth_gemma4(session: nox.Session) -> None:
+    """The unsloth backend on the Gemma 4 twins (31B, E2B/E4B, 26B-A4B layouts) on text (installs ~5.6 GB).
+
+    Unsloth caps transformers at 5.17, whose Gemma 4 processor imports torchvision, and no
+    torchvision imports beside the CPU torch 2.13.0 (the `unsloth` session therefore checks
+    that those twins are refused). torch 2.14.1 with torchvision 0.29.1 is the pair on these
+    machines' disks that imports together (a CUDA build, run on the CPU), so this session
+    alone takes them instead of constraints/ci.txt's torch. trl is 1.14.0, as the Modal train
+    image pins it: 1.15.0's SFT loss has no CPU path.
+    """
+    stack = ("torch==2.14.1", "torchvision==0.29.1")
+    session.install(*stack, f"{CORE}[train]", CLI, *nox.project.dependency_groups(ROOT, "test"))
+    session.install(*stack, "unsloth", "trl==1.14.0")
+    session.run(
+        "python",
+        "-c",
+        "from transformers import Gemma4Processor; import unsloth, transformers, torch; "
+        "print('unsloth', unsloth.__version__, 'transformers', transformers.__version__, 'torch', torch.__version__)",
+    )
+    session.run(
+        "pytest", "tests/e2e/test_train_unsloth.py", "-m", "unsloth", "-k", "gemma4", "-p", "no:cacheprovider",
+        *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(python=ML_PYTHON, default=False)

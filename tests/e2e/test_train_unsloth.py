@@ -64,7 +64,7 @@ def test_unsloth_backend_trains_the_tiny_model(tmp_path: Path) -> None:
     assert card["backend"] == "unsloth" and "unsloth" in card["versions"]
 
 
-@pytest.mark.parametrize("size", ["tiny-gemma3mm", "tiny-gemma4"])
+@pytest.mark.parametrize("size", ["tiny-gemma3mm", "tiny-gemma4", "tiny-gemma4-e", "tiny-gemma4-moe"])
 def test_unsloth_fastmodel_trains_the_twins(tmp_path: Path, size: str) -> None:
     """The branch every real preset takes: `FastModel` on a multimodal Gemma, LoRA off the towers."""
     pytest.importorskip("unsloth")
@@ -76,7 +76,7 @@ def test_unsloth_fastmodel_trains_the_twins(tmp_path: Path, size: str) -> None:
     )
     logs = "\n".join(p.read_text(errors="replace") for p in (home / "logs").glob("*.log"))
     print(logs[-6000:])
-    if size == "tiny-gemma4" and not gemma4_processor_loads():
+    if size.startswith("tiny-gemma4") and not gemma4_processor_loads():
         # The twin is built with its processor, which transformers <= 5.17 (Unsloth's cap)
         # imports with torchvision; there is no CPU torchvision here.
         record = json.loads(done.stdout)
