@@ -1,8 +1,8 @@
-"""Both vision twins through DPO and GRPO from the CLI, on text data (the GPU path on a CPU).
+"""The twins through DPO and GRPO from the CLI, on text data (the GPU path on a CPU).
 
 The twins are the classes of the real presets (`Gemma3ForConditionalGeneration` for
-4b/12b, `Gemma4ForConditionalGeneration` for 31b), with their tokenizers, chat formats
-and LoRA targets. Two steps of each method prove the code path, not learning: the
+4b/12b, `Gemma4ForConditionalGeneration` for 31b, and in the layouts of e2b/e4b and
+26b-a4b), with their tokenizers, chat formats and LoRA targets. Two steps of each method prove the code path, not learning: the
 model and tokenizer load, trl's trainer runs with its reference (DPO) or its
 generations and graders (GRPO), the adapter passes the gate (it changes the base's
 logits), holds LoRA on the language model only (no reference adapter left behind), and
@@ -31,8 +31,11 @@ vision_env = test_vision_train.env
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(900)]
 
 #: Each twin's chat format and class (the class of the presets it stands for).
-TWINS = {"tiny-gemma3mm": "gemma3", "tiny-gemma4": "gemma4"}
-CLASSES = {"tiny-gemma3mm": "Gemma3ForConditionalGeneration", "tiny-gemma4": "Gemma4ForConditionalGeneration"}
+TWINS = {"tiny-gemma3mm": "gemma3", "tiny-gemma4": "gemma4", "tiny-gemma4-e": "gemma4", "tiny-gemma4-moe": "gemma4"}
+CLASSES = {
+    size: "Gemma3ForConditionalGeneration" if fmt == "gemma3" else "Gemma4ForConditionalGeneration"
+    for size, fmt in TWINS.items()
+}
 #: Per method: its dataset, its extra options and the progress fields its trainer reports.
 METHODS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "dpo": ("pairs", (), ("rewards_chosen", "rewards_rejected", "reward_margin", "reward_accuracy")),
