@@ -80,6 +80,17 @@ def with_random_scalars(exported: Path, folder: Path, scales: tuple[str, ...] = 
     return weights
 
 
+def checked_export(exported: Path) -> None:
+    """The export's record says its class is Gemma 4's and its own llama.cpp check passed in f16: infer's answers,
+    stopping at ``<turn|>``, the prompts' tokens and the chat template."""
+    info = json.loads((exported / "trainkit_export.json").read_text())
+    assert info["architectures"] == ["Gemma4ForConditionalGeneration"]
+    check = info["gguf"]["check"]
+    assert check["passed"] and check["type"] == "f16" and check["exact_match_rate"] == 1.0, check
+    assert check["prompt_tokens_equal"] and check["chat_template_equal"] and check["prompts"] >= 3
+    assert check["stopped_at_end_of_turn"] == check["prompts"]  # every answer ends at <turn|>
+
+
 @pytest.fixture(scope="module")
 def exported(env: Env, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return train_and_export(env, "tiny-gemma4", tmp_path_factory, "the vision tower and projector")
@@ -89,12 +100,7 @@ def test_the_gemma4_twin_exports_in_f16_and_answers_as_infer(exported: Path) -> 
     from trainkit_core.export.gguf.writer import parse_modelfile
     from trainkit_core.models.chat_format import GEMMA4
 
-    info = json.loads((exported / "trainkit_export.json").read_text())
-    assert info["architectures"] == ["Gemma4ForConditionalGeneration"]
-    check = info["gguf"]["check"]
-    assert check["passed"] and check["type"] == "f16" and check["exact_match_rate"] == 1.0, check
-    assert check["prompt_tokens_equal"] and check["chat_template_equal"] and check["prompts"] >= 3
-    assert check["stopped_at_end_of_turn"] == check["prompts"]  # every answer ends at <turn|>
+    checked_export(exported)
 
     reader = gguf.GGUFReader(str(exported / "model-f16.gguf"))
     fields = {name: field.contents() for name, field in reader.fields.items()}
