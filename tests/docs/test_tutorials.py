@@ -5,6 +5,8 @@ mechanism (`tutorial_script`) runs the others here, from an empty folder, on the
 trainkit ships (`demo`, `demo-prefs`, `demo-prompts`) or that the page has the user
 make (the shapes pictures). The Modal tutorial's `fake-modal` blocks run against the
 fake Modal SDK. A renamed command or flag in a block fails the script, and so the test.
+The images tutorial, the longest, has a file of its own (`test_images_tutorial.py`), so
+that the two test workers share the load.
 """
 
 from __future__ import annotations
@@ -42,20 +44,6 @@ def test_tutorial_runner_fails_on_a_broken_command(tmp_path: Path, trainkit_home
     page.write_text("<!-- example: runs -->\n```bash\ntrainkit validate demo-prefs --local --nosuchflag\n```\n")
     with pytest.raises(AssertionError, match="nosuchflag"):
         run_tutorial(page, tmp_path)
-
-
-@pytest.mark.ml
-@pytest.mark.e2e
-def test_images_tutorial_runs(tmp_path: Path, trainkit_home: Path) -> None:
-    """The shapes demo as the page prints it: draw the pictures, train the Gemma 3 twin on them, ask it about one."""
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "make_shapes_dataset.py", tmp_path / "scripts")
-    output = run_tutorial(DOCS / "tutorials" / "images.md", tmp_path, timeout=1200)
-    assert re.search(r"run (run-\S+): succeeded at step (\d+)/\2", output), output[-4000:]
-    assert len(re.findall(r"trained/run-\S+(?: \(base\))?: \d+ tokens", output)) == 2, output[-4000:]
-    # A picture it never saw, named as the page says by the tuned model, and not by its base.
-    answers = [line.strip() for line in output.splitlines()]
-    assert answers.count("a red circle") == 1, output[-4000:]
 
 
 @pytest.mark.ml
