@@ -1,4 +1,4 @@
-"""Latency of `GET /v1/jobs` with 1,000 and 20,000 runs in the store, against `GET /health`.
+"""Latency of `GET /v1/runs` with 1,000 and 20,000 runs in the store, against `GET /health`.
 
 For each store size: starts `trainkit serve` (uvicorn, local provider) on 127.0.0.1 in
 a fresh home, writes the run records straight into the store (as an older trainkit
@@ -105,19 +105,19 @@ def serving(count: int) -> Iterator[tuple[httpx.Client, dict[str, str]]]:
             headers = {"Authorization": f"Bearer {TOKEN}"}
             with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
                 started = time.perf_counter()
-                listed = client.get("/v1/jobs").json()  # builds the index from the records
+                listed = client.get("/v1/runs").json()  # builds the index from the records
                 built = time.perf_counter() - started
                 assert len(listed["data"]) == 100 and listed["has_more"], "the store was not filled"
                 print(f"{count} runs: first listing (builds the index from every record) {built:.2f} s")
                 paths = {
                     "/health": "/health",
-                    "/v1/jobs": "/v1/jobs",
-                    "/v1/jobs?limit=1000": "/v1/jobs?limit=1000",
-                    "/v1/jobs?status=failed": "/v1/jobs?status=failed",
-                    "/v1/jobs?status=running": "/v1/jobs?status=running",
-                    "/v1/jobs?group_id=sweep-3&limit=20": "/v1/jobs?group_id=sweep-3&limit=20",
-                    "/v1/jobs?after=<page 2>": f"/v1/jobs?after={listed['next_after']}",
-                    "/v1/jobs/{id}": f"/v1/jobs/{listed['data'][0]['id']}",
+                    "/v1/runs": "/v1/runs",
+                    "/v1/runs?limit=1000": "/v1/runs?limit=1000",
+                    "/v1/runs?status=failed": "/v1/runs?status=failed",
+                    "/v1/runs?status=running": "/v1/runs?status=running",
+                    "/v1/runs?group_id=sweep-3&limit=20": "/v1/runs?group_id=sweep-3&limit=20",
+                    "/v1/runs?after=<page 2>": f"/v1/runs?after={listed['next_after']}",
+                    "/v1/runs/{id}": f"/v1/runs/{listed['data'][0]['id']}",
                 }
                 yield client, paths
         finally:

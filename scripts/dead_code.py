@@ -20,6 +20,7 @@ PATHS = ["packages", "tests", "scripts", "bench", "noxfile.py", "run.py"]
 EXCLUDE = ("fake_modal.py", "fake_sdk")
 DECORATORS = [
     *(f"@*.{verb}" for verb in ("get", "post", "put", "patch", "delete", "exception_handler", "middleware")),
+    "@run_route",  # trainkit_api.run_paths: a route at /v1/runs and its deprecated /v1/jobs twin
     *("@*.command", "@*.group", "@*.callback", "@pytest.fixture", "@*.fixture", "@nox.session", "@*.parametrize"),
     *(
         "@field_validator",

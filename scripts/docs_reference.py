@@ -103,7 +103,9 @@ def _answers(responses: dict[str, Any], common: dict[str, str]) -> str:
 def web_api_page() -> str:
     """Every route of the OpenAPI schema: method, path, summary, parameters, body, answers; then the schemas."""
     schema = openapi_schema()
-    operations = [(path, method, op) for path, ops in schema["paths"].items() for method, op in ops.items()]
+    every = [(path, method, op) for path, ops in schema["paths"].items() for method, op in ops.items()]
+    operations = [(path, method, op) for path, method, op in every if not op.get("deprecated")]
+    deprecated = [(path, method) for path, method, op in every if op.get("deprecated")]
     # The error answers most routes share are listed once, not under every route.
     counts: dict[tuple[str, str], int] = {}
     for _, _, op in operations:
@@ -147,6 +149,17 @@ def web_api_page() -> str:
             kinds = ", ".join(f"{_schema_name(v.get('schema', {}))} ({k})" for k, v in body.get("content", {}).items())
             out += ["", f"Body: {kinds}."]
         out += ["", f"Answers: {_answers(op.get('responses', {}), common)}."]
+    if deprecated:
+        out += [
+            "",
+            "## Deprecated paths",
+            "",
+            "Older paths that still answer exactly as the route they were renamed to (runs were first",
+            "served under `/v1/jobs`; see the [glossary](../concepts/glossary.md)). The schema marks them",
+            "`deprecated`; new clients use the paths above.",
+            "",
+            *(f"- `{method.upper()} {path}`" for path, method in deprecated),
+        ]
     components = schema.get("components", {}).get("schemas", {})
     if components:
         out += ["", "## Schemas"]
@@ -162,7 +175,10 @@ def web_api_page() -> str:
             out += ["| field | type | required | meaning |", "|---|---|---|---|"]
             for field, spec in fields.items():
                 need = "yes" if field in required else "no"
-                out.append(f"| `{field}` | {_schema_name(spec)} | {need} | {_cell(spec.get('description', ''))} |")
+                meaning = _cell(spec.get("description", ""))
+                if spec.get("deprecated"):
+                    meaning = f"Deprecated. {meaning}".strip()
+                out.append(f"| `{field}` | {_schema_name(spec)} | {need} | {meaning} |")
     return "\n".join(out) + "\n"
 
 

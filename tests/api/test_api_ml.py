@@ -45,7 +45,7 @@ def stopped_run(ml_server) -> dict[str, Any]:
     """Start a tiny run, follow it, reconnect mid-run, stop it, follow to the end."""
     with ml_server.client(timeout=httpx.Timeout(120.0)) as client:
         created = client.post(
-            "/v1/jobs",
+            "/v1/runs",
             json={
                 "dataset": "apidemo",
                 "model_size": "tiny",
@@ -56,7 +56,7 @@ def stopped_run(ml_server) -> dict[str, Any]:
         )
         assert created.status_code == 201, created.text
         run_id = created.json()["id"]
-        url = f"/v1/jobs/{run_id}/events/stream"
+        url = f"/v1/runs/{run_id}/events/stream"
 
         first: list[dict[str, Any]] = []
         with client.stream("GET", url) as response:
@@ -65,13 +65,13 @@ def stopped_run(ml_server) -> dict[str, Any]:
                 if event.get("event") == "progress" and event["data"]["step"] >= STOP_AFTER:
                     break  # drop the connection while the run trains
                 assert event.get("event") != "end", f"the run ended before training: {first}"
-        stop = client.post(f"/v1/jobs/{run_id}/stop")
+        stop = client.post(f"/v1/runs/{run_id}/stop")
 
         rest: list[dict[str, Any]] = []
         with client.stream("GET", url, headers={"Last-Event-ID": first[-1]["id"]}) as response:
             rest = list(sse_events(response))
-        record = client.get(f"/v1/jobs/{run_id}").json()
-        events = client.get(f"/v1/jobs/{run_id}/events", params={"limit": 10_000}).json()
+        record = client.get(f"/v1/runs/{run_id}").json()
+        events = client.get(f"/v1/runs/{run_id}/events", params={"limit": 10_000}).json()
     return {
         "run_id": run_id,
         "created": created.json(),
@@ -101,8 +101,8 @@ def test_stop_ends_the_run_stopped_with_its_adapter(stopped_run, ml_server) -> N
     models = ml_server.provider.volume("models")
     assert models.exists(f"trained/{run_id}/adapter_model.safetensors")
     with ml_server.client() as client:
-        listed = client.get("/v1/jobs", params={"group_id": "api-ml"}).json()["data"]
-        checkpoints = client.get(f"/v1/jobs/{run_id}/checkpoints").json()["data"]
+        listed = client.get("/v1/runs", params={"group_id": "api-ml"}).json()["data"]
+        checkpoints = client.get(f"/v1/runs/{run_id}/checkpoints").json()["data"]
         model_ids = [m["id"] for m in client.get("/v1/models").json()["data"]]
     assert [r["id"] for r in listed] == [run_id]
     assert checkpoints and checkpoints[-1]["step"] == record["step"]
@@ -159,13 +159,13 @@ def test_resume_continues_a_stopped_run(stopped_run, ml_server) -> None:
     """Resume is accepted for the stopped run, then stopped again at once (kept short)."""
     run_id = stopped_run["run_id"]
     with ml_server.client() as client:
-        resumed = client.post(f"/v1/jobs/{run_id}/resume")
+        resumed = client.post(f"/v1/runs/{run_id}/resume")
         assert resumed.status_code == 202, resumed.text
         assert resumed.json()["status"] == "pending" and resumed.json()["attempt"] == 2
-        again = client.post(f"/v1/jobs/{run_id}/resume")
+        again = client.post(f"/v1/runs/{run_id}/resume")
         assert again.status_code == 409 and again.json()["error"]["type"] == "conflict_error"
-        client.post(f"/v1/jobs/{run_id}/cancel")
+        client.post(f"/v1/runs/{run_id}/cancel")
         deadline = time.monotonic() + 60
-        while client.get(f"/v1/jobs/{run_id}").json()["status"] in ("pending", "running"):
+        while client.get(f"/v1/runs/{run_id}").json()["status"] in ("pending", "running"):
             assert time.monotonic() < deadline
             time.sleep(0.5)

@@ -31,7 +31,7 @@ def test_every_protected_route_is_enumerated(server) -> None:
     requests = protected_requests(server.app)
     paths = {path for _, path in requests}
     # The enumeration reaches the routes the issue names (a new route joins by itself).
-    assert {"/v1/jobs", "/v1/info", "/v1/models", "/v1/chat/completions", "/openapi.json"} <= paths
+    assert {"/v1/runs", "/v1/info", "/v1/models", "/v1/chat/completions", "/openapi.json"} <= paths
     assert len(requests) >= 13
 
 
@@ -76,7 +76,7 @@ def test_info_names_the_provider_and_versions(server) -> None:
 
 def test_bad_run_id_is_a_validation_error_naming_the_field(server) -> None:
     with server.client() as client:
-        response = client.get("/v1/jobs/not-a-run")
+        response = client.get("/v1/runs/not-a-run")
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["type"] == "invalid_request_error"
@@ -86,7 +86,7 @@ def test_bad_run_id_is_a_validation_error_naming_the_field(server) -> None:
 
 def test_unknown_run_is_404_in_the_error_shape(server) -> None:
     with server.client() as client:
-        response = client.get("/v1/jobs/run-20200101-000000-000000")
+        response = client.get("/v1/runs/run-20200101-000000-000000")
     assert response.status_code == 404
     assert response.json() == {
         "error": {
@@ -100,7 +100,7 @@ def test_unknown_run_is_404_in_the_error_shape(server) -> None:
 def test_unknown_route_and_method_keep_the_shape(server) -> None:
     with server.client() as client:
         missing = client.get("/v1/nothing-here")
-        wrong_method = client.delete("/v1/jobs")
+        wrong_method = client.delete("/v1/runs")
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found_error"
     assert wrong_method.status_code == 405 and wrong_method.json()["error"]["type"] == "method_not_allowed"
 

@@ -27,7 +27,7 @@ def test_a_groups_total_is_the_sum_of_its_runs(server: Server) -> None:
         run.attach(server.store).save()
         ids.append(run.id)
     with server.client() as client:
-        one = client.get(f"/v1/jobs/{ids[0]}").json()
+        one = client.get(f"/v1/runs/{ids[0]}").json()
         assert (one["gpu_seconds"], one["cost_usd"]) == (200.0, 0.1)
         assert one["training_run_id"] == ids[0] and one["framework_status"] == one["phase"]
         body = client.get(f"/v1/groups/{group}").json()
@@ -40,8 +40,8 @@ def test_a_groups_total_is_the_sum_of_its_runs(server: Server) -> None:
 
 def test_a_dry_run_answers_the_plan_and_starts_nothing(server: Server) -> None:
     with server.client() as client:
-        before = client.get("/v1/jobs").json()["data"]
-        answer = client.post("/v1/jobs", params={"dry_run": "true"}, json={"dataset": "demo", "model_size": "4b"})
+        before = client.get("/v1/runs").json()["data"]
+        answer = client.post("/v1/runs", params={"dry_run": "true"}, json={"dataset": "demo", "model_size": "4b"})
         assert answer.status_code == 200, answer.text
         plan = answer.json()
         assert plan["dataset"] == "demo" and plan["examples"] > 0
@@ -50,6 +50,6 @@ def test_a_dry_run_answers_the_plan_and_starts_nothing(server: Server) -> None:
         # local has no cloud GPUs: the 4b preset is planned where it would run, not on its A10G
         assert plan["gpu"] == (cuda_device_name() or "cpu")
         assert any("no cloud GPUs" in note for note in plan["notes"])
-        assert client.get("/v1/jobs").json()["data"] == before
-        bad = client.post("/v1/jobs", params={"dry_run": "true"}, json={"dataset": "no-such-set"})
+        assert client.get("/v1/runs").json()["data"] == before
+        bad = client.post("/v1/runs", params={"dry_run": "true"}, json={"dataset": "no-such-set"})
         assert bad.status_code == 404 and "no-such-set" in bad.text

@@ -41,7 +41,7 @@ def test_page_and_assets_are_served_without_a_token(server) -> None:
             assert answer.headers["x-content-type-options"] == "nosniff"
         assert not re.search(r"https?://", html)
         # The data stays behind the token.
-        assert client.get("/v1/jobs").status_code == 401
+        assert client.get("/v1/runs").status_code == 401
 
 
 def test_page_keeps_the_token_out_of_urls() -> None:
@@ -117,17 +117,17 @@ def test_run_components_are_served_behind_the_token_and_sandboxed(server, tmp_pa
     run.add_dashboard_component(name="scores", component_type="json", from_path=data)
 
     with server.client() as client:
-        answer = client.get(f"/v1/jobs/{run.id}/components/report")
+        answer = client.get(f"/v1/runs/{run.id}/components/report")
         assert answer.status_code == 200
         assert answer.headers["content-type"].startswith("text/html")
         assert answer.headers["content-security-policy"].startswith("sandbox")
         assert answer.text == page.read_text()
-        assert client.get(f"/v1/jobs/{run.id}/components/scores").json() == {"f1": 0.5}
-        missing = client.get(f"/v1/jobs/{run.id}/components/nope")
+        assert client.get(f"/v1/runs/{run.id}/components/scores").json() == {"f1": 0.5}
+        missing = client.get(f"/v1/runs/{run.id}/components/nope")
         assert missing.status_code == 404 and "nope" in missing.json()["error"]["message"]
-        assert client.get(f"/v1/jobs/{run.id}/components/..%2f..%2frecord").status_code in (404, 422)
+        assert client.get(f"/v1/runs/{run.id}/components/..%2f..%2frecord").status_code in (404, 422)
     with httpx.Client(base_url=server.url, timeout=30) as anonymous:
-        assert anonymous.get(f"/v1/jobs/{run.id}/components/report").status_code == 401
+        assert anonymous.get(f"/v1/runs/{run.id}/components/report").status_code == 401
 
 
 def test_a_folder_component_is_served_whole_and_file_by_file(server, tmp_path) -> None:
@@ -141,19 +141,19 @@ def test_a_folder_component_is_served_whole_and_file_by_file(server, tmp_path) -
     run.add_dashboard_component(name="report", component_type="html", from_path=folder, replace=True)
 
     with server.client() as client:
-        page = client.get(f"/v1/jobs/{run.id}/components/report")
+        page = client.get(f"/v1/runs/{run.id}/components/report")
         assert page.status_code == 200 and "take two" in page.text
         assert '<img src="data:image/svg+xml;base64,' in page.text  # the frame showing it fetches nothing
-        manifest = client.get(f"/v1/jobs/{run.id}/components/report/manifest").json()
+        manifest = client.get(f"/v1/runs/{run.id}/components/report/manifest").json()
         assert manifest["version"] == 2 and manifest["entry"] == "index.html"
         assert set(manifest["files"]) == {"index.html", "img/dot.svg"}
-        picture = client.get(f"/v1/jobs/{run.id}/components/report/files/img/dot.svg")
+        picture = client.get(f"/v1/runs/{run.id}/components/report/files/img/dot.svg")
         assert picture.headers["content-type"] == "image/svg+xml" and picture.text.startswith("<svg")
         assert picture.headers["content-security-policy"].startswith("sandbox")
         for bad in ("img/nope.svg", "../record.json", "..%2f..%2frecord.json"):
-            assert client.get(f"/v1/jobs/{run.id}/components/report/files/{bad}").status_code == 404, bad
+            assert client.get(f"/v1/runs/{run.id}/components/report/files/{bad}").status_code == 404, bad
     with httpx.Client(base_url=server.url, timeout=30) as anonymous:
-        assert anonymous.get(f"/v1/jobs/{run.id}/components/report/files/img/dot.svg").status_code == 401
+        assert anonymous.get(f"/v1/runs/{run.id}/components/report/files/img/dot.svg").status_code == 401
 
 
 def test_the_dashboards_statuses_are_the_runs() -> None:

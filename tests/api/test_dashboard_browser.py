@@ -79,11 +79,11 @@ class Server:
     def train(self, body: dict[str, Any], limit_s: float) -> str:
         """Start a run through the API and wait for it to succeed; its id."""
         with self.client() as client:
-            created = client.post("/v1/jobs", json=body)
+            created = client.post("/v1/runs", json=body)
             assert created.status_code == 201, created.text
             run_id = str(created.json()["id"])
             deadline = time.monotonic() + limit_s
-            while (record := client.get(f"/v1/jobs/{run_id}").json())["status"] not in ENDED:
+            while (record := client.get(f"/v1/runs/{run_id}").json())["status"] not in ENDED:
                 assert time.monotonic() < deadline, record
                 time.sleep(1)
         assert record["status"] == "succeeded", record.get("error_message") or record
@@ -517,7 +517,7 @@ def test_attached_components_are_shown_and_html_cannot_script(page: Any, server:
 def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server) -> None:
     with server.client() as client:
         answer = client.post(
-            "/v1/jobs", json={"dataset": "demo", "model_size": "tiny", "steps": 600, "save_every": 100}
+            "/v1/runs", json={"dataset": "demo", "model_size": "tiny", "steps": 600, "save_every": 100}
         )
         assert answer.status_code == 201, answer.text
         run_id = answer.json()["id"]
@@ -545,7 +545,7 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         assert series_points(page, "#lr-chart") > 0
         assert page.evaluate("window.__sameDocument") is True
         # The points came over the event stream, read with fetch: the token in a header, never in a URL.
-        streams = [r for r in requests if r.url.split("?")[0].endswith(f"/v1/jobs/{run_id}/events/stream")]
+        streams = [r for r in requests if r.url.split("?")[0].endswith(f"/v1/runs/{run_id}/events/stream")]
         assert streams and all(r.headers.get("authorization") == f"Bearer {TOKEN}" for r in streams)
         assert not any(TOKEN in r.url for r in requests)
         shot(page, "run-live")
@@ -555,12 +555,12 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
         assert page.evaluate("window.__sameDocument") is True
         assert page.locator("#stop-btn").is_disabled() and page.locator("#resume-btn").is_enabled()
         with server.client() as client:
-            record = client.get(f"/v1/jobs/{run_id}").json()
+            record = client.get(f"/v1/runs/{run_id}").json()
         assert record["status"] == "stopped"
         # It stopped early, and every loss the run reported is on the curve.
         assert record["step"] < 600
         with server.client() as client:
-            events = client.get(f"/v1/jobs/{run_id}/events", params={"limit": 10_000}).json()["data"]
+            events = client.get(f"/v1/runs/{run_id}/events", params={"limit": 10_000}).json()["data"]
         losses = {e["step"] for e in events if e["type"] == "progress" and e.get("loss") is not None}
         page.wait_for_function(f"document.querySelector('#loss-chart path.series')?.dataset.points == {len(losses)}")
         page.locator("#event-log tr[data-type=status]").last.wait_for()
@@ -605,4 +605,4 @@ def test_live_run_gains_points_and_stops_from_the_page(page: Any, server: Server
 
     finally:
         with server.client() as client:
-            client.post(f"/v1/jobs/{run_id}/stop")  # never leave a worker training after a failure
+            client.post(f"/v1/runs/{run_id}/stop")  # never leave a worker training after a failure

@@ -1,6 +1,6 @@
 """A dry run refuses exactly what the start refuses, with the same answer.
 
-`POST /v1/jobs?dry_run=true` and `POST /v1/jobs` go through the same checks: images on the
+`POST /v1/runs?dry_run=true` and `POST /v1/runs` go through the same checks: images on the
 text-only tiny model, image data with DPO or GRPO, an unknown DPO loss type, numbers that
 are not numbers, a dataset that does not exist (whatever the method). Nothing is started.
 """
@@ -76,9 +76,9 @@ def test_a_dry_run_refuses_what_the_start_refuses(
     server: Server, body: dict[str, Any], status: int, expected: str
 ) -> None:
     with server.client() as client:
-        planned = client.post("/v1/jobs", params={"dry_run": "true"}, json=body)
-        started = client.post("/v1/jobs", json=body)
-        assert client.get("/v1/jobs").json()["data"] == []
+        planned = client.post("/v1/runs", params={"dry_run": "true"}, json=body)
+        started = client.post("/v1/runs", json=body)
+        assert client.get("/v1/runs").json()["data"] == []
     assert (planned.status_code, planned.json()) == (started.status_code, started.json())
     assert planned.status_code == status and expected in planned.text, planned.text
     assert "less than" not in planned.text and "has format" not in planned.text

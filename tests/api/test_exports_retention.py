@@ -7,7 +7,7 @@ import json
 
 def test_export_routes_check_first_and_serve_a_stored_export(server) -> None:
     run_id = "run-20261201-010203-abcdef"
-    info = {"format": "merged", "source_model_path": f"trained/{run_id}", "dtype": "float32", "notes": []}
+    info = {"format": "merged", "model_path": f"trained/{run_id}", "dtype": "float32", "notes": []}
     server.provider.volume("models").write_bytes(f"exports/{run_id}/trainkit_export.json", json.dumps(info).encode())
     with server.client() as client:
         missing_model = client.post("/v1/exports", json={"model_path": "trained/run-20260101-000000-abcdef"})
@@ -27,11 +27,11 @@ def test_delete_job_refuses_a_running_run_and_deletes_a_finished_one(server) -> 
     done = server.new_run(status="succeeded")
     server.provider.volume("models").write_bytes(f"trained/{done.id}/adapter_model.safetensors", b"w" * 1234)
     with server.client() as client:
-        refused = client.delete(f"/v1/jobs/{running.id}")
-        dry = client.delete(f"/v1/jobs/{done.id}", params={"dry_run": "true"})
-        gone = client.delete(f"/v1/jobs/{done.id}")
-        again = client.delete(f"/v1/jobs/{done.id}")
-        listed = [j["id"] for j in client.get("/v1/jobs").json()["data"]]
+        refused = client.delete(f"/v1/runs/{running.id}")
+        dry = client.delete(f"/v1/runs/{done.id}", params={"dry_run": "true"})
+        gone = client.delete(f"/v1/runs/{done.id}")
+        again = client.delete(f"/v1/runs/{done.id}")
+        listed = [j["id"] for j in client.get("/v1/runs").json()["data"]]
     assert refused.status_code == 409 and "is running" in refused.json()["error"]["message"]
     assert dry.json()["deleted"] is False and dry.json()["bytes"] == 1234
     assert gone.status_code == 200 and gone.json()["bytes"] == 1234 and gone.json()["deleted"] is True

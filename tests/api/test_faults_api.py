@@ -60,8 +60,8 @@ def test_what_a_client_adds_to_a_running_run_survives_the_jobs_saves(server: Ser
     job_copy.step = 40
     job_copy.save()
     with server.client() as client:
-        record = client.get(f"/v1/jobs/{run.id}").json()
-        assert client.get(f"/v1/jobs/{run.id}/components/chart").status_code == 200
+        record = client.get(f"/v1/runs/{run.id}").json()
+        assert client.get(f"/v1/runs/{run.id}/components/chart").status_code == 200
     assert record["step"] == 40
     stored = server.store.get(run.id)
     assert [c["name"] for c in stored.dashboard_components] == ["chart"]
@@ -70,27 +70,28 @@ def test_what_a_client_adds_to_a_running_run_survives_the_jobs_saves(server: Ser
 
 @pytest.mark.slow
 def test_a_run_whose_submitter_died_before_saving_the_call_id_is_cancellable(server: Server) -> None:
-    """`kill -9` of the server right after `POST /v1/jobs`: the job runs, the record has no `function_call_id`.
+    """`kill -9` of the server right after `POST /v1/runs`: the job runs, the submitter never noted its call.
 
-    A detached `sleep` job stands in for the training job; like it, the job's first
-    save records its own call id (`attempt_call_id`) on the run.
+    A detached `sleep` job stands in for the training job; the record is what the train
+    job's first save writes then: its own call id as `call_id` (it notes it when the
+    submitter has not) and as `attempt_call_id`.
     """
     handle = server.provider.spawn("sleep", seconds=120)
-    run = server.new_run(status="running", attempt_call_id=handle.call_id)
+    run = server.new_run(status="running", call_id=handle.call_id, attempt_call_id=handle.call_id)
     run.created_at = run.updated_at = time.time() - 20 * 60  # beyond the reconciler's patience for runs without a job
     run.store.records.put(run.id, run.model_dump(mode="json"))
     never_started = server.new_run(status="pending")
     try:
         with server.client() as client:
-            shown = client.get(f"/v1/jobs/{run.id}").json()
+            shown = client.get(f"/v1/runs/{run.id}").json()
             assert shown["status"] == "running"  # the reconciler finds the job alive through its own id
-            cancelled = client.post(f"/v1/jobs/{run.id}/cancel")
+            cancelled = client.post(f"/v1/runs/{run.id}/cancel")
             assert cancelled.status_code == 200 and cancelled.json()["status"] == "stopped"
             assert handle.status().state == "cancelled"  # the job itself ended, not only the record
             # No job id at all yet: the cancel cannot reach anything, so it does not answer success.
-            refused = client.post(f"/v1/jobs/{never_started.id}/cancel")
+            refused = client.post(f"/v1/runs/{never_started.id}/cancel")
             assert refused.status_code == 409 and "cannot be reached" in refused.json()["error"]["message"]
-            assert client.get(f"/v1/jobs/{never_started.id}").json()["status"] == "pending"
+            assert client.get(f"/v1/runs/{never_started.id}").json()["status"] == "pending"
     finally:
         handle.cancel()
 
@@ -107,14 +108,14 @@ def raw_request(url: str, head: str, timeout: float = 10.0) -> str:
 def test_the_token_is_checked_before_a_body_is_read(server: Server) -> None:
     """The body is announced (30 MB) but never sent: only a server that did not wait for it can answer."""
     head = (
-        "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "POST /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         "Content-Length: 30000000\r\n\r\n"
     )
     assert raw_request(server.url, head).startswith("HTTP/1.1 401")
     wrong = head.replace("Host:", "Authorization: Bearer not-the-token\r\nHost:")
     assert raw_request(server.url, wrong).startswith("HTTP/1.1 401")
     with server.client() as client:  # with the token, the body is read and judged
-        assert client.post("/v1/jobs", content=b"{not json").status_code == 422
+        assert client.post("/v1/runs", content=b"{not json").status_code == 422
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +128,7 @@ def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def test_a_tokenless_server_refuses_a_rebound_host_name(open_server: Server, host: str) -> None:
     """DNS rebinding: a page on attacker.example re-points its name at 127.0.0.1; the browser sends its Host."""
     with open_server.client() as client:
-        for method, path in (("GET", "/v1/jobs"), ("GET", "/v1/models"), ("POST", "/v1/jobs")):
+        for method, path in (("GET", "/v1/runs"), ("GET", "/v1/models"), ("POST", "/v1/runs")):
             answer = client.request(method, path, headers={"Host": host}, json={"dataset": "demo"})
             assert answer.status_code == 403, (method, path, answer.text)
             assert (
@@ -139,7 +140,7 @@ def test_a_tokenless_server_refuses_a_rebound_host_name(open_server: Server, hos
 def test_a_tokenless_server_answers_loopback_names(open_server: Server, host: str) -> None:
     port = open_server.url.rsplit(":", 1)[1]
     with open_server.client() as client:
-        assert client.get("/v1/jobs", headers={"Host": host.format(port=port)}).status_code == 200
+        assert client.get("/v1/runs", headers={"Host": host.format(port=port)}).status_code == 200
 
 
 def test_a_tokenless_server_refuses_cross_origin_changes(open_server: Server) -> None:
@@ -152,14 +153,14 @@ def test_a_tokenless_server_refuses_cross_origin_changes(open_server: Server) ->
             assert answer.status_code == 403 and "cross-origin" in answer.json()["error"]["message"], headers
         assert not open_server.provider.volume("eval").exists("sets/rebinding")  # nothing was written
         # Reading is not a change; the server's own page (same origin) and clients without Origin may change.
-        assert client.get("/v1/jobs", headers={"Origin": "https://attacker.example"}).status_code == 200
+        assert client.get("/v1/runs", headers={"Origin": "https://attacker.example"}).status_code == 200
         assert client.post("/v1/evals/rebinding/examples", headers={"Origin": own}, json=body).status_code == 201
         assert client.post("/v1/evals/rebinding/examples", json=body).status_code == 201
 
 
 def test_a_server_with_a_token_keeps_answering_any_host(server: Server) -> None:
     with server.client() as client:
-        assert client.get("/v1/jobs", headers={"Host": "trainkit.example.com"}).status_code == 200
+        assert client.get("/v1/runs", headers={"Host": "trainkit.example.com"}).status_code == 200
         answer = client.post(
             "/v1/evals/tokened/examples",
             headers={"Origin": "https://elsewhere.example"},
@@ -184,7 +185,7 @@ def test_what_the_job_would_refuse_is_refused_at_submission(server: Server, fiel
     before = len(server.store.records.items("run-"))
     with server.client() as client:
         for dry_run in (False, True):
-            answer = client.post("/v1/jobs", params={"dry_run": dry_run}, json=job)
+            answer = client.post("/v1/runs", params={"dry_run": dry_run}, json=job)
             assert answer.status_code in (400, 422), (field, dry_run, answer.text)
             assert field in answer.text
     assert len(server.store.records.items("run-")) == before
@@ -193,8 +194,8 @@ def test_what_the_job_would_refuse_is_refused_at_submission(server: Server, fiel
 def test_a_dry_run_refuses_what_the_start_refuses(server: Server) -> None:
     job = {"dataset": "no-such-dataset-faults", "base_model": "/etc", "steps": 5}
     with server.client() as client:
-        started = client.post("/v1/jobs", json=job)
-        planned = client.post("/v1/jobs", params={"dry_run": True}, json=job)
+        started = client.post("/v1/runs", json=job)
+        planned = client.post("/v1/runs", params={"dry_run": True}, json=job)
     assert started.status_code == planned.status_code == 400, (started.text, planned.text)
     assert started.json()["error"]["message"] == planned.json()["error"]["message"]
 
@@ -204,7 +205,7 @@ def test_one_step_with_the_presets_warm_up_learns_and_an_explicit_one_is_refused
 
     assert TrainConfig.parse({"dataset": "d", "steps": 1}).resolve().warmup_steps == 0  # tiny warms up 20 steps
     with server.client() as client:
-        answer = client.post("/v1/jobs", json={"dataset": "no-such-dataset-faults", "steps": 1, "warmup_steps": 3})
+        answer = client.post("/v1/runs", json={"dataset": "no-such-dataset-faults", "steps": 1, "warmup_steps": 3})
     assert answer.status_code == 400 and "learning rate 0" in answer.json()["error"]["message"]
 
 
@@ -254,11 +255,11 @@ def test_a_broken_dataset_toml_never_breaks_a_job_for_another_dataset(tmp_path: 
     server = next(served)
     try:
         with server.client() as client:
-            planned = client.post("/v1/jobs", params={"dry_run": True}, json={"dataset": "demo", "steps": 5})
+            planned = client.post("/v1/runs", params={"dry_run": True}, json={"dataset": "demo", "steps": 5})
             assert planned.status_code == 200, planned.text
-            missing = client.post("/v1/jobs", params={"dry_run": True}, json={"dataset": "nosuch", "steps": 5})
+            missing = client.post("/v1/runs", params={"dry_run": True}, json={"dataset": "nosuch", "steps": 5})
             assert missing.status_code == 404 and "nosuch" in missing.json()["error"]["message"], missing.text
-            broken = client.post("/v1/jobs", params={"dry_run": True}, json={"dataset": "broken", "steps": 5})
+            broken = client.post("/v1/runs", params={"dry_run": True}, json={"dataset": "broken", "steps": 5})
             assert broken.status_code == 400 and "dataset.toml" in broken.json()["error"]["message"], broken.text
     finally:
         served.close()

@@ -268,7 +268,7 @@ def test_a_run_not_started_as_a_job_is_not_a_job(client: Any, server: Any) -> No
     run = server.new_run(status="succeeded")
     with pytest.raises(openai.NotFoundError) as caught:
         client.fine_tuning.jobs.retrieve(run.id)
-    assert "/v1/jobs" in caught.value.body["hint"]
+    assert "/v1/runs" in caught.value.body["hint"]
 
 
 def test_without_the_token_nothing_answers(server: Any) -> None:

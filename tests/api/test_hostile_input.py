@@ -45,7 +45,7 @@ BAD_SEQS = ["\u00b2", "1\u00b3", "\u0661\u0662", "\uff11", "1_000", "+1", "-1", 
 def test_malformed_last_event_id_is_a_422_naming_the_header(server: Server, value: str) -> None:
     run = server.new_run(status="succeeded")
     with server.client() as client:
-        response = client.get(f"/v1/jobs/{run.id}/events/stream", headers={"Last-Event-ID": value.encode("utf-8")})
+        response = client.get(f"/v1/runs/{run.id}/events/stream", headers={"Last-Event-ID": value.encode("utf-8")})
     assert response.status_code == 422, response.text
     error = error_of(response)
     assert error["param"] == "last-event-id"
@@ -56,7 +56,7 @@ def test_malformed_last_event_id_is_a_422_naming_the_header(server: Server, valu
 def test_malformed_after_is_a_422_naming_the_parameter(server: Server, value: str, route: str) -> None:
     run = server.new_run(status="succeeded")
     with server.client() as client:
-        response = client.get(f"/v1/jobs/{run.id}/{route}", params={"after": value})
+        response = client.get(f"/v1/runs/{run.id}/{route}", params={"after": value})
     assert response.status_code == 422, response.text
     assert error_of(response)["param"] == "after"
 
@@ -64,7 +64,7 @@ def test_malformed_after_is_a_422_naming_the_parameter(server: Server, value: st
 def test_a_newline_after_a_sequence_number_is_refused(server: Server) -> None:
     run = server.new_run(status="succeeded")
     with server.client() as client:
-        response = client.get(f"/v1/jobs/{run.id}/events", params={"after": "1\n"})
+        response = client.get(f"/v1/runs/{run.id}/events", params={"after": "1\n"})
     assert response.status_code == 422 and error_of(response)["param"] == "after"
 
 
@@ -73,8 +73,8 @@ def test_well_formed_sequence_numbers_still_resume(server: Server) -> None:
     for i in range(3):
         run.events.append("log", text=f"line {i}")
     with server.client() as client:
-        page = client.get(f"/v1/jobs/{run.id}/events", params={"after": "1"}).json()
-        stream = client.get(f"/v1/jobs/{run.id}/events/stream", headers={"Last-Event-ID": "2"})
+        page = client.get(f"/v1/runs/{run.id}/events", params={"after": "1"}).json()
+        stream = client.get(f"/v1/runs/{run.id}/events/stream", headers={"Last-Event-ID": "2"})
     assert [e["seq"] for e in page["data"]] == [2, 3]
     assert stream.status_code == 200 and "id: 3" in stream.text and "id: 2\n" not in stream.text
 
@@ -103,7 +103,7 @@ def nested(depth: int) -> dict:
 def test_metadata_too_deep_or_too_large_is_a_422_naming_it(server: Server, metadata: dict, words: str) -> None:
     before = runs(server)
     with server.client() as client:
-        response = client.post("/v1/jobs", json={**JOB, "metadata": metadata})
+        response = client.post("/v1/runs", json={**JOB, "metadata": metadata})
     assert response.status_code == 422, response.text
     error = error_of(response)
     assert error["param"] == "metadata" and words in error["message"]
@@ -115,7 +115,7 @@ def test_non_finite_numbers_in_metadata_are_refused(server: Server, constant: st
     before = runs(server)
     body = json.dumps({**JOB, "metadata": {"x": 0}}).replace('"x": 0', f'"x": [1, {constant}]')
     with server.client() as client:
-        response = client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+        response = client.post("/v1/runs", content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 422, response.text
     error = error_of(response)
     assert error["param"] == "metadata" and "metadata.x[1]" in error["message"]
@@ -130,7 +130,7 @@ def test_metadata_nested_past_the_json_parsers_stack_is_a_4xx(server: Server) ->
         + "}"
     )
     with server.client() as client:
-        response = client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+        response = client.post("/v1/runs", content=body, headers={"Content-Type": "application/json"})
     assert 400 <= response.status_code < 500, response.text
     assert "error" in response.json()
 
@@ -139,7 +139,7 @@ def test_reasonable_metadata_passes_validation(server: Server) -> None:
     """Limits must not refuse what a sweep stores: the request gets past validation (to the dataset check)."""
     metadata = {"group_id": "sweep-1", "sweep": {"lr": 1e-4, "r": 8}, "tags": ["a", "b"], "note": "é" * 100}
     with server.client() as client:
-        response = client.post("/v1/jobs", json={**JOB, "metadata": metadata})
+        response = client.post("/v1/runs", json={**JOB, "metadata": metadata})
     assert response.status_code != 422, response.text
 
 
@@ -163,7 +163,7 @@ def test_default_body_limit_fits_an_eval_upload() -> None:
 def test_a_declared_body_over_the_limit_is_a_413_before_auth(small_server: Server) -> None:
     body = json.dumps({**JOB, "metadata": {"pad": "x" * 8000}})
     with httpx.Client(base_url=small_server.url, timeout=30) as client:  # no token
-        response = client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+        response = client.post("/v1/runs", content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 413
     assert error_of(response)["type"] == "request_too_large"
     assert "TRAINKIT_API_MAX_BODY_BYTES" in error_of(response)["message"]
@@ -179,7 +179,7 @@ def test_a_chunked_body_over_the_limit_is_a_413(small_server: Server) -> None:
         yield b'"}}'
 
     with small_server.client() as client:
-        response = client.post("/v1/jobs", content=chunks(), headers={"Content-Type": "application/json"})
+        response = client.post("/v1/runs", content=chunks(), headers={"Content-Type": "application/json"})
     assert response.status_code == 413, response.text
     assert error_of(response)["type"] == "request_too_large"
     assert runs(small_server) == before
@@ -187,7 +187,7 @@ def test_a_chunked_body_over_the_limit_is_a_413(small_server: Server) -> None:
 
 def test_a_body_under_the_limit_is_read(small_server: Server) -> None:
     with small_server.client() as client:
-        response = client.post("/v1/jobs", json={**JOB, "metadata": {"pad": "x" * 1000}})
+        response = client.post("/v1/runs", json={**JOB, "metadata": {"pad": "x" * 1000}})
     assert response.status_code not in (413, 422), response.text
 
 
@@ -212,7 +212,7 @@ def test_strict_dataset_refuses_unknown_keys_before_any_run(tmp_path_factory: py
     strict = next(served)
     try:
         with strict.client() as client:
-            response = client.post("/v1/jobs", json={"dataset": "extra", "steps": 1, "strict_dataset": True})
+            response = client.post("/v1/runs", json={"dataset": "extra", "steps": 1, "strict_dataset": True})
         assert response.status_code == 400, response.text
         assert "train.jsonl:2: warning [unknown-key] unknown key 'weight'" in error_of(response)["message"]
         assert runs(strict) == 0
@@ -258,7 +258,7 @@ def test_a_known_size_without_a_model_is_404_with_a_hint_of_known_words(server: 
 # ------------------------------------------------------------------- trailing slashes
 
 
-@pytest.mark.parametrize("path", ["/v1/jobs/", "/health/", "/v1/models/", "/v1/info/", "/v1/evals/sets/"])
+@pytest.mark.parametrize("path", ["/v1/runs/", "/health/", "/v1/models/", "/v1/info/", "/v1/evals/sets/"])
 @pytest.mark.parametrize("with_token", [False, True])
 def test_a_trailing_slash_is_a_json_404_not_a_redirect(server: Server, path: str, with_token: bool) -> None:
     headers = {"Host": "evil.example", **(server.headers if with_token else {})}

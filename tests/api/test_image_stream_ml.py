@@ -79,13 +79,13 @@ def model(vision_server: Server) -> str:
     """A short tiny-gemma3mm run on the shapes pictures, through the API (enough steps to pass the adapter gate)."""
     with vision_server.client(timeout=httpx.Timeout(120.0)) as client:
         created = client.post(
-            "/v1/jobs",
+            "/v1/runs",
             json={"dataset": "shapes", "model_size": "tiny-gemma3mm", "steps": 4, "warmup_steps": 0, "save_every": 4},
         )
         assert created.status_code == 201, created.text
         run_id = created.json()["id"]
         deadline = time.monotonic() + 600
-        while (record := client.get(f"/v1/jobs/{run_id}").json())["status"] not in ("succeeded", "failed", "stopped"):
+        while (record := client.get(f"/v1/runs/{run_id}").json())["status"] not in ("succeeded", "failed", "stopped"):
             assert time.monotonic() < deadline, record
             time.sleep(1)
     assert record["status"] == "succeeded", record.get("error_message") or record

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from api_helpers import sse_events
 
-from trainkit_api.schemas import JobList
+from trainkit_api.schemas import RunList
 from trainkit_api.sse import format_event, parse_last_event_id
 
 
@@ -40,27 +40,27 @@ def test_list_filters_and_pages(server) -> None:
     made = [server.new_run(status=s, metadata={"group_id": group}) for s in ("succeeded", "failed", "succeeded")]
     made += [server.new_run(status="succeeded")]
     with server.client() as client:
-        in_group = client.get("/v1/jobs", params={"group_id": group}).json()
+        in_group = client.get("/v1/runs", params={"group_id": group}).json()
         assert [r["id"] for r in in_group["data"]] == sorted((r.id for r in made[:3]), reverse=True)
         assert in_group["has_more"] is False and in_group["next_after"] is None
 
-        raw = client.get("/v1/jobs", params={"group_id": group, "limit": 2})
+        raw = client.get("/v1/runs", params={"group_id": group, "limit": 2})
         # Built as text from each record's JSON: exactly what pydantic would give for it.
-        assert JobList.model_validate_json(raw.text).model_dump_json() == raw.text
+        assert RunList.model_validate_json(raw.text).model_dump_json() == raw.text
         page1 = raw.json()
         assert page1["has_more"] is True and len(page1["data"]) == 2
-        page2 = client.get("/v1/jobs", params={"group_id": group, "limit": 2, "after": page1["next_after"]}).json()
+        page2 = client.get("/v1/runs", params={"group_id": group, "limit": 2, "after": page1["next_after"]}).json()
         assert page2["has_more"] is False
-        raw2 = client.get("/v1/jobs", params={"group_id": group, "limit": 2, "after": page1["next_after"]})
-        assert JobList.model_validate_json(raw2.text).model_dump_json() == raw2.text
+        raw2 = client.get("/v1/runs", params={"group_id": group, "limit": 2, "after": page1["next_after"]})
+        assert RunList.model_validate_json(raw2.text).model_dump_json() == raw2.text
         assert [r["id"] for r in page1["data"] + page2["data"]] == [r["id"] for r in in_group["data"]]
 
-        failed = client.get("/v1/jobs", params={"group_id": group, "status": "failed"}).json()["data"]
+        failed = client.get("/v1/runs", params={"group_id": group, "status": "failed"}).json()["data"]
         assert [r["id"] for r in failed] == [made[1].id]
-        bad = client.get("/v1/jobs", params={"status": "done"})
+        bad = client.get("/v1/runs", params={"status": "done"})
         assert bad.status_code == 422 and bad.json()["error"]["param"] == "status"
 
-        one = client.get(f"/v1/jobs/{made[0].id}").json()
+        one = client.get(f"/v1/runs/{made[0].id}").json()
     assert one["id"] == made[0].id and one["status"] == "succeeded" and one["metadata"]["group_id"] == group
 
 
@@ -69,8 +69,8 @@ def test_events_page_after_a_sequence_number(server) -> None:
     for step in range(1, 6):
         run.events.append("progress", step=step, loss=1.0)
     with server.client() as client:
-        page = client.get(f"/v1/jobs/{run.id}/events", params={"after": 2}).json()
-        limited = client.get(f"/v1/jobs/{run.id}/events", params={"after": 0, "limit": 2}).json()
+        page = client.get(f"/v1/runs/{run.id}/events", params={"after": 2}).json()
+        limited = client.get(f"/v1/runs/{run.id}/events", params={"after": 0, "limit": 2}).json()
     assert [e["seq"] for e in page["data"]] == [3, 4, 5]
     assert page["data"][0]["type"] == "progress" and page["data"][0]["step"] == 3
     assert page["last_seq"] == 5 and page["done"] is False
@@ -81,7 +81,7 @@ def test_stream_follows_a_run_until_it_ends(server) -> None:
     run = server.new_run(status="running")
     run.events.append("phase", phase="training")
     worker = play_job(run, 20)
-    with server.client() as client, client.stream("GET", f"/v1/jobs/{run.id}/events/stream") as response:
+    with server.client() as client, client.stream("GET", f"/v1/runs/{run.id}/events/stream") as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         received = list(sse_events(response))
@@ -98,7 +98,7 @@ def test_stream_follows_a_run_until_it_ends(server) -> None:
 def test_reconnect_with_last_event_id_gets_exactly_the_missed_events(server) -> None:
     run = server.new_run(status="running")
     worker = play_job(run, 30, every_s=0.06)
-    url = f"/v1/jobs/{run.id}/events/stream"
+    url = f"/v1/runs/{run.id}/events/stream"
     with server.client() as client:
         first: list[dict[str, Any]] = []
         with client.stream("GET", url) as response:
@@ -119,11 +119,11 @@ def test_stream_of_an_ended_run_replays_and_ends(server) -> None:
     run = server.new_run(status="failed", error_message="boom")
     run.events.append("status", status="failed", reason="boom")
     with server.client() as client:
-        with client.stream("GET", f"/v1/jobs/{run.id}/events/stream", params={"after": 0}) as response:
+        with client.stream("GET", f"/v1/runs/{run.id}/events/stream", params={"after": 0}) as response:
             events = list(sse_events(response))
-        with client.stream("GET", f"/v1/jobs/{run.id}/events/stream", headers={"Last-Event-ID": "1"}) as response:
+        with client.stream("GET", f"/v1/runs/{run.id}/events/stream", headers={"Last-Event-ID": "1"}) as response:
             after_all = list(sse_events(response))
-        missing = client.get("/v1/jobs/run-20200101-000000-000001/events/stream")
+        missing = client.get("/v1/runs/run-20200101-000000-000001/events/stream")
     assert [e.get("event") for e in events] == ["status", "end"]
     assert events[1]["data"]["error"] == "boom"
     assert [e.get("event") for e in after_all] == ["end"]
@@ -132,16 +132,16 @@ def test_stream_of_an_ended_run_replays_and_ends(server) -> None:
 
 def test_stop_sets_the_flag_and_cancel_ends_the_run(server) -> None:
     handle = server.provider.spawn("sleep", seconds=120)
-    run = server.new_run(status="running", function_call_id=handle.call_id)
+    run = server.new_run(status="running", call_id=handle.call_id)
     with server.client() as client:
-        stopped = client.post(f"/v1/jobs/{run.id}/stop")
+        stopped = client.post(f"/v1/runs/{run.id}/stop")
         assert stopped.status_code == 202 and stopped.json()["id"] == run.id
         assert server.store.stop_flag(run.id).is_set()
         assert run.events.read()[-1]["message"] == "stop requested through the API"
 
-        cancelled = client.post(f"/v1/jobs/{run.id}/cancel").json()
+        cancelled = client.post(f"/v1/runs/{run.id}/cancel").json()
         assert cancelled["status"] == "stopped" and cancelled["error_message"].startswith("cancelled")
-        again = client.post(f"/v1/jobs/{run.id}/cancel")
+        again = client.post(f"/v1/runs/{run.id}/cancel")
     assert again.status_code == 409 and again.json()["error"]["type"] == "conflict_error"
     assert handle.status().state == "cancelled"
 
@@ -155,7 +155,7 @@ def test_checkpoints_lists_complete_ones(server) -> None:
         if done:
             models.write_bytes(f"{base}/done", b"")
     with server.client() as client:
-        data = client.get(f"/v1/jobs/{run.id}/checkpoints").json()["data"]
+        data = client.get(f"/v1/runs/{run.id}/checkpoints").json()["data"]
     assert data == [
         {"step": 10, "path": f"trained/{run.id}/checkpoints/00000010"},
         {"step": 20, "path": f"trained/{run.id}/checkpoints/00000020"},
@@ -170,10 +170,10 @@ def test_a_run_whose_job_died_is_reported_failed(server) -> None:
         handle.wait(timeout=60)
     except Exception:
         pass
-    run = server.new_run(status="running", function_call_id=handle.call_id)
+    run = server.new_run(status="running", call_id=handle.call_id)
     with server.client() as client:
-        listed = {r["id"]: r for r in client.get("/v1/jobs").json()["data"]}
-        shown = client.get(f"/v1/jobs/{run.id}").json()
+        listed = {r["id"]: r for r in client.get("/v1/runs").json()["data"]}
+        shown = client.get(f"/v1/runs/{run.id}").json()
     assert listed[run.id]["status"] == "failed"
     assert shown["status"] == "failed" and "worker crashed" in shown["error_message"]
 
@@ -200,10 +200,10 @@ def test_events_come_from_the_history_once_the_live_log_is_gone(server) -> None:
     run.events.delete()
     server.store.records.delete(run.id)  # the record too: it is read from the history
     with server.client() as client:
-        page = client.get(f"/v1/jobs/{run.id}/events", params={"after": 1}).json()
-        with client.stream("GET", f"/v1/jobs/{run.id}/events/stream", headers={"Last-Event-ID": "2"}) as response:
+        page = client.get(f"/v1/runs/{run.id}/events", params={"after": 1}).json()
+        with client.stream("GET", f"/v1/runs/{run.id}/events/stream", headers={"Last-Event-ID": "2"}) as response:
             streamed = list(sse_events(response))
-        shown = client.get(f"/v1/jobs/{run.id}").json()
+        shown = client.get(f"/v1/runs/{run.id}").json()
     assert shown["status"] == "succeeded"
     assert [e["seq"] for e in page["data"]] == [2, 3, 4] and page["last_seq"] == 4 and page["done"] is True
     assert [int(e["id"]) for e in streamed[:-1]] == [3, 4]

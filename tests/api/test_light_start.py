@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from trainkit_api.app import create_app
 app = create_app()
 with TestClient(app, base_url="http://127.0.0.1") as client:
-    for path in ("/health", "/v1/info", "/v1/jobs", "/v1/models", "/openapi.json"):
+    for path in ("/health", "/v1/info", "/v1/runs", "/v1/models", "/openapi.json"):
         assert client.get(path).status_code == 200, path
 heavy = ("torch", "transformers", "peft", "trl", "datasets", "accelerate", "bitsandbytes", "unsloth", "modal")
 print(json.dumps(sorted(m for m in heavy if m in sys.modules)))

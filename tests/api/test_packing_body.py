@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def test_the_api_job_body_accepts_packing() -> None:
-    from trainkit_api.training import JobCreate
+    from trainkit_api.training import RunCreate
 
-    assert JobCreate.model_validate({"dataset": "demo", "packing": True}).packing is True
-    assert "packing" in JobCreate.model_json_schema()["properties"]
+    assert RunCreate.model_validate({"dataset": "demo", "packing": True}).packing is True
+    assert "packing" in RunCreate.model_json_schema()["properties"]

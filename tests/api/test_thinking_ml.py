@@ -40,7 +40,7 @@ def served_model(tmp_path_factory: pytest.TempPathFactory):
     for server in serve(ml_settings(tmp_path_factory.mktemp("thinking-home"), root, idle_s=30)):
         with server.client(timeout=httpx.Timeout(120.0)) as client:
             body = {"dataset": "sums", "model_size": "tiny", "chat_format": "gemma4", "steps": 150}
-            created = client.post("/v1/jobs", json=body)
+            created = client.post("/v1/runs", json=body)
             assert created.status_code == 201, created.text
             run_id = created.json()["id"]
         server.store.get(run_id).result(timeout=900, stop_app_on_success=False)

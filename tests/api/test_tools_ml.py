@@ -71,7 +71,7 @@ def served_model(tmp_path_factory: pytest.TempPathFactory):
     home, datasets = tmp_path_factory.mktemp("tools-home"), clock_dataset(tmp_path_factory.mktemp("tools-datasets"))
     for server in serve(ml_settings(home, datasets, idle_s=30)):
         with server.client(timeout=httpx.Timeout(120.0)) as client:
-            created = client.post("/v1/jobs", json={"dataset": "clock", "model_size": "tiny", "steps": 150})
+            created = client.post("/v1/runs", json={"dataset": "clock", "model_size": "tiny", "steps": 150})
             assert created.status_code == 201, created.text
             run_id = created.json()["id"]
         server.store.get(run_id).result(timeout=900, stop_app_on_success=False)  # JobError unless it succeeded
@@ -125,7 +125,7 @@ def test_the_runs_eval_scores_its_tool_calls(served_model) -> None:
     """The post-training eval asks for each eval conversation's call: the tuned model makes it, the base does not."""
     server, model = served_model
     with server.client() as client:
-        metrics = client.get(f"/v1/jobs/{model.removeprefix('trained/')}").json()["metrics"]
+        metrics = client.get(f"/v1/runs/{model.removeprefix('trained/')}").json()["metrics"]
     assert metrics["eval_tool_call_accuracy"] >= 0.9, metrics
     assert metrics["base_eval_tool_call_accuracy"] == 0.0, metrics
 

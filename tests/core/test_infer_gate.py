@@ -39,7 +39,7 @@ def _setup(trainkit_home: Path, *, init: bool | str):  # type: ignore[no-untyped
     )
     run = TrainingRun(
         id="run-20261130-120000-abcdef",
-        source_model="trainkit/tiny-gemma",
+        base_model="trainkit/tiny-gemma",
         config={"dataset": "", "model_size": "tiny", "chat_format": "gemma3"},
     )
     out = ctx.path("models") / "trained" / run.id

@@ -49,7 +49,7 @@ def test_sigint_to_a_training_worker_ends_the_run_once_and_consistently(local: A
     from trainkit_core.training.submit import start_run
 
     run = start_run(local, config)
-    call = local.call(run.function_call_id)
+    call = local.call(run.call_id)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:  # training, a step done
         run.reload()

@@ -71,7 +71,7 @@ def test_trainkit_gpu_overrides_every_size(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_any_hugging_face_id_instead_of_a_preset() -> None:
     config = TrainConfig(dataset="demo", base_model="google/gemma-4-E4B-it").resolve()
-    assert config.model_id == "google/gemma-4-E4B-it"
+    assert config.resolved_base_model == "google/gemma-4-E4B-it"
     assert config.chat_format == "gemma4"
     assert config.preset_name == ""
     assert chat_format_for_model("google/gemma-3-1b-it") == "gemma3"

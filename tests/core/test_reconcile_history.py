@@ -30,7 +30,7 @@ def test_a_killed_jobs_run_keeps_its_events_on_the_models_volume(trainkit_home: 
     while "job started" not in handle.logs() and time.monotonic() < deadline:
         time.sleep(0.1)
     store = RunStore.for_provider(provider)
-    run = TrainingRun(id=new_run_id(), created_at=time.time(), status="running", function_call_id=handle.call_id)
+    run = TrainingRun(id=new_run_id(), created_at=time.time(), status="running", call_id=handle.call_id)
     run.attach(store).save()
     run.events.append("progress", step=1, loss=2.5)
     os.kill(handle.pid, signal.SIGKILL)

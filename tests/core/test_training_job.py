@@ -108,6 +108,7 @@ def test_attempts_before_the_last_leave_the_run_resumable(ctx, monkeypatch: pyte
     assert stored.status == "pending" and not stored.done()
     assert stored.error_message == "RuntimeError: boom 1"
     assert (stored.call_attempts, stored.max_attempts, stored.attempt_call_id) == (1, 2, "lc-test")
+    assert stored.call_id == "lc-test"  # no submitter noted the call: the job did, for cancel and the reconciler
 
     with pytest.raises(RuntimeError, match="boom 2"):
         job.train(ctx, run.id)  # the provider's retry: same call

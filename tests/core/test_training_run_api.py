@@ -82,6 +82,30 @@ def test_the_seeds_names_are_read_written_and_stored(store: RunStore) -> None:
         TrainingRun.from_stored_data({"id": "a", "training_run_id": "b"})
 
 
+def test_the_call_id_and_base_model_keep_the_seeds_names(store: RunStore) -> None:
+    """`function_call_id` is `call_id`, `source_model` is `base_model`: both stored, either loads alone."""
+    run = _new(store, status="pending", function_call_id="lc-1", source_model="trainkit/tiny-gemma")
+    assert (run.call_id, run.base_model) == ("lc-1", "trainkit/tiny-gemma")
+    stored = store.records.get(run.id)
+    assert stored["call_id"] == stored["function_call_id"] == "lc-1"
+    assert stored["base_model"] == stored["source_model"] == "trainkit/tiny-gemma"
+    # A job's copy read before the submitter noted the call: its save keeps the stored call id,
+    # and carries the seed's spelling along, so the next load does not find them disagreeing.
+    job_copy = TrainingRun.from_id(run.id, store=store)
+    job_copy.call_id = ""
+    stored_now = store.records.get(run.id)
+    stored_now["call_id"] = stored_now["function_call_id"] = ""
+    store.records.put(run.id, stored_now)
+    run.update_shared(lambda r: setattr(r, "call_id", "lc-2"))
+    job_copy.step = 3
+    job_copy.save()
+    again = TrainingRun.from_id(run.id, store=store)
+    assert (again.call_id, again.function_call_id, again.step) == ("lc-2", "lc-2", 3)
+    assert TrainingRun.from_stored_data({"id": run.id, "function_call_id": "fc-9"}).call_id == "fc-9"
+    run.function_call_id = "lc-3"
+    assert run.call_id == "lc-3"
+
+
 def test_the_seeds_method_names_do_what_trainkits_do(store: RunStore) -> None:
     """`apply_framework_status` is `advance_phase`, `close` is `stop` (graceful: the stop flag, never the app)."""
     run = _new(store, status="running", phase="training")
@@ -107,7 +131,7 @@ def test_result_releases_the_job_call_of_a_run_that_succeeded(store: RunStore, t
     handle, until = _sleeping_call(store, tmp_path)
     try:
         # Ended two minutes ago, its call still alive: past the grace a job gets to finish its history.
-        run = _new(store, status="succeeded", function_call_id=handle.call_id, ended_at=time.time() - 120)
+        run = _new(store, status="succeeded", call_id=handle.call_id, ended_at=time.time() - 120)
         kept = TrainingRun.from_id(run.id, store=store).result(timeout=30, stop_app_on_success=False)
         assert kept.status == "succeeded" and not handle.status().done
         assert run.result(timeout=30) is run
@@ -142,7 +166,7 @@ def _finish_later(store: RunStore, run_ids: list[str], delay: float) -> threadin
 
 
 def test_wait_all_returns_when_every_run_ended(store: RunStore) -> None:
-    runs = [_new(store, status="running", function_call_id="") for _ in range(2)]
+    runs = [_new(store, status="running", call_id="") for _ in range(2)]
     thread = _finish_later(store, [r.id for r in runs], 0.3)
     done = wait_all(runs, poll_interval=0.05, timeout=60)
     thread.join()
@@ -248,7 +272,7 @@ def test_substep_records_its_time_and_whether_it_ended_well(store: RunStore) -> 
 
 def test_wait_all_is_a_member_of_training_run_as_seed_002_lists_it(store: RunStore) -> None:
     """``TrainingRun.wait_all(runs)`` and its ``.aio`` twin wait as the module function does."""
-    runs = [_new(store, status="running", function_call_id="") for _ in range(2)]
+    runs = [_new(store, status="running", call_id="") for _ in range(2)]
     thread = _finish_later(store, [r.id for r in runs], 0.3)
     done = TrainingRun.wait_all(runs, poll_interval=0.05, timeout=60)
     thread.join()

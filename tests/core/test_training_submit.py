@@ -59,7 +59,7 @@ def test_an_invalid_config_dict_is_refused_before_anything(provider) -> None:  #
 
 
 def test_resume_refuses_a_running_run(provider) -> None:  # type: ignore[no-untyped-def]
-    run = _record(provider, status="running", function_call_id="")
+    run = _record(provider, status="running", call_id="")
     with pytest.raises(ConflictError, match="still running"):
         resume_run(provider, run.id)
 

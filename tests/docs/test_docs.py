@@ -194,7 +194,10 @@ def test_the_web_api_guide_lists_exactly_the_routes_of_the_schema() -> None:
         return method.upper(), re.sub(r"\{[^}]*\}", "{}", path.split("?")[0])
 
     schema = docs_reference().openapi_schema()
-    served = {route(method, path) for path, ops in schema["paths"].items() for method in ops}
+    # Deprecated twins (`/v1/jobs/...`) are named once under the table, not listed route by route.
+    served = {
+        route(m, path) for path, ops in schema["paths"].items() for m, op in ops.items() if not op.get("deprecated")
+    }
     text = (DOCS / "how-to" / "web-api.md").read_text()
     listed = {route(m, p) for m, p in re.findall(r"^\| `(GET|POST|PUT|PATCH|DELETE) (/[^`]*)`", text, re.M)}
     assert not served - listed, f"routes missing from the how-to's table: {sorted(served - listed)}"

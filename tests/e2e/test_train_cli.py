@@ -226,7 +226,7 @@ def test_kill_9_fails_the_run_and_resume_continues_from_the_checkpoint(env: Env)
 
     _wait_for(past_a_checkpoint, 900, "two steps past the first checkpoint")
     run.reload()
-    pid = env.provider.call(run.function_call_id).pid  # type: ignore[attr-defined]
+    pid = env.provider.call(run.call_id).pid  # type: ignore[attr-defined]
     os.kill(pid, signal.SIGKILL)
 
     waited = env.cli("runs", "wait", run_id, "--json", check=False, timeout=120)

@@ -6,7 +6,7 @@ files its `add_local_python_source` mounts upload, with no trainkit distribution
 installed; functions and classes are the bytes Modal would ship, loaded with modal's own
 deserializer in the image's Python; only the SDK objects that would reach Modal's
 servers are fakes (`fake_modal.py`). In there: the web function's ASGI app serves the
-dashboard, starts a `tiny` run from `POST /v1/jobs` that trains in the train image,
+dashboard, starts a `tiny` run from `POST /v1/runs` that trains in the train image,
 answers `/v1/generate` from the inference class (its `@modal.enter`, then `generate`),
 runs an eval; `ping` runs in the light image.
 
@@ -240,10 +240,10 @@ def test_the_deployed_api_has_the_local_settings_and_the_versions(deployed: Depl
     with deployed.client() as client:
         info = client.get("/v1/info")
         too_big = client.post(
-            "/v1/jobs", content=b"{" + b" " * MAX_BODY + b"}", headers={"content-type": "application/json"}
+            "/v1/runs", content=b"{" + b" " * MAX_BODY + b"}", headers={"content-type": "application/json"}
         )
         fits = client.post(
-            "/v1/jobs", content=b"{" + b" " * (MAX_BODY // 2) + b"}", headers={"content-type": "application/json"}
+            "/v1/runs", content=b"{" + b" " * (MAX_BODY // 2) + b"}", headers={"content-type": "application/json"}
         )
     assert info.status_code == 200, info.text
     assert info.json()["versions"] == {
@@ -257,14 +257,14 @@ def test_the_deployed_api_has_the_local_settings_and_the_versions(deployed: Depl
 
 @pytest.fixture(scope="module")
 def trained(deployed: Deployed) -> dict[str, Any]:
-    """`POST /v1/jobs`: a tiny run, started by the web container, trained in the train image."""
+    """`POST /v1/runs`: a tiny run, started by the web container, trained in the train image."""
     with deployed.client() as client:
-        created = client.post("/v1/jobs", json={"dataset": "simdemo", "model_size": "tiny", "steps": STEPS})
+        created = client.post("/v1/runs", json={"dataset": "simdemo", "model_size": "tiny", "steps": STEPS})
         assert created.status_code == 201, f"{created.status_code} {created.text}\n{deployed.logs()}"
         run_id = created.json()["id"]
         deadline = time.monotonic() + 900
         while True:
-            record = client.get(f"/v1/jobs/{run_id}").json()
+            record = client.get(f"/v1/runs/{run_id}").json()
             if record["status"] in ("succeeded", "failed", "stopped", "cancelled"):
                 break
             assert time.monotonic() < deadline, f"run still {record['status']}\n{deployed.logs()}"
@@ -394,10 +394,10 @@ def test_an_export_runs_as_a_job_and_writes_to_the_models_volume(
 
 def _run_through_the_web(deployed: Deployed, body: dict[str, Any]) -> dict[str, Any]:
     with deployed.client() as client:
-        created = client.post("/v1/jobs", json=body)
+        created = client.post("/v1/runs", json=body)
         assert created.status_code == 201, f"{created.status_code} {created.text}\n{deployed.logs()}"
         run_id, deadline = created.json()["id"], time.monotonic() + 900
-        while (record := client.get(f"/v1/jobs/{run_id}").json())["status"] not in ENDED:
+        while (record := client.get(f"/v1/runs/{run_id}").json())["status"] not in ENDED:
             assert time.monotonic() < deadline, f"run still {record['status']}\n{deployed.logs()}"
             time.sleep(2)
     return record  # type: ignore[no-any-return]
@@ -421,7 +421,7 @@ def test_a_run_on_two_ranks_trains_in_the_train_image(deployed: Deployed, scale:
     from trainkit_core.runs.training_run import RunStore
 
     run = RunStore.for_provider(deployed.provider).get(record["id"])
-    call = json.loads((deployed.root / "calls" / f"{run.function_call_id}.json").read_text())
+    call = json.loads((deployed.root / "calls" / f"{run.call_id}.json").read_text())
     nodes = scale.get("nodes", 1)
     assert (call["name"] == "train_nodes2") == (nodes == 2), call["name"]
     assert call["options"]["gpu"] == ("T4" if nodes == 2 else "T4:2") and call["policy"].get("cluster_size", 1) == nodes

@@ -59,12 +59,12 @@ def test_two_gpus_train_on_two_ranks_and_match_one_gpu_of_the_same_global_batch(
     one = start_run(deployed, {**RECIPE, "batch_size": 2})
     two = start_run(deployed, {**RECIPE, "batch_size": 1, "gpus": 2})
     for handle in (one, two):
-        handle.function_call.wait(timeout=600)
+        handle.call.wait(timeout=600)
         handle.reload()
     assert one.status == "succeeded", one.error_message
     assert two.status == "succeeded", two.error_message
     # Modal is asked for both GPUs in one container, and the config keeps the count.
-    call = json.loads((fake_modal._root() / "calls" / f"{two.function_call_id}.json").read_text())
+    call = json.loads((fake_modal._root() / "calls" / f"{two.call_id}.json").read_text())
     assert call["options"]["gpu"] == "T4:2"
     assert two.config["gpus"] == 2 and two.config["gpu"] == "T4:2" and two.step == one.step == 4
     for key in ("first_loss", "final_loss"):
@@ -78,7 +78,7 @@ def test_two_gpus_train_on_two_ranks_and_match_one_gpu_of_the_same_global_batch(
     assert len(said) == 1 and "training on 2 GPUs" in said[0]["message"], said
     assert "global batch 2 (1 per rank x 2)" in said[0]["message"]
     assert sum(1 for e in events if e.get("type") == "status" and e.get("status") == "succeeded") == 1
-    log = (fake_modal._root() / "calls" / f"{two.function_call_id}.log").read_text()
+    log = (fake_modal._root() / "calls" / f"{two.call_id}.log").read_text()
     assert "nproc-per-node=2" in log and "trainkit_core.training.rank trainkit_modal.container:rank_job_context" in log
 
 
@@ -93,14 +93,14 @@ def test_two_nodes_train_as_one_cluster_and_match_one_node(deployed: Provider, f
     two = start_run(deployed, {**RECIPE, "batch_size": 1, "nodes": 2})
     for handle in (one, two):
         try:
-            handle.function_call.wait(timeout=600)
+            handle.call.wait(timeout=600)
         except Exception:
-            print((fake_modal._root() / "calls" / f"{handle.function_call_id}.log").read_text()[-8000:])
+            print((fake_modal._root() / "calls" / f"{handle.call_id}.log").read_text()[-8000:])
             raise
         handle.reload()
-    log = (fake_modal._root() / "calls" / f"{two.function_call_id}.log").read_text()
+    log = (fake_modal._root() / "calls" / f"{two.call_id}.log").read_text()
     assert two.status == "succeeded", f"{two.error_message}\n{log[-4000:]}"
-    call = json.loads((fake_modal._root() / "calls" / f"{two.function_call_id}.json").read_text())
+    call = json.loads((fake_modal._root() / "calls" / f"{two.call_id}.json").read_text())
     assert call["name"] == "train_nodes2" and call["options"]["gpu"] == "T4" and call["policy"]["cluster_size"] == 2
     assert [a["end"] for a in call["attempts"]] == ["succeeded"]
     assert "--nnodes=2 --node-rank=0" in log and "--nnodes=2 --node-rank=1" in log

@@ -213,7 +213,7 @@ def test_web_app_in_the_container_needs_no_entry_points(monkeypatch: pytest.Monk
     monkeypatch.setenv("TRAINKIT_API_TOKEN", "s3cret-token")
     with TestClient(web_app()) as client:
         assert client.get("/health").status_code == 200
-        assert client.get("/v1/jobs/run-x/events").status_code == 401  # the token is required
+        assert client.get("/v1/runs/run-x/events").status_code == 401  # the token is required
 
 
 # --------------------------------------------------------------------------- routing by model size

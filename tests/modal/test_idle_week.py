@@ -129,7 +129,7 @@ def test_the_events_of_a_run_whose_job_ended_without_its_history_survive_an_idle
     provider = store.provider
     provider.deployment().deploy()
     handle = provider.spawn("sleep", seconds=120)
-    run = TrainingRun(id=new_run_id(), created_at=time.time(), status="running", function_call_id=handle.call_id)
+    run = TrainingRun(id=new_run_id(), created_at=time.time(), status="running", call_id=handle.call_id)
     run.attach(store).save()
     run.events.append("progress", step=1, loss=2.5)
     handle.cancel()

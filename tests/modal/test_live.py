@@ -5,7 +5,7 @@ Modal (`modal token new`, or MODAL_TOKEN_ID / MODAL_TOKEN_SECRET). It deploys a
 throw-away app (`trainkit-live-<random>`) with its own volumes, so it never touches
 your own trainkit app, and stops the app at the end. The first run builds the
 images (several minutes). The web endpoint is checked as a user meets it: the
-dashboard at its URL, and a `tiny` run started with `POST /v1/jobs` that succeeds.
+dashboard at its URL, and a `tiny` run started with `POST /v1/runs` that succeeds.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_train_tiny_a_few_steps(live: object) -> None:
     from trainkit_core.training.submit import start_run
 
     run = start_run(live, {"dataset": "demo", "model_size": "tiny", "steps": 5})
-    assert run.function_call_id and run.function_call_id.startswith("fc-")
+    assert run.call_id and run.call_id.startswith("fc-")
     assert run.provider_app_id.startswith("ap-") and run.deployment_id.startswith(run.provider_app_id)
     done = run.wait(timeout=3600)
     assert done.status == "succeeded", done.error_message
@@ -133,7 +133,7 @@ def test_a_failed_attempt_is_retried_and_the_retry_resumes(live: object) -> None
     assert done.call_attempts == 2 and done.max_attempts == 3
     retried = [e for e in done.events.read() if e["type"] == "status" and e.get("retrying")]
     assert len(retried) == 1 and "never synced" in retried[0]["error"]
-    assert live.call(done.function_call_id).status().state == "succeeded"  # type: ignore[attr-defined]
+    assert live.call(done.call_id).status().state == "succeeded"  # type: ignore[attr-defined]
 
 
 def _web(live: object, timeout: float = 120) -> object:
@@ -156,19 +156,19 @@ def test_the_web_endpoint_serves_the_dashboard(live: object) -> None:
 
 
 def test_a_job_started_from_the_web_endpoint_succeeds(live: object) -> None:
-    """`POST /v1/jobs` routes the run from the web container (no package metadata there) to `train_tiny`."""
+    """`POST /v1/runs` routes the run from the web container (no package metadata there) to `train_tiny`."""
     import time
 
     from trainkit_core.datasets.sync import sync_dataset
 
     sync_dataset(live, "demo")  # type: ignore[arg-type]
     with _web(live, timeout=600) as client:
-        created = client.post("/v1/jobs", json={"dataset": "demo", "model_size": "tiny", "steps": 5})
+        created = client.post("/v1/runs", json={"dataset": "demo", "model_size": "tiny", "steps": 5})
         assert created.status_code == 201, created.text
         run_id = created.json()["id"]
         deadline = time.monotonic() + 3600
         while True:
-            record = client.get(f"/v1/jobs/{run_id}").json()
+            record = client.get(f"/v1/runs/{run_id}").json()
             if record["status"] in ("succeeded", "failed", "stopped", "cancelled"):
                 break
             assert time.monotonic() < deadline, record

@@ -64,11 +64,11 @@ def test_a_failed_attempt_leaves_the_run_resumable_and_the_next_resumes(
     deployed: Provider, fake_modal: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = _start(deployed, monkeypatch, {"1": "raise", "2": "succeed"})
-    assert run.function_call.wait(timeout=120)["status"] == "succeeded"  # the call reports the run's outcome
+    assert run.call.wait(timeout=120)["status"] == "succeeded"  # the call reports the run's outcome
     run.reload()
     assert run.status == "succeeded" and run.error_message is None
     assert (run.call_attempts, run.max_attempts, run.attempt) == (2, 2, 2)
-    assert _attempts(fake_modal, run.function_call_id) == ["failed", "succeeded"]
+    assert _attempts(fake_modal, run.call_id) == ["failed", "succeeded"]
     # Attempt 1 left the run pending (not ended) with its error; attempt 2 resumed it.
     statuses = [(e["status"], e.get("error")) for e in _events(run, "status")]
     assert statuses == [
@@ -85,7 +85,7 @@ def test_a_failed_attempt_leaves_the_run_resumable_and_the_next_resumes(
     ]
     # Each attempt reloaded only the volumes training reads (never the hf-cache), and committed all.
     ops = [line.split() for line in (fake_modal._root() / "volume-ops.log").read_text().splitlines()]
-    mine = [(op, name) for call, op, name in ops if call == run.function_call_id]
+    mine = [(op, name) for call, op, name in ops if call == run.call_id]
     assert sorted(name for op, name in mine if op == "reload") == sorted(["trainkit-data", "trainkit-models"] * 2)
 
 
@@ -95,11 +95,11 @@ def test_the_last_attempt_that_raises_fails_the_run(
 ) -> None:
     run = _start(deployed, monkeypatch, {"*": "raise"})
     with pytest.raises(JobError, match="fault injected in attempt 2"):
-        run.function_call.wait(timeout=120)
+        run.call.wait(timeout=120)
     run.reload()
     assert run.status == "failed" and run.error_message == "RuntimeError: fault injected in attempt 2"
     assert (run.call_attempts, run.max_attempts) == (2, 2)
-    assert _attempts(fake_modal, run.function_call_id) == ["failed", "failed"]  # Retries(1): two attempts
+    assert _attempts(fake_modal, run.call_id) == ["failed", "failed"]  # Retries(1): two attempts
     assert [e["status"] for e in _events(run, "status")][-2:] == ["running", "failed"]
 
 
@@ -110,10 +110,10 @@ def test_a_crash_loop_stops_at_the_cap(
     """Modal restarts a crashed container without end; the job gives up once the attempts are spent."""
     run = _start(deployed, monkeypatch, {"*": "crash"})
     with pytest.raises(JobError, match="gave up after 2 attempt"):
-        run.function_call.wait(timeout=180)
+        run.call.wait(timeout=180)
     run.reload()
     assert run.status == "failed" and "gave up after 2 attempt(s)" in (run.error_message or "")
-    ends = _attempts(fake_modal, run.function_call_id)
+    ends = _attempts(fake_modal, run.call_id)
     # Two crashes, then the attempt over the cap fails the run; Modal's one retry of that
     # raise finds the run failed and fails at once, without training.
     assert ends == ["crashed", "crashed", "failed", "failed"]
@@ -133,7 +133,7 @@ def test_runs_know_their_app(deployed: Provider, fake_modal: ModuleType, monkeyp
     run.wait(timeout=120)
     stored = run.reload()
     assert (stored.provider_app_id, stored.deployment_id) == (run.provider_app_id, run.deployment_id)
-    assert deployed.call(run.function_call_id).app["provider_app_id"] == app_id  # found again from any process
+    assert deployed.call(run.call_id).app["provider_app_id"] == app_id  # found again from any process
 
 
 # --------------------------------------------------------------------------- generation
@@ -227,14 +227,14 @@ def test_a_service_error_while_polling_leaves_the_run_running_and_the_entry_poin
     # (Planned for this thread: the entry point's thread polls the same call meanwhile.)
     fake_faults.plan_client_faults("FunctionCall.get", ["ServiceError"], this_thread=True)
     with pytest.raises(ProviderError, match="ServiceError"):
-        run.function_call.status()
+        run.call.status()
     fake_faults.plan_client_faults("FunctionCall.get", ["ResourceExhaustedError"], this_thread=True)
     assert reconcile_run(run) is False and run.status == "running"
     assert fake_faults.client_faults_left("FunctionCall.get", this_thread=True) == 0  # each met by this thread
     # The handle's own wait goes on through them too.
     fake_faults.plan_client_faults("FunctionCall.get", ["ServiceError", "ResourceExhaustedError"], this_thread=True)
     (fake_modal._root() / f"release-{run.id}").touch()
-    assert run.function_call.wait(timeout=120)["status"] == "succeeded"
+    assert run.call.wait(timeout=120)["status"] == "succeeded"
     waiter.join(timeout=120)
     assert not waiter.is_alive() and "error" not in outcome, outcome.get("error")
     assert outcome["run"]["status"] == "succeeded" and outcome["run"]["id"] == run.id

@@ -17,7 +17,7 @@ def test_the_run_trains_on_the_cluster_and_its_files_land_on_the_shared_storage(
 ) -> None:
     run = env.run(trained["run_id"])
     assert run.status == "succeeded", run.error_message
-    assert run.provider == "ray" and run.function_call_id.startswith("rc-")
+    assert run.provider == "ray" and run.call_id.startswith("rc-")
     assert [c.step for c in run.checkpoints()] == [15, 30]
     progress = [e for e in run.events.read() if e["type"] == "progress"]
     assert progress[-1]["step"] == 30 and progress[-1]["loss"] < progress[0]["loss"]
@@ -26,8 +26,8 @@ def test_the_run_trains_on_the_cluster_and_its_files_land_on_the_shared_storage(
     assert (trained_dir / "adapter_model.safetensors").is_file()
     assert (env.storage / "kv.sqlite3").is_file()
     # The job's own output, through the call's log on the shared storage.
-    call_log = env.provider().call(run.function_call_id).logs()
-    assert f"trainkit: job train call {run.function_call_id} attempt 1" in call_log
+    call_log = env.provider().call(run.call_id).logs()
+    assert f"trainkit: job train call {run.call_id} attempt 1" in call_log
 
 
 def test_runs_logs_and_list_read_the_store(env: RayEnv, trained: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ def test_a_killed_job_is_retried_from_its_checkpoint_then_stops_on_request(
     run_id = re.search(r"(run-\S+)", started.stdout).group(1)  # type: ignore[union-attr]
     wait_for(lambda: [c.step for c in env.run(run_id).checkpoints()], 300, "the first checkpoint")
     run = env.run(run_id)
-    handle = env.provider().call(run.function_call_id)
+    handle = env.provider().call(run.call_id)
     first_pid = handle.pid
     assert first_pid and env.run(run_id).status == "running"
     os.kill(first_pid, signal.SIGKILL)

@@ -56,7 +56,7 @@ def test_two_ray_train_workers_train_the_same_adapter_as_one_process(env: RayEnv
     events = list(two.events.read())
     assert [e["processes"] for e in events if "processes" in e] == [2]
     assert sum(1 for e in events if e.get("type") == "status" and e.get("status") == "succeeded") == 1
-    log = env.provider().call(two.function_call_id).logs()
+    log = env.provider().call(two.call_id).logs()
     assert f"trainkit: run {two_id} on 2 Ray Train workers (CPU)" in log
 
 

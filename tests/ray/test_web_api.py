@@ -89,8 +89,8 @@ def test_the_web_api_deployed_on_the_cluster_answers_over_http(env: RayEnv, trai
     try:
         assert json.loads(cluster.cli("app", "status", "--json").stdout)["url"] == url
         assert http(f"{url}/health", token=None)[0] == 200
-        assert http(f"{url}/v1/jobs", token=None)[0] == 401
-        status, body = http(f"{url}/v1/jobs")
+        assert http(f"{url}/v1/runs", token=None)[0] == 401
+        status, body = http(f"{url}/v1/runs")
         assert status == 200 and trained["run_id"] in body, "the API reads the cluster's store"
         # A stream over HTTP: the token events as the warm actor yields them, then the whole answer.
         requests = env.provider().inference_server().status()["requests"]
@@ -143,7 +143,7 @@ def test_trainkit_serve_runs_the_web_api_on_the_cluster_until_interrupted(env: R
             pytest.fail(f"`trainkit serve` said {line!r}; stderr: {errors.read_text()[-3000:]}")
         url = line.split(": ", 1)[1].strip()
         assert http(f"{url}/health", token=None)[0] == 200
-        assert http(f"{url}/v1/jobs")[0] == 200
+        assert http(f"{url}/v1/runs")[0] == 200
         served.send_signal(signal.SIGINT)
         try:
             code = served.wait(timeout=120)

@@ -222,7 +222,7 @@ def test_trainkit_api_alone_builds_its_app(tmp_path: Path) -> None:
     assert {"fastapi", "uvicorn"} <= installed
     code = (
         "from trainkit_api.app import create_app; app = create_app(); "
-        "print(app.version, sorted(p for p in app.openapi()['paths'] if p.startswith('/v1/jobs')))"
+        "print(app.version, sorted(p for p in app.openapi()['paths'] if p.startswith('/v1/runs')))"
     )
     out = run(env, bin_dir / "python", "-c", code)
-    assert out.startswith(f"{source_version('trainkit-api')} [") and "/v1/jobs" in out
+    assert out.startswith(f"{source_version('trainkit-api')} [") and "/v1/runs" in out

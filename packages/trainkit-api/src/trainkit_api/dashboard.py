@@ -27,6 +27,7 @@ from fastapi.responses import FileResponse, Response
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
 from trainkit_api.routes.runs import RunId
+from trainkit_api.run_paths import run_route
 from trainkit_api.state import ApiState, get_state
 from trainkit_core.errors import NotFoundError
 from trainkit_core.ids import NAME_PATTERN
@@ -73,7 +74,7 @@ COMPONENT_HEADERS = {
 ComponentName = Annotated[str, PathParam(pattern=NAME_PATTERN.pattern, description="The component's name.")]
 
 components_router = APIRouter(
-    prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
+    prefix="/v1", tags=["runs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES
 )
 
 
@@ -86,14 +87,14 @@ def _pointer(state: ApiState, run_id: str, name: str) -> dict[str, Any]:
     return found[-1]
 
 
-@components_router.get("/jobs/{run_id}/components/{name}", response_class=Response)
+@run_route(components_router, "GET", "/{run_id}/components/{name}", response_class=Response)
 def get_component(run_id: RunId, name: ComponentName, state: ApiState = Depends(get_state)) -> Response:
     """A component the run attached (`TrainingRun.add_dashboard_component`): its entry file, self-contained."""
     data, media_type = components.self_contained_entry(state.store.models, run_id, _pointer(state, run_id, name))
     return Response(data, media_type=media_type, headers=COMPONENT_HEADERS)
 
 
-@components_router.get("/jobs/{run_id}/components/{name}/manifest")
+@run_route(components_router, "GET", "/{run_id}/components/{name}/manifest")
 def get_component_manifest(run_id: RunId, name: ComponentName, state: ApiState = Depends(get_state)) -> dict[str, Any]:
     """The component's current version: its manifest's hash, its entry, and each file's hash, size and type."""
     pointer = _pointer(state, run_id, name)
@@ -108,7 +109,7 @@ def get_component_manifest(run_id: RunId, name: ComponentName, state: ApiState =
     }
 
 
-@components_router.get("/jobs/{run_id}/components/{name}/files/{path:path}", response_class=Response)
+@run_route(components_router, "GET", "/{run_id}/components/{name}/files/{path:path}", response_class=Response)
 def get_component_file(run_id: RunId, name: ComponentName, path: str, state: ApiState = Depends(get_state)) -> Response:
     """One file of the component's current version, by its path in the manifest."""
     data, media_type = components.read_file(state.store.models, run_id, _pointer(state, run_id, name), path)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from trainkit_core.runs.training_run import TrainingRun
 
 
-class JobList(BaseModel):
+class RunList(BaseModel):
     """A page of runs, newest first; pass `next_after` as `after` for the next page."""
 
     object: Literal["list"] = "list"

@@ -1,6 +1,6 @@
 """Starting and resuming runs: the request bodies, and the calls into core's `submit`.
 
-`POST /v1/jobs` takes a `TrainConfig` (the same fields as `trainkit train`) plus
+`POST /v1/runs` takes a `TrainConfig` (the same fields as `trainkit train`) plus
 `metadata` (a sweep's `group_id`, say); the dataset must be on the data volume already
 (`trainkit sync`), or in the server's local datasets folder, which is synced first.
 """
@@ -22,7 +22,7 @@ from trainkit_core.training.config import TrainConfig, check_finite
 from trainkit_core.training.plan import Plan
 
 
-class JobCreate(TrainConfig):
+class RunCreate(TrainConfig):
     """A training run to start: a `TrainConfig`, plus `metadata` stored on the run."""
 
     dataset: str = Field(pattern=NAME_PATTERN.pattern, description="Name of the dataset (synced to the data volume).")
@@ -57,11 +57,11 @@ class JobCreate(TrainConfig):
             raise ValueError(exc.message) from None
 
 
-#: Fields of `JobCreate` that are not the run's `TrainConfig`.
+#: Fields of `RunCreate` that are not the run's `TrainConfig`.
 NOT_CONFIG = {"metadata", "strict_dataset", "max_cost_usd", "max_duration_s"}
 
 
-class JobResume(BaseModel):
+class RunResume(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     steps: int | None = Field(None, ge=1, le=1_000_000, description="Train to this step (default: the run's own).")
@@ -71,7 +71,7 @@ class JobResume(BaseModel):
     gpus: int | None = Field(None, ge=1, le=64, description="Go on with this many GPUs (default: the run's).")
 
 
-def start_job(state: ApiState, body: JobCreate) -> TrainingRun:
+def start_run(state: ApiState, body: RunCreate) -> TrainingRun:
     from trainkit_core.training.submit import start_run
 
     config = TrainConfig.model_validate(body.model_dump(exclude=NOT_CONFIG))
@@ -90,11 +90,11 @@ DRY_RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def plan_job(state: ApiState, body: JobCreate) -> JSONResponse:
+def plan_run(state: ApiState, body: RunCreate) -> JSONResponse:
     """The plan of the run `body` asks for (`trainkit_core.training.plan`), tokens counted exactly where possible.
 
     The start's own checks (`check_request`, with the same `strict_dataset` and budget), so a
-    dry run answers 200 only for a run that `start_job` would start.
+    dry run answers 200 only for a run that `start_run` would start.
     """
     from trainkit_core.training.plan import make_plan
     from trainkit_core.training.submit import check_request
@@ -106,7 +106,7 @@ def plan_job(state: ApiState, body: JobCreate) -> JSONResponse:
     return JSONResponse(plan.model_dump(mode="json"), status_code=200)
 
 
-def resume_job(state: ApiState, run_id: str, body: JobResume | None) -> TrainingRun:
+def resume_run(state: ApiState, run_id: str, body: RunResume | None) -> TrainingRun:
     from trainkit_core.training.submit import resume_run
 
     if body is None:

@@ -320,7 +320,7 @@ def record_of(state: ApiState, job_id: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise NotFoundError(
             f"no fine-tuning job {job_id[:60]!r}",
-            hint="GET /v1/fine_tuning/jobs lists them; runs started otherwise are under /v1/jobs",
+            hint="GET /v1/fine_tuning/jobs lists them; runs started otherwise are under /v1/runs",
         )
     return record
 

@@ -12,6 +12,7 @@ from pydantic import BeforeValidator
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
 from trainkit_api.routes.runs import RunId
+from trainkit_api.run_paths import run_route
 from trainkit_api.schemas import EventPage, event_dicts
 from trainkit_api.sse import HEADERS, RECONCILE_S, parse_last_event_id, parse_seq, run_event_stream
 from trainkit_api.state import ApiState, event_log, get_state
@@ -45,10 +46,10 @@ def _done_check(run: TrainingRun, log: Any) -> Any:
     return is_done
 
 
-router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1", tags=["runs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
 
 
-@router.get("/jobs/{run_id}/events", response_model=EventPage)
+@run_route(router, "GET", "/{run_id}/events", response_model=EventPage)
 def list_events(
     run_id: RunId,
     state: ApiState = Depends(get_state),
@@ -61,7 +62,7 @@ def list_events(
     return EventPage(data=event_dicts(log.read(after, limit=limit)), last_seq=log.last_seq(), done=run.ended())
 
 
-@router.get("/jobs/{run_id}/events/stream", response_class=StreamingResponse, responses=STREAM_DOC)
+@run_route(router, "GET", "/{run_id}/events/stream", response_class=StreamingResponse, responses=STREAM_DOC)
 def stream_events(
     run_id: RunId,
     state: ApiState = Depends(get_state),

@@ -47,7 +47,7 @@ def get_group(group_id: GroupId, state: ApiState = Depends(get_state)) -> Group:
     """A sweep group's runs and totals (GPU-seconds, cost); 404 when no run has that group."""
     runs, _ = state.store.page(group_id=group_id, limit=100_000)
     if not runs:
-        raise NotFoundError(f"no run in group {group_id!r}", hint="GET /v1/jobs lists the runs and their groups")
+        raise NotFoundError(f"no run in group {group_id!r}", hint="GET /v1/runs lists the runs and their groups")
     rows: list[dict[str, Any]] = [
         {"id": r.id, "status": r.status, "gpu_seconds": r.gpu_seconds, "cost_usd": r.cost_usd} for r in runs
     ]
@@ -55,6 +55,6 @@ def get_group(group_id: GroupId, state: ApiState = Depends(get_state)) -> Group:
 
 
 def build_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+    router = APIRouter(prefix="/v1", tags=["runs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
     router.add_api_route("/groups/{group_id}", get_group, methods=["GET"], response_model=Group)
     return router

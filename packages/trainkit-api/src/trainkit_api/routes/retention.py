@@ -1,4 +1,4 @@
-"""`DELETE /v1/jobs/{run_id}`: delete a run and what it left behind.
+"""`DELETE /v1/runs/{run_id}`: delete a run and what it left behind.
 
 The same operation as `trainkit runs delete` (`trainkit_core.runs.retention.delete_run`):
 409 with the reason for a run still running, a resumed delete when an earlier one was
@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from trainkit_api.auth import require_token
 from trainkit_api.errors import ERROR_RESPONSES
+from trainkit_api.run_paths import run_route
 from trainkit_api.state import ApiState, get_state
 from trainkit_core.ids import RUN_ID_PATTERN
 
@@ -30,7 +31,7 @@ class Deleted(BaseModel):
     resumed: bool = Field(description="True when this finished a delete that was interrupted.")
 
 
-def delete_job(
+def delete_run(
     run_id: RunId,
     state: ApiState = Depends(get_state),
     keep_model: Annotated[bool, Query(description="Keep trained/<run id> and its exports.")] = False,
@@ -52,6 +53,6 @@ def delete_job(
 
 
 def build_router() -> APIRouter:
-    router = APIRouter(prefix="/v1", tags=["jobs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
-    router.add_api_route("/jobs/{run_id}", delete_job, methods=["DELETE"], response_model=Deleted)
+    router = APIRouter(prefix="/v1", tags=["runs"], dependencies=[Depends(require_token)], responses=ERROR_RESPONSES)
+    run_route(router, "DELETE", "/{run_id}", response_model=Deleted)(delete_run)
     return router

@@ -108,7 +108,7 @@ function listOf(data, ...keys) {
 
 function runPreset(run) {
   const c = run.config || {};
-  return c.preset || c.model_size || (run.metadata || {}).preset || run.source_model || "–";
+  return c.preset || c.model_size || (run.metadata || {}).preset || run.base_model || "–";
 }
 
 /* How the run trains: sft, dpo or grpo (records from before methods are sft). */
@@ -179,7 +179,7 @@ async function allEvents(runId, after, signal) {
   const out = [];
   let seq = after || 0;
   for (let i = 0; i < 10000; i++) {
-    const page = listOf(await api(`/v1/jobs/${encodeURIComponent(runId)}/events?after=${seq}`, { signal }), "events");
+    const page = listOf(await api(`/v1/runs/${encodeURIComponent(runId)}/events?after=${seq}`, { signal }), "events");
     if (page.length === 0) break;
     out.push(...page);
     seq = page[page.length - 1].seq;
@@ -193,7 +193,7 @@ async function streamEvents(runId, lastSeq, onEvent, signal) {
   const sent = app.token;
   const headers = authHeaders({ Accept: "text/event-stream" });
   if (lastSeq) headers["Last-Event-ID"] = String(lastSeq);
-  const resp = await fetch(`/v1/jobs/${encodeURIComponent(runId)}/events/stream`, { headers, signal, cache: "no-store" });
+  const resp = await fetch(`/v1/runs/${encodeURIComponent(runId)}/events/stream`, { headers, signal, cache: "no-store" });
   if (resp.status === 401) refused(sent);
   if (!resp.ok || !resp.body) throw new ApiError(resp.status, `event stream answered ${resp.status}`);
   const reader = resp.body.getReader();
@@ -305,7 +305,7 @@ async function fetchRuns(filters) {
   for (let page = 0; page < 20; page++) {
     const query = new URLSearchParams(Object.assign({ limit: "500" }, filters || {}));
     if (after) query.set("after", after);
-    const answer = await api(`/v1/jobs?${query}`);
+    const answer = await api(`/v1/runs?${query}`);
     runs.push(...listOf(answer, "jobs", "runs"));
     if (!answer || !answer.has_more || !answer.next_after) break;
     after = answer.next_after;
@@ -646,7 +646,7 @@ async function viewRun(runId) {
 
   const refreshCheckpoints = async () => {
     try {
-      const cps = listOf(await api(`/v1/jobs/${encodeURIComponent(runId)}/checkpoints`, { signal: ctl.signal }), "checkpoints");
+      const cps = listOf(await api(`/v1/runs/${encodeURIComponent(runId)}/checkpoints`, { signal: ctl.signal }), "checkpoints");
       checkpointsBox.replaceChildren(cps.length === 0 ? h("p", { class: "muted" }, "No checkpoint saved yet.") :
         h("table", { class: "table", id: "checkpoints-table" },
           h("thead", {}, h("tr", {}, h("th", { class: "num" }, "Step"), h("th", {}, "Path"))),
@@ -659,7 +659,7 @@ async function viewRun(runId) {
     if (refreshing) return refreshing;
     refreshing = (async () => {
       try {
-        const fresh = await api(`/v1/jobs/${encodeURIComponent(runId)}`, { signal: ctl.signal });
+        const fresh = await api(`/v1/runs/${encodeURIComponent(runId)}`, { signal: ctl.signal });
         if (run && !TERMINAL.has(fresh.status)) fresh.step = Math.max(fresh.step || 0, run.step || 0);
         run = fresh;
         renderRun();
@@ -695,7 +695,7 @@ async function viewRun(runId) {
     stopBtn.disabled = true;
     actionMsg.textContent = "stopping…";
     try {
-      await api(`/v1/jobs/${encodeURIComponent(runId)}/stop`, { method: "POST" });
+      await api(`/v1/runs/${encodeURIComponent(runId)}/stop`, { method: "POST" });
       actionMsg.textContent = "stop requested; the run saves its adapter and ends";
       await refreshRun();
     } catch (err) { actionMsg.textContent = `stop failed: ${err.message}`; stopBtn.disabled = false; }
@@ -704,7 +704,7 @@ async function viewRun(runId) {
     resumeBtn.disabled = true;
     actionMsg.textContent = "resuming…";
     try {
-      const answer = await api(`/v1/jobs/${encodeURIComponent(runId)}/resume`, { method: "POST" });
+      const answer = await api(`/v1/runs/${encodeURIComponent(runId)}/resume`, { method: "POST" });
       const newId = answer && (answer.id || (answer.job && answer.job.id));
       if (newId && newId !== runId) { location.hash = `#/runs/${encodeURIComponent(newId)}`; return; }
       actionMsg.textContent = "resumed from the latest checkpoint";
@@ -730,7 +730,7 @@ async function viewRun(runId) {
 const shownComponents = new WeakMap(); // box -> key of what it shows
 
 async function componentView(runId, c) {
-  const resp = await fetch(`/v1/jobs/${encodeURIComponent(runId)}/components/${encodeURIComponent(c.name)}`, { headers: authHeaders({ Accept: "*/*" }) });
+  const resp = await fetch(`/v1/runs/${encodeURIComponent(runId)}/components/${encodeURIComponent(c.name)}`, { headers: authHeaders({ Accept: "*/*" }) });
   if (!resp.ok) return h("p", { class: "error-text" }, `could not load ${c.name}: HTTP ${resp.status}`);
   if (c.type === "png" || c.type === "svg") {
     const url = URL.createObjectURL(await resp.blob());

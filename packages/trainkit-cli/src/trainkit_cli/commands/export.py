@@ -89,7 +89,7 @@ def export_command(
         print_json({**info, "out": str(out) if written is not None else None, "downloaded_bytes": written})
         return
     term = console()
-    term.print(f"merged {info['source_model_path']} into {info['base_model']} ({info['dtype']}): {path}")
+    term.print(f"merged {info['model_path']} into {info['base_model']} ({info['dtype']}): {path}")
     for note in info.get("notes") or []:
         term.print(f"note: {note}")
     if info.get("gguf"):

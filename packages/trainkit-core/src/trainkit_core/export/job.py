@@ -224,7 +224,7 @@ def export(
             gguf_info = _gguf(ctx, tmp, ref, fmt, gguf, dataset or card.dataset_id, check_prompts)
         info = {
             "format": "merged",
-            "source_model_path": ref.path,
+            "model_path": ref.path,
             "run_id": ref.run_id,
             "step": ref.step,
             "base_model": card.base_model,

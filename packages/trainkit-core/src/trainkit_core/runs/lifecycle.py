@@ -40,8 +40,7 @@ class RunLifecycle(BaseModel):
         updated_at: float
         error_message: str | None
         stop_reason: str | None
-        function_call_id: str
-        attempt_call_id: str
+        call_id: str
         _store: RunStore | None
 
         @property
@@ -111,9 +110,9 @@ class RunLifecycle(BaseModel):
         the record says it ended, so a call is left `RELEASE_GRACE_S` after the end to
         finish on its own before it is cancelled. Safe to call more than once.
         """
-        if not self.ended() or self.store.provider is None or not self.job_call_id:
+        if not self.ended() or self.store.provider is None or not self.call_id:
             return False
-        call = self.store.provider.call(self.job_call_id)
+        call = self.store.provider.call(self.call_id)
         ended = self.ended_at or self.updated_at
         try:
             while not call.status().done:
@@ -132,15 +131,6 @@ class RunLifecycle(BaseModel):
         self.store.stop_flag(self.id).request(reason)
         self.events.append("log", message=reason)
 
-    @property
-    def job_call_id(self) -> str:
-        """The job's call id: the submitter's record of it, else the one the job wrote when it started.
-
-        A submitter killed between starting the job and saving its id leaves
-        `function_call_id` empty; the job itself records `attempt_call_id` first thing.
-        """
-        return self.function_call_id or self.attempt_call_id
-
     def cancel(self) -> None:
         """End the run's job now, without saving: the run ends `stopped` with a note.
 
@@ -152,12 +142,12 @@ class RunLifecycle(BaseModel):
         if self.ended():
             raise ConflictError(f"run {self.id} already ended {self.status}")
         if self.store.provider is not None:
-            if not self.job_call_id:
+            if not self.call_id:
                 raise ConflictError(
                     f"run {self.id} has no job id recorded yet, so its job cannot be reached to cancel it",
                     hint=f"try again once it is running, or stop it gracefully: trainkit runs stop {self.id}",
                 )
-            self.store.provider.call(self.job_call_id).cancel()
+            self.store.provider.call(self.call_id).cancel()
         self.reload()
         if not self.ended():
             now = time.time()
@@ -169,8 +159,8 @@ class RunLifecycle(BaseModel):
             self.events.append("status", status="stopped", reason="cancelled")
 
     @property
-    def function_call(self) -> Any:
-        """The provider's handle of this run's job (client side only)."""
-        if self.store.provider is None or not self.job_call_id:
+    def call(self) -> Any:
+        """The provider's handle of this run's job call (client side only); None before it started."""
+        if self.store.provider is None or not self.call_id:
             return None
-        return self.store.provider.call(self.job_call_id)
+        return self.store.provider.call(self.call_id)

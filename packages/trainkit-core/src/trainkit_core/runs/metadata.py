@@ -6,7 +6,7 @@ saved as JSON, so it must be JSON that round-trips: `check_metadata` refuses
 - nesting deeper than `MAX_DEPTH` (a few hundred levels crashed the save with a
   `RecursionError`);
 - more than `MAX_BYTES` as compact JSON (10 MB was stored, then sent back with every
-  ``GET /v1/jobs``);
+  ``GET /v1/runs``);
 - NaN and infinities (JSON has none; they were stored as ``null`` without a word);
 - values that are not JSON at all (sets, bytes, objects) and keys that are not strings.
 

@@ -30,7 +30,7 @@ def reconcile_run(run: Any) -> bool:
         return False
     provider = run.store.provider
     reason = None
-    call_id = run.job_call_id  # the job records its own id, should its submitter have died before saving it
+    call_id = run.call_id  # the submitter saves it; the job too, should its submitter have died before
     if call_id and provider is not None:
         try:
             status = provider.call(call_id).status()

@@ -14,14 +14,28 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, computed_field, model_validator
 
 #: The seed's names of fields trainkit names otherwise: both are read and written, and a
-#: record that has only the seed's name loads. The first two are also in the stored JSON
-#: (`training_run_id`, `framework_status`); the app's are attributes only.
+#: record that has only the seed's name loads. The first four are also in the stored JSON
+#: (a record written before the rename, or read by the seed's code, keeps working); the
+#: app's are attributes only.
 SEED_NAMES = {
     "training_run_id": "id",
     "framework_status": "phase",
+    "function_call_id": "call_id",
+    "source_model": "base_model",
     "modal_app_id": "provider_app_id",
     "modal_app_url": "provider_app_url",
 }
+
+
+def restate_seed_names(data: dict[str, Any]) -> None:
+    """Copy trainkit's values onto the seed's names a stored record holds, after a patch of trainkit's names.
+
+    A record merged field by field (`TrainingRun.write_record`) would otherwise carry a
+    stale seed spelling, which the next load refuses as disagreeing.
+    """
+    for seed_name, name in SEED_NAMES.items():
+        if seed_name in data and name in data:
+            data[seed_name] = data[name]
 
 
 class SeedNames(BaseModel):
@@ -30,9 +44,13 @@ class SeedNames(BaseModel):
     if TYPE_CHECKING:
         id: str
         phase: str
+        call_id: str
+        base_model: str
         provider_app_id: str
         provider_app_url: str
 
+        @property
+        def call(self) -> Any: ...
         def stop(self, reason: str = ...) -> None: ...
         def advance_phase(self, phase: str) -> str | None: ...
 
@@ -72,6 +90,31 @@ class SeedNames(BaseModel):
     @framework_status.setter
     def framework_status(self, value: str) -> None:
         self.phase = value
+
+    @computed_field(json_schema_extra={"deprecated": True})  # type: ignore[prop-decorator]
+    @property
+    def function_call_id(self) -> str:
+        """The seed's name of `call_id`."""
+        return self.call_id
+
+    @function_call_id.setter
+    def function_call_id(self, value: str) -> None:
+        self.call_id = value
+
+    @computed_field(json_schema_extra={"deprecated": True})  # type: ignore[prop-decorator]
+    @property
+    def source_model(self) -> str:
+        """The seed's name of `base_model`."""
+        return self.base_model
+
+    @source_model.setter
+    def source_model(self, value: str) -> None:
+        self.base_model = value
+
+    @property
+    def function_call(self) -> Any:
+        """The seed's name of `call`: the provider's handle of the run's job call."""
+        return self.call
 
     @property
     def modal_app_id(self) -> str:

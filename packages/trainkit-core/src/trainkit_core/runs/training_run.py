@@ -1,6 +1,6 @@
 """The training-run record: `TrainingRun`, stored on the provider's key-value store.
 
-Provider-neutral: `function_call_id` is whatever the provider's `run_function` gave,
+Provider-neutral: `call_id` is whatever the provider's `run_function` gave,
 `provider_app_id`/`provider_app_url` whatever its app is. The record lives in the
 ``runs`` namespace under its id; when a run ends, the job also writes the record and
 its events to the models volume (``runs/<id>/record.json``, ``runs/<id>/events.jsonl``)
@@ -31,7 +31,7 @@ from trainkit_core.plugins.hookspecs import KVStore, Volume
 from trainkit_core.runs.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
 from trainkit_core.runs.lifecycle import RunLifecycle
 from trainkit_core.runs.paths import history_dir
-from trainkit_core.runs.seed_names import SeedNames
+from trainkit_core.runs.seed_names import SeedNames, restate_seed_names
 from trainkit_core.runs.statuses import TERMINAL_STATUSES, UNFINISHED, RunStatus
 from trainkit_core.toolkit.aio import BlockingAndAsync, aio_function, aio_method, in_thread
 from trainkit_core.toolkit.kv_values import get_many_text
@@ -58,7 +58,7 @@ SHARED_FIELDS = ("dashboard_components", "latest_rollout")
 
 #: What the submitter writes once the provider started the job (`training.submit`), which
 #: the job's own copy of the record may not hold yet.
-SUBMITTER_FIELDS = ("function_call_id", *APP_FIELDS)
+SUBMITTER_FIELDS = ("call_id", *APP_FIELDS)
 
 
 def _index_facts(data: dict[str, Any]) -> dict[str, Any]:
@@ -307,7 +307,8 @@ class TrainingRun(SeedNames, RunLifecycle):
     """One fine-tuning run, as stored. Field names follow the seed's record.
 
     The seed's names are kept beside trainkit's (`trainkit_core.runs.seed_names`): ``training_run_id``
-    is `id`, ``framework_status`` is `phase` (both spellings stored), ``modal_app_id``
+    is `id`, ``framework_status`` is `phase`, ``function_call_id`` is `call_id`, ``source_model``
+    is `base_model` (both spellings stored; the API's schema marks the seed's deprecated), ``modal_app_id``
     and ``modal_app_url`` are `provider_app_id` and `provider_app_url`; each spelling
     is an attribute (read and write), and a record that has only the seed's name
     loads. The map of every rename is docs/concepts/seed-map.md. Accounting: `duration_seconds` is the wall time the run's jobs ran (every
@@ -339,12 +340,15 @@ class TrainingRun(SeedNames, RunLifecycle):
     substep_times: dict[str, dict[str, dict[str, float | int | bool | None]]] = Field(default_factory=dict)
     error_message: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
-    function_call_id: str = ""
+    #: The provider's id of the run's job call (`run_function`'s handle): noted by the
+    #: submitter, or by the job itself should its submitter die first (the seed's `function_call_id`).
+    call_id: str = ""
     app_name: str = ""
     provider_app_id: str = ""
     provider_app_url: str = ""
     deployment_id: str = ""
-    source_model: str = ""
+    #: The Hugging Face id of the model the run trains (the seed's `source_model`).
+    base_model: str = ""
     metrics: dict[str, Any] = Field(default_factory=dict)
     attempt: int = 1
     #: The job call the attempts below belong to (set by the job; a new call starts a new count).
@@ -553,6 +557,7 @@ class TrainingRun(SeedNames, RunLifecycle):
                     {name: stored[name] for name in SUBMITTER_FIELDS if stored.get(name) and not data.get(name)}
                 )
                 data["metadata"] = _merge_metadata(stored.get("metadata"), ours, self._metadata_seen)
+                restate_seed_names(data)
             self.store.records.put(self.id, data)
             self._metadata_seen = ours
 

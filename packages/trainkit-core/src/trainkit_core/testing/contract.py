@@ -753,7 +753,7 @@ class ProviderContract:
     # ------------------------------------------------------------------ run records (seed 002's TrainingRun)
 
     def new_run(self, provider: Provider, **fields: Any) -> TrainingRun:
-        """A run record saved on the provider's store (no job of its own unless `function_call_id` is given)."""
+        """A run record saved on the provider's store (no job of its own unless `call_id` is given)."""
         from trainkit_core.ids import new_run_id
 
         run = TrainingRun(id=new_run_id(), created_at=time.time(), **fields)
@@ -780,7 +780,7 @@ class ProviderContract:
         call = provider.spawn("sleep", seconds=120)
         try:
             self.wait_for_state(call, ("running",))
-            run = self.new_run(provider, status="running", function_call_id=call.call_id)
+            run = self.new_run(provider, status="running", call_id=call.call_id)
             assert run.done() is False and run.status == "running"
         finally:
             self.stop_call(provider, call)
@@ -799,8 +799,8 @@ class ProviderContract:
             for call in calls:
                 self.wait_for_state(call, ("running",))
             long_ago = time.time() - 120  # past the grace a job gets to write its history
-            first = self.new_run(provider, status="succeeded", function_call_id=calls[0].call_id, ended_at=long_ago)
-            second = self.new_run(provider, status="running", function_call_id=calls[1].call_id)
+            first = self.new_run(provider, status="succeeded", call_id=calls[0].call_id, ended_at=long_ago)
+            second = self.new_run(provider, status="running", call_id=calls[1].call_id)
             seen: dict[str, str] = {}
 
             def finish_second() -> None:

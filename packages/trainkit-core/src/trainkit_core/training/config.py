@@ -425,8 +425,8 @@ class TrainConfig(BaseModel):
             ) from None
 
     @property
-    def model_id(self) -> str:
-        """The base model this config trains."""
+    def resolved_base_model(self) -> str:
+        """The base model this config trains: `base_model` when given, else its preset's."""
         return self.base_model or self.preset.base_model
 
 

@@ -115,7 +115,7 @@ def train(ctx: JobContext, run_id: str, resume: bool = False) -> dict[str, Any]:
     _count_attempt(ctx, run, same_call)  # saved below with the status, before any work
     # The submitter saves the call id after the provider started us; should it die first,
     # this is the only record of it, which cancel and the reconciler need.
-    run.function_call_id = run.function_call_id or ctx.call_id
+    run.call_id = run.call_id or ctx.call_id
     if run.call_attempts > run.max_attempts:
         error = (
             f"gave up after {run.max_attempts} attempt(s): the provider started the job again "
@@ -271,10 +271,10 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
     run.framework = backend
     if backend == "unsloth":
         import unsloth  # noqa: F401  (before anything imports transformers, so its patches apply)
-    base_model = config.model_id
+    base_model = config.resolved_base_model
     base_model_path = local_base_path(base_model)  # tiny and the twins: their folder on the hf-cache volume
     source = resolve_base_model({"base_model": base_model}, hf_cache)
-    run.source_model = base_model
+    run.base_model = base_model
     images = has_media(dataset.train)  # pictures or sounds: the processor's path
     if images and sharded:
         raise JobError(

@@ -169,7 +169,7 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
     tokenizer = None
     method = ""
     if exact and importlib.util.find_spec("transformers") is not None:
-        if config.model_id == TINY_BASE_MODEL:
+        if config.resolved_base_model == TINY_BASE_MODEL:
             from trainkit_core.models.tiny_model import build_tokenizer
 
             tokenizer = build_tokenizer([render_example(e, fmt) for e in train], fmt.name)
@@ -177,9 +177,9 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
         else:
             from trainkit_core.datasets.validate import _cached_tokenizer
 
-            tokenizer = _cached_tokenizer(config.model_id)
+            tokenizer = _cached_tokenizer(config.resolved_base_model)
             tokenizer = getattr(tokenizer, "tokenizer", tokenizer)
-            method = f"{config.model_id} tokenizer from the local cache"
+            method = f"{config.resolved_base_model} tokenizer from the local cache"
     if tokenizer is None:
         counts = [
             min(limit, math.ceil(len(render_example(e, fmt, keep_thinking=config.keep_thinking)) / CHARS_PER_TOKEN))
@@ -349,7 +349,7 @@ def make_plan(
     if gpu != "cpu" and not provider.capabilities.gpu:
         device = cuda_device_name()
         notes.append(
-            f"{provider.name} has no cloud GPUs: the {preset or config.model_id} preset (made for {config.gpu}) "
+            f"{provider.name} has no cloud GPUs: the {preset or config.resolved_base_model} preset (made for {config.gpu}) "
             + (
                 f"would train on this machine's {device}"
                 if device
@@ -370,7 +370,7 @@ def make_plan(
         rate = float(table[gpu])
         source = f"throughput table {load_throughput().get('date', '')}: {table.get('source', '')}"
     else:
-        rate, source = None, f"no throughput figure for {preset or config.model_id} on {gpu}"
+        rate, source = None, f"no throughput figure for {preset or config.resolved_base_model} on {gpu}"
     if rate is not None and config.gpus * config.nodes > 1:
         # ASSUMPTION, not measured: DDP keeps about 90% of linear scaling on one NVLink node (PyTorch's
         # DDP paper, Li et al. 2020, reports ~90% and above for large models); never measured by trainkit.
@@ -390,7 +390,7 @@ def make_plan(
         )
     return Plan(
         dataset=config.dataset,
-        model=config.model_id,
+        model=config.resolved_base_model,
         preset=preset,
         provider=provider.name,
         gpu=gpu if gpus <= 1 else f"{gpu}:{gpus}",

@@ -52,7 +52,7 @@ def _card(run: TrainingRun) -> Any:
     from trainkit_core.models.trained.layout import base_model_path
 
     config = run.config
-    base = run.source_model or str(config.get("base_model") or "")
+    base = run.base_model or str(config.get("base_model") or "")
     return TrainedModelCard.model_validate(
         {
             "run_id": run.id,

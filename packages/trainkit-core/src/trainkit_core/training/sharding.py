@@ -84,10 +84,10 @@ def choose(config: TrainConfig) -> tuple[str, str]:
     gpu = (config.gpu or config.preset.gpu).partition(":")[0].rstrip("!+")
     asked_4bit = config.load_in_4bit  # None: the preset's choice
     four_bit = config.preset.load_in_4bit if asked_4bit is None else asked_4bit
-    weights = weights_gb(config.model_id, four_bit)
+    weights = weights_gb(config.resolved_base_model, four_bit)
     memory = GPU_MEMORY_GB.get(gpu)
     if weights is None or memory is None:
-        unknown = config.model_id if weights is None else f"GPU {gpu or '(none)'}"
+        unknown = config.resolved_base_model if weights is None else f"GPU {gpu or '(none)'}"
         return "ddp", f"the memory of {unknown} is not known to trainkit; --strategy fsdp shards it"
     how = "4-bit" if four_bit else "bf16"
     if weights <= FITS_SHARE * memory:

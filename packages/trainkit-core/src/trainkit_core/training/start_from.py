@@ -44,7 +44,7 @@ def apply_source(config: TrainConfig, card: dict[str, Any]) -> TrainConfig:
     source_config: dict[str, Any] = found if isinstance(found, dict) else {}
     source_base = str(card["base_model"])
     preset = str(card.get("preset") or "")
-    asked = config.model_id if (config.model_size or config.base_model) else None
+    asked = config.resolved_base_model if (config.model_size or config.base_model) else None
     if asked is not None and asked != source_base:
         raise UsageError(
             f"--from {config.from_model} was trained on {source_base!r}, not on {asked!r}: "

@@ -186,9 +186,9 @@ def _refuse_images_on_a_text_model(config: TrainConfig, images: int, what: str =
     """A dataset with pictures cannot train the text-only `tiny` model, nor with DPO/GRPO or `--packing`: said now."""
     from trainkit_core.models.presets import TINY_BASE_MODEL
 
-    if images and config.model_id == TINY_BASE_MODEL:
+    if images and config.resolved_base_model == TINY_BASE_MODEL:
         raise UsageError(
-            f"dataset {config.dataset!r} has {what}, but {config.model_id} (model size tiny) is a text-only model",
+            f"dataset {config.dataset!r} has {what}, but {config.resolved_base_model} (model size tiny) is a text-only model",
             hint=f"train a multimodal preset (4b, 12b, 31b), or remove the {what}",
         )
     if images and not get_method(config.method).images:
@@ -231,7 +231,7 @@ def _refuse_thinking_without_a_place(config: TrainConfig, dataset_format: str, f
         if thinking is not None:
             raise UsageError(
                 f"dataset {config.dataset!r} has thinking ({thinking.where}), which the {config.chat_format} chat "
-                f"format of {config.model_id} has no place for",
+                f"format of {config.resolved_base_model} has no place for",
                 hint="train a Gemma 4 model, or drop the thinking with --drop-thinking",
             )
 
@@ -280,7 +280,7 @@ def start_run(
         created_at=now,
         metadata=dict(metadata or {}),
         app_name=provider.settings.provider.app_name,
-        source_model=config.model_id,
+        base_model=config.resolved_base_model,
         price=price,
         budget=limits,
     ).attach(store)
@@ -303,7 +303,7 @@ def _spawn(provider: Any, run: TrainingRun, *, resume: bool) -> None:
     app = getattr(handle, "app", None) or {}
 
     def note_call(stored: TrainingRun) -> None:
-        stored.function_call_id = handle.call_id
+        stored.call_id = handle.call_id
         for field in APP_FIELDS:
             if app.get(field):
                 setattr(stored, field, str(app[field]))
@@ -363,7 +363,7 @@ def resume_run(
     run.completed_at = None
     run.error_message = None
     run.stop_reason = None
-    run.function_call_id = ""  # the old call's; the new one is noted by `_spawn` or by the job itself
+    run.call_id = ""  # the old call's; the new one is noted by `_spawn` or by the job itself
     run.attempt += 1
     run.metadata["resumes"] = int(run.metadata.get("resumes", 0)) + 1
     run.save()

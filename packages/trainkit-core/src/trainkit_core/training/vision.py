@@ -108,12 +108,12 @@ def prepare_vision(
     processor = load_processor(source)
     if processor is None:
         raise UsageError(
-            f"the dataset has images or audio, but {config.model_id} is a text-only model (no processor); "
+            f"the dataset has images or audio, but {config.resolved_base_model} is a text-only model (no processor); "
             "use a multimodal preset (4b, 12b, 31b; for audio e2b, e4b) or remove those parts"
         )
     if has_audio(records) and getattr(processor, "feature_extractor", None) is None:
         raise UsageError(
-            f"the dataset has audio, but {config.model_id} has no audio tower; use e2b or e4b (Gemma 4's audio "
+            f"the dataset has audio, but {config.resolved_base_model} has no audio tower; use e2b or e4b (Gemma 4's audio "
             "models), or remove the audio parts"
         )
     processor.tokenizer.chat_template = fmt.chat_template  # as the text tokenizer saved beside it
