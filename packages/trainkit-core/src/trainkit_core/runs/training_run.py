@@ -31,7 +31,8 @@ from trainkit_core.plugins.hookspecs import KVStore, Volume
 from trainkit_core.runs.events import CONTROL_NAMESPACE, EVENTS_NAMESPACE, EventLog, StopFlag
 from trainkit_core.runs.lifecycle import RunLifecycle
 from trainkit_core.runs.paths import history_dir
-from trainkit_core.runs.seed_names import SeedNames, restate_seed_names
+from trainkit_core.runs.record_writes import RecordWrites
+from trainkit_core.runs.seed_names import SeedNames
 from trainkit_core.runs.statuses import TERMINAL_STATUSES, UNFINISHED, RunStatus
 from trainkit_core.toolkit.aio import BlockingAndAsync, aio_function, aio_method, in_thread
 from trainkit_core.toolkit.kv_values import get_many_text
@@ -43,22 +44,9 @@ log = logging.getLogger(__name__)
 
 RUNS_NAMESPACE = "runs"
 
-#: The run's app, filled from its job's handle where the provider knows it (`RunHandle.app`).
-APP_FIELDS = ("provider_app_id", "provider_app_url", "deployment_id")
-
 
 #: A run's phases, in the only order they may advance.
 PHASES = ("provisioning", "loading_model", "loading_dataset", "training", "saving", "evaluating", "done")
-
-#: What clients add to a run while its job goes on (`add_dashboard_component`,
-#: `record_latest_rollout`). They change only through `TrainingRun.update_shared`, on
-#: the stored record under its lock; every other save carries them over from the store,
-#: so the job's copy of its record, written back at each progress save, never drops them.
-SHARED_FIELDS = ("dashboard_components", "latest_rollout")
-
-#: What the submitter writes once the provider started the job (`training.submit`), which
-#: the job's own copy of the record may not hold yet.
-SUBMITTER_FIELDS = ("call_id", *APP_FIELDS)
 
 
 def _index_facts(data: dict[str, Any]) -> dict[str, Any]:
@@ -303,7 +291,7 @@ class Checkpoint(BaseModel):
     path: str  # relative to the models volume, e.g. trained/<id>/checkpoints/00000050
 
 
-class TrainingRun(SeedNames, RunLifecycle):
+class TrainingRun(SeedNames, RecordWrites, RunLifecycle):
     """One fine-tuning run, as stored. Field names follow the seed's record.
 
     The seed's names are kept beside trainkit's (`trainkit_core.runs.seed_names`): ``training_run_id``
@@ -371,15 +359,6 @@ class TrainingRun(SeedNames, RunLifecycle):
     stop_reason: str | None = None
 
     _store: RunStore | None = PrivateAttr(default=None)
-    #: (status, group) as the index last saw them from this object: `save` writes the
-    #: index only when they change, so progress saves cost no index write.
-    _indexed: tuple[str, str | None] | None = PrivateAttr(default=None)
-    #: The job's background writer of this record while one is attached (`save` queues to it).
-    _writer: Any = PrivateAttr(default=None)
-    #: The metadata keys as this object last read or wrote them (seed 002's snapshot), or None
-    #: for a run never stored: `write_record` merges only what changed since into the stored
-    #: record, so two handles of one run never undo each other's keys.
-    _metadata_seen: dict[str, Any] | None = PrivateAttr(default=None)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -496,99 +475,6 @@ class TrainingRun(SeedNames, RunLifecycle):
         self._indexed = fresh._indexed
         self._metadata_seen = fresh._metadata_seen
         return self
-
-    # ------------------------------------------------------------------ writing
-
-    @aio_method
-    def save(self, *, is_async: bool = False) -> Awaitable[None] | None:
-        """Write the record; first the index, when the status or group changed (as the index tells them).
-
-        ``await run.save(is_async=True)`` (the seed's spelling) or ``await run.save.aio()``
-        from async code.
-
-        Index first: a crash between the two writes leaves an index entry that
-        disagrees with its record, which the next listing repairs, never a record the
-        index does not know. While a job's `RecordWriter` is attached
-        (`trainkit_core.training.background`), the copy is only queued here and
-        written by its thread, so the job never waits for the store.
-        """
-        if is_async:
-            return in_thread(self.save)
-        writer = self._writer
-        if writer is not None:
-            writer.submit(self.snapshot)
-            return None
-        self.write_record(self.snapshot())
-        return None
-
-    @property
-    def writer(self) -> Any:
-        """The job's `RecordWriter` that `save` queues to, or None (`save` writes itself)."""
-        return self._writer
-
-    def route_saves(self, writer: Any) -> None:
-        """Have `save` queue its copies to `writer`, or (None) write them itself again."""
-        self._writer = writer
-
-    def snapshot(self) -> dict[str, Any]:
-        """The record as it stands now, stamped with the time, for `write_record`."""
-        self.updated_at = time.time()
-        return self.model_dump(mode="json")
-
-    def write_record(self, data: dict[str, Any]) -> None:
-        """Write a copy `save` took: the index entry first when it changed, then the record."""
-        from trainkit_core.runs.index import same_entry
-
-        group = (data.get("metadata") or {}).get("group_id")
-        indexed = (str(data.get("status") or "pending"), str(group) if group else None)
-        if self._indexed is None or not same_entry(indexed, self._indexed):
-            try:
-                self.store.index.note(data)
-                self._indexed = indexed
-            except TrainkitError as exc:  # the index is a cache of the records: never lose a record to it
-                log.warning("run %s: the runs index was not updated (%s); a listing repairs it", self.id, exc)
-        ours = dict(data.get("metadata") or {})
-        with self._record_lock():
-            stored = self.store.records.get(self.id)
-            if isinstance(stored, dict):
-                data.update({name: stored[name] for name in SHARED_FIELDS if name in stored})
-                # Filled by the submitter after the job read its copy: an empty value never erases them.
-                data.update(
-                    {name: stored[name] for name in SUBMITTER_FIELDS if stored.get(name) and not data.get(name)}
-                )
-                data["metadata"] = _merge_metadata(stored.get("metadata"), ours, self._metadata_seen)
-                restate_seed_names(data)
-            self.store.records.put(self.id, data)
-            self._metadata_seen = ours
-
-    def update_shared(self, change: Callable[[TrainingRun], None]) -> None:
-        """Apply `change` to the stored record (not this copy) under its lock: `SHARED_FIELDS`, `SUBMITTER_FIELDS`.
-
-        Reading the stored record inside the lock is what keeps another writer's
-        addition (a client's component, the job's rollout) from being lost.
-        """
-        with self._record_lock():
-            stored = self.store.records.get(self.id)
-            fresh = TrainingRun.from_stored_data(stored, store=self.store) if isinstance(stored, dict) else self
-            change(fresh)
-            fresh.updated_at = time.time()
-            self.store.records.put(self.id, fresh.model_dump(mode="json"))
-        for name in (*SHARED_FIELDS, *SUBMITTER_FIELDS):
-            setattr(self, name, getattr(fresh, name))
-
-    def _record_lock(self) -> contextlib.AbstractContextManager[None]:
-        from trainkit_core.toolkit.kv_lock import LOCKS_NAMESPACE, kv_lock
-
-        return kv_lock(
-            self.store.kv(LOCKS_NAMESPACE), f"record/{self.id}", busy=f"run {self.id} is being saved by another writer"
-        )
-
-    def write_history(self) -> None:
-        """Copy the record and its events to the models volume (durable history)."""
-        base = history_dir(self.id)
-        self.store.models.write_bytes(f"{base}/record.json", self.model_dump_json(indent=2).encode())
-        lines = "".join(json.dumps(e) + "\n" for e in self.store.events(self.id).read())
-        self.store.models.write_bytes(f"{base}/events.jsonl", lines.encode())
 
     # ------------------------------------------------------------------ state
 
@@ -825,19 +711,3 @@ def wait_all(
             left = ", ".join(r.id for r in waiting)
             raise JobTimeout(f"{len(waiting)} run(s) still unfinished after {timeout:g} s: {left}")
         time.sleep(poll_interval if deadline is None else max(0.0, min(poll_interval, deadline - time.monotonic())))
-
-
-def _merge_metadata(stored: object, ours: dict[str, Any], seen: dict[str, Any] | None) -> dict[str, Any]:
-    """The stored metadata with what this handle changed since it last read or wrote it (`seen`).
-
-    A key this handle set or changed takes its value, one it removed goes, and every
-    other key stays as stored: another handle's additions are never lost. Without a
-    snapshot (a run object never read from the store) this handle's keys are the record's.
-    """
-    if seen is None or not isinstance(stored, dict):
-        return dict(ours)
-    merged = dict(stored)
-    for key in seen.keys() - ours.keys():
-        merged.pop(key, None)
-    merged.update({key: value for key, value in ours.items() if key not in seen or seen[key] != value})
-    return merged

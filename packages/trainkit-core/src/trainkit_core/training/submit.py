@@ -22,8 +22,9 @@ from typing import Any
 from trainkit_core.errors import ConflictError, NotFoundError, TrainkitError, UsageError
 from trainkit_core.ids import new_run_id
 from trainkit_core.runs.pricing import price_for_run
+from trainkit_core.runs.record_writes import APP_FIELDS
 from trainkit_core.runs.statuses import UNFINISHED
-from trainkit_core.runs.training_run import APP_FIELDS, RunStore, TrainingRun
+from trainkit_core.runs.training_run import RunStore, TrainingRun
 from trainkit_core.training.config import TrainConfig
 from trainkit_core.training.methods import METHODS, get_method
 
