@@ -57,13 +57,14 @@ class JobActor:
         self.call_id = call_id
         os.environ.update(self.storage.read_secrets(call_id))
         self.calls = self.storage.kv(CALLS_NAMESPACE)
-        self.spec: dict[str, Any] = self.calls.get(call_id)
+        self.call_record: dict[str, Any] = self.calls.get(call_id)
         self._log_to_file()
         self.attempt = int(self.calls.update(f"{call_id}/attempts", lambda n: (n or 0) + 1))
         self.calls.put(f"{call_id}/proc", {"pid": os.getpid(), "node": os.uname().nodename, "attempt": self.attempt})
         self.calls.put_if_absent(f"{call_id}/started", time.time())
         print(
-            f"trainkit: job {self.spec['function']} call {call_id} attempt {self.attempt} pid {os.getpid()}", flush=True
+            f"trainkit: job {self.call_record['function']} call {call_id} attempt {self.attempt} pid {os.getpid()}",
+            flush=True,
         )
         threading.Thread(target=self._run, name=f"trainkit-job-{call_id}", daemon=True).start()
 
@@ -84,13 +85,13 @@ class JobActor:
         return os.getpid()
 
     def _run(self) -> None:
-        call_id, spec = self.call_id, self.spec
-        max_attempts = int(spec.get("max_attempts") or 1)
+        call_id, call_record = self.call_id, self.call_record
+        max_attempts = int(call_record.get("max_attempts") or 1)
         if self.calls.get(f"{call_id}/cancel") is not None or self.calls.get(f"{call_id}/end") is not None:
             end_call(self.calls, call_id, "cancelled", error="cancelled")
             self._finish()
             return
-        timeout = spec.get("timeout_s")
+        timeout = call_record.get("timeout_s")
         if timeout:
             threading.Timer(float(timeout), self._time_out, args=(float(timeout),)).start()
         try:
@@ -98,7 +99,7 @@ class JobActor:
             from trainkit_core.settings import Settings
 
             ctx = job_context(self.storage, Settings.from_env(), call_id, max_attempts)
-            result = resolve(spec["function"])(ctx, **spec["kwargs"])
+            result = resolve(call_record["function"])(ctx, **call_record["kwargs"])
             json.dumps(result, allow_nan=False)  # a result the store refuses is the job's error
         except BaseException as exc:
             traceback.print_exc()

@@ -51,7 +51,7 @@ class RayRunHandle(DetachedRunHandle):
         got = get_many(self._calls, [f"{self.call_id}/{part}" for part in parts])
         proc, end, started, cancel, attempts = (got.get(f"{self.call_id}/{part}") for part in parts)
         return {
-            **self._spec,
+            **self._call_record,
             **(proc or {}),
             "state": end["state"] if end else ("running" if started else "pending"),
             "started_at": started,

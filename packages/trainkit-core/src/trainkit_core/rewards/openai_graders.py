@@ -68,7 +68,7 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
 class GraderError(UsageError):
-    """A grader spec trainkit cannot run; `param` is the path of the field at fault."""
+    """A grader definition trainkit cannot run; `param` is the path of the field at fault."""
 
     def __init__(self, message: str, param: str, *, hint: str | None = None) -> None:
         super().__init__(f"{param}: {message}", hint=hint)
@@ -78,8 +78,8 @@ class GraderError(UsageError):
 # ----------------------------------------------------------------------------- checking
 
 
-def _text(spec: Mapping[str, Any], key: str, where: str) -> str:
-    value = spec.get(key)
+def _text(definition: Mapping[str, Any], key: str, where: str) -> str:
+    value = definition.get(key)
     if not isinstance(value, str) or not value:
         raise GraderError(f"{key} must be a non-empty string", f"{where}.{key}")
     for match in _TEMPLATE.finditer(value):
@@ -98,22 +98,22 @@ def _text(spec: Mapping[str, Any], key: str, where: str) -> str:
     return value
 
 
-def check(spec: Any, where: str = "grader") -> dict[str, Any]:
-    """The grader `spec`, checked; `GraderError` naming the field (`where` is its path so far)."""
-    if not isinstance(spec, Mapping):
+def check(definition: Any, where: str = "grader") -> dict[str, Any]:
+    """The grader `definition`, checked; `GraderError` naming the field (`where` is its path so far)."""
+    if not isinstance(definition, Mapping):
         raise GraderError("a grader is a JSON object", where)
-    kind = spec.get("type")
+    kind = definition.get("type")
     if kind in REFUSED_TYPES:
         raise GraderError(f"{kind} graders are not supported: {REFUSED_TYPES[kind]}", f"{where}.type")
     if kind == "string_check":
-        _text(spec, "input", where)
-        _text(spec, "reference", where)
-        if spec.get("operation") not in STRING_OPERATIONS:
+        _text(definition, "input", where)
+        _text(definition, "reference", where)
+        if definition.get("operation") not in STRING_OPERATIONS:
             raise GraderError(f"operation must be one of {', '.join(STRING_OPERATIONS)}", f"{where}.operation")
     elif kind == "text_similarity":
-        _text(spec, "input", where)
-        _text(spec, "reference", where)
-        metric = spec.get("evaluation_metric")
+        _text(definition, "input", where)
+        _text(definition, "reference", where)
+        metric = definition.get("evaluation_metric")
         if metric in REFUSED_METRICS:
             raise GraderError(
                 f"evaluation_metric {metric} is not supported: {REFUSED_METRICS[metric]}",
@@ -124,10 +124,10 @@ def check(spec: Any, where: str = "grader") -> dict[str, Any]:
                 f"evaluation_metric must be one of {', '.join(SIMILARITY_METRICS)}", f"{where}.evaluation_metric"
             )
     elif kind == "python":
-        _python_source(spec, where)
+        _python_source(definition, where)
     elif kind == "multi":
-        graders = _sub_graders(spec, where)
-        formula = spec.get("calculate_output")
+        graders = _sub_graders(definition, where)
+        formula = definition.get("calculate_output")
         if not isinstance(formula, str) or not formula.strip():
             raise GraderError("calculate_output must be a formula over the graders' names", f"{where}.calculate_output")
         try:
@@ -140,15 +140,15 @@ def check(spec: Any, where: str = "grader") -> dict[str, Any]:
             "python",
             f"{where}.type",
         )
-    name = spec.get("name")
+    name = definition.get("name")
     if name is not None and not isinstance(name, str):
         raise GraderError("name must be a string", f"{where}.name")
-    return dict(spec)
+    return dict(definition)
 
 
-def _sub_graders(spec: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
+def _sub_graders(definition: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
     """A multi grader's graders by name: OpenAI writes them as an object of named graders (or one grader)."""
-    graders = spec.get("graders")
+    graders = definition.get("graders")
     if isinstance(graders, Mapping) and "type" in graders:
         name = graders.get("name")
         if not isinstance(name, str) or not name:
@@ -169,9 +169,9 @@ def _sub_graders(spec: Mapping[str, Any], where: str) -> dict[str, dict[str, Any
     return found
 
 
-def _python_source(spec: Mapping[str, Any], where: str) -> str:
+def _python_source(definition: Mapping[str, Any], where: str) -> str:
     """The grader's source: it must compile and define ``grade`` at the top (nothing of it runs here)."""
-    source = spec.get("source")
+    source = definition.get("source")
     if not isinstance(source, str) or not source.strip():
         raise GraderError("source must be the grader's Python code", f"{where}.source")
     if len(source.encode()) > MAX_SOURCE:
@@ -187,7 +187,7 @@ def _python_source(spec: Mapping[str, Any], where: str) -> str:
 
 def python_graders(specs: list[dict[str, Any]] | None) -> list[int]:
     """The indexes of the python graders among `specs` (each is code the caller sent)."""
-    return [i for i, spec in enumerate(specs or []) if spec.get("type") == "python"]
+    return [i for i, definition in enumerate(specs or []) if definition.get("type") == "python"]
 
 
 # ----------------------------------------------------------------------------- formulas
@@ -385,12 +385,15 @@ def similarity(metric: str, text: str, reference: str) -> float:
     return _rouge_n(hypothesis, wanted, int(metric.removeprefix("rouge_")))
 
 
-def scores(spec: Mapping[str, Any], sample_text: str, item: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
+def scores(definition: Mapping[str, Any], sample_text: str, item: Mapping[str, Any]) -> tuple[float, dict[str, float]]:
     """(the grader's score, each sub-grader's score by name) of `sample_text` for dataset line `item`."""
-    kind = spec["type"]
+    kind = definition["type"]
     if kind == "string_check":
-        given, reference = render(spec["input"], sample_text, item), render(spec["reference"], sample_text, item)
-        operation = spec["operation"]
+        given, reference = (
+            render(definition["input"], sample_text, item),
+            render(definition["reference"], sample_text, item),
+        )
+        operation = definition["operation"]
         if operation == "eq":
             return float(given == reference), {}
         if operation == "ne":
@@ -399,22 +402,25 @@ def scores(spec: Mapping[str, Any], sample_text: str, item: Mapping[str, Any]) -
             return float(reference in given), {}
         return float(reference.lower() in given.lower()), {}
     if kind == "text_similarity":
-        given, reference = render(spec["input"], sample_text, item), render(spec["reference"], sample_text, item)
-        return similarity(spec["evaluation_metric"], given, reference), {}
+        given, reference = (
+            render(definition["input"], sample_text, item),
+            render(definition["reference"], sample_text, item),
+        )
+        return similarity(definition["evaluation_metric"], given, reference), {}
     if kind == "python":
         raise UsageError("a python grader runs only inside a training job, never in the API server")
-    graders = _sub_graders(spec, "grader")
+    graders = _sub_graders(definition, "grader")
     subs = {name: scores(sub, sample_text, item)[0] for name, sub in graders.items()}
     try:
-        total = _compile_formula(spec["calculate_output"], set(graders))(subs)
+        total = _compile_formula(definition["calculate_output"], set(graders))(subs)
     except (ArithmeticError, ValueError) as exc:  # 1/0, sqrt(-1), log(0): the formula's own failure
         raise ArithmeticError(f"calculate_output failed: {exc}") from None
     return float(total), subs
 
 
-def grader_for(spec: Mapping[str, Any]) -> Callable[[str, Mapping[str, Any]], float]:
-    """A trainkit grader (``grade(completion, example)``) of the OpenAI grader `spec`."""
-    checked = check(spec)
+def grader_for(definition: Mapping[str, Any]) -> Callable[[str, Mapping[str, Any]], float]:
+    """A trainkit grader (``grade(completion, example)``) of the OpenAI grader `definition`."""
+    checked = check(definition)
 
     def grade(completion: str, example: Mapping[str, Any]) -> float:
         return scores(checked, completion, example)[0]
@@ -425,8 +431,8 @@ def grader_for(spec: Mapping[str, Any]) -> Callable[[str, Mapping[str, Any]], fl
 def grader_names(specs: list[dict[str, Any]]) -> list[str]:
     """The names the run's OpenAI graders report under: their own, made unique, else ``grader_<i>``."""
     names: list[str] = []
-    for index, spec in enumerate(specs):
-        base = re.sub(r"[^A-Za-z0-9_]+", "_", str(spec.get("name") or "")).strip("_") or f"grader_{index + 1}"
+    for index, definition in enumerate(specs):
+        base = re.sub(r"[^A-Za-z0-9_]+", "_", str(definition.get("name") or "")).strip("_") or f"grader_{index + 1}"
         name, count = base, 2
         while name in names:
             name, count = f"{base}_{count}", count + 1

@@ -34,7 +34,7 @@ def available_graders() -> list[str]:
 
 def check_reward_names(specs: list[str]) -> list[tuple[str, float]]:
     """(name, weight) per ``NAME[=WEIGHT]``; `UsageError` for a name no built-in or plugin provides."""
-    from trainkit_core.rewards.spec import parse_reward
+    from trainkit_core.rewards.reward_choice import parse_reward
 
     parsed = []
     plugins = _entry_points()

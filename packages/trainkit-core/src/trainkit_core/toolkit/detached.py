@@ -111,11 +111,11 @@ class DetachedRunHandle:
     def __init__(self, calls: KVStore, call_id: str) -> None:
         self._calls = calls
         self.call_id = call_id
-        spec = calls.get(call_id)
-        if not isinstance(spec, dict) or "function" not in spec:
+        call_record = calls.get(call_id)
+        if not isinstance(call_record, dict) or "function" not in call_record:
             raise NotFoundError(f"no job call {call_id!r}")
-        self._spec = spec
-        self.function: str = spec["function"]
+        self._call_record = call_record
+        self.function: str = call_record["function"]
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.call_id} {self.function}>"
@@ -128,7 +128,7 @@ class DetachedRunHandle:
         proc, end, started, cancel, exit_code = (got.get(f"{self.call_id}/{part}") for part in parts)
         state = end["state"] if end else ("running" if started else "pending")
         return {
-            **self._spec,
+            **self._call_record,
             **(proc or {}),
             "state": state,
             "started_at": started,
@@ -169,7 +169,7 @@ class DetachedRunHandle:
 
     @property
     def log_path(self) -> Path:
-        return Path(self._spec["log_path"])
+        return Path(self._call_record["log_path"])
 
     def status(self) -> CallStatus:
         r = self.record()
@@ -318,19 +318,19 @@ def supervise(provider_name: str, namespace: str, call_id: str) -> int:
     if calls.get(f"{call_id}/cancel") is not None or calls.get(f"{call_id}/end") is not None:
         _end(calls, call_id, "cancelled", error="cancelled")
         return 0
-    spec = calls.get(call_id)
-    scratch = Path(spec["scratch_dir"]) if spec.get("scratch_dir") else None
+    call_record = calls.get(call_id)
+    scratch = Path(call_record["scratch_dir"]) if call_record.get("scratch_dir") else None
     env = dict(os.environ)
     if scratch is not None:
         scratch.mkdir(parents=True, exist_ok=True)
         env.update(TMPDIR=str(scratch), TEMP=str(scratch), TMP=str(scratch))
-    with open(spec["log_path"], "ab", buffering=0) as log:
+    with open(call_record["log_path"], "ab", buffering=0) as log:
         worker = subprocess.Popen(
             [sys.executable, "-m", MODULE, "work", provider_name, namespace, call_id],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            cwd=spec.get("cwd") or None,
+            cwd=call_record.get("cwd") or None,
             env=env,
             preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
         )
@@ -358,17 +358,17 @@ def supervise(provider_name: str, namespace: str, call_id: str) -> int:
 def work(provider_name: str, namespace: str, call_id: str) -> int:
     """Run the job function of one call in this process and record its result or error."""
     provider, calls = _calls_of(provider_name, namespace)
-    spec = calls.get(call_id)
+    call_record = calls.get(call_id)
     try:
-        print(f"trainkit: job {spec['function']} call {call_id} pid {os.getpid()}", flush=True)
+        print(f"trainkit: job {call_record['function']} call {call_id} pid {os.getpid()}", flush=True)
     except OSError:
         pass  # a log on a full disk: the job itself says what it can
     try:
         from trainkit_core.plugins.jobs import resolve
 
-        make_context: Callable[[Settings, str], JobContext] = import_object(spec["job_context"])
+        make_context: Callable[[Settings, str], JobContext] = import_object(call_record["job_context"])
         ctx = make_context(provider.settings, call_id)
-        result = resolve(spec["function"])(ctx, **spec["kwargs"])
+        result = resolve(call_record["function"])(ctx, **call_record["kwargs"])
         # A result that cannot be stored is the job's error (stores refuse NaN too).
         json.dumps(result, allow_nan=False)
     except BaseException as exc:

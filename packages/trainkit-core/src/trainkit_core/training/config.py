@@ -217,7 +217,7 @@ class TrainConfig(BaseModel):
     @field_validator("rewards")
     @classmethod
     def _reward_specs(cls, value: list[str] | None) -> list[str] | None:
-        from trainkit_core.rewards.spec import parse_reward
+        from trainkit_core.rewards.reward_choice import parse_reward
 
         for spec in value or []:
             parse_reward(spec)
