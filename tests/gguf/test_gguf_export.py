@@ -89,6 +89,7 @@ def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(
     check = info["gguf"]["check"]
     assert check["passed"] and check["exact_match_rate"] == 1.0 and check["prompt_tokens_equal"]
     assert check["chat_template_equal"] and check["llama_cpp"].startswith("xllamacpp ")
+    assert check["tool_template_equal"]  # a request with tools, rendered by the file's tool_use template
     assert check["stopped_at_end_of_turn"] >= 1
     gguf_file = tmp_path / "out" / "model-f16.gguf"
 
@@ -101,6 +102,12 @@ def test_f16_gguf_answers_as_trainkit_infer_and_stops_at_end_of_turn(
         "endgeneration" not in fields["tokenizer.chat_template"]
         and GEMMA3.end_of_turn in fields["tokenizer.chat_template"]
     )
+    # Plain chats keep the plain template; a request with tools gets the tool-aware one (llama.cpp's
+    # `tool_use` slot), without transformers' generation marks either.
+    assert "tool" not in fields["tokenizer.chat_template"]
+    assert fields["tokenizer.chat_templates"] == ["tool_use"]
+    tool_use = fields["tokenizer.chat_template.tool_use"]
+    assert "tool_call" in tool_use and "generation %}" not in tool_use
     assert {t.tensor_type.name for t in reader.tensors if len(t.shape) == 2} == {"F16"}
 
     modelfile = parse_modelfile((tmp_path / "out" / "Modelfile").read_text())

@@ -88,6 +88,7 @@ def checked_export(exported: Path) -> None:
     check = info["gguf"]["check"]
     assert check["passed"] and check["type"] == "f16" and check["exact_match_rate"] == 1.0, check
     assert check["prompt_tokens_equal"] and check["chat_template_equal"] and check["prompts"] >= 3
+    assert check["tool_template_equal"]  # declarations in Gemma 4's own tokens, by the file's tool_use template
     assert check["stopped_at_end_of_turn"] == check["prompts"]  # every answer ends at <turn|>
 
 

@@ -76,7 +76,7 @@ def _check_prompts(ctx: JobContext, dataset: str, limit: int) -> list[list[dict[
 def _gguf(ctx: JobContext, folder: Path, ref: Any, fmt: Any, quant: str, dataset: str, limit: int) -> dict[str, Any]:
     """Write and verify the GGUF and the Modelfile in the staging `folder`; `JobError` when it fails."""
     from trainkit_core.errors import JobError
-    from trainkit_core.export.gguf.check import compare, generate_with_llama_cpp
+    from trainkit_core.export.gguf.check import check_with_llama_cpp, compare
     from trainkit_core.export.gguf.writer import MODELFILE, gguf_file_name, modelfile_text, write_gguf
     from trainkit_core.inference.generation import generate
     from trainkit_core.inference.loading import ModelCache
@@ -95,9 +95,9 @@ def _gguf(ctx: JobContext, folder: Path, ref: Any, fmt: Any, quant: str, dataset
         reference.append(generate(loaded, req))
         text = render_prompt(messages, loaded.fmt)
         prompts.append((messages, text, loaded.tokenizer(text, add_special_tokens=False)["input_ids"]))
-    answers = generate_with_llama_cpp(folder / name, prompts, max_new_tokens=max_new)
+    answers, tools = check_with_llama_cpp(folder / name, prompts, max_new_tokens=max_new, fmt=loaded.fmt)
     check = {
-        **compare(reference, answers, quant),
+        **compare(reference, answers, quant, tools),
         "llama_cpp": f"xllamacpp {importlib.metadata.version('xllamacpp')}",
         "dataset": dataset,
         "max_new_tokens": max_new,

@@ -123,11 +123,11 @@ _TEMPLATE = r"""
 def text_chat_template(fmt: ChatFormat) -> str:
     """A template of plain conversations only (system, user, assistant; no tools, no thinking).
 
-    What a GGUF carries: llama.cpp reads a template that mentions tools and reasoning as
-    one that calls tools, and then parses every answer for calls and thinking (its chat
-    endpoint gave a plain answer with the generation prompt in front of it), so the file
-    keeps the template its checks prove. Tool conversations with a GGUF: render them with
-    trainkit, or send the rendered prompt.
+    A GGUF's default template: llama.cpp reads a template that mentions tools and reasoning
+    as one that calls tools, and then parses every answer for calls and thinking (its chat
+    endpoint gave a plain answer with the generation prompt in front of it). The file carries
+    `chat_template` as well, in llama.cpp's ``tool_use`` slot, which it uses only for requests
+    that declare tools (`export.gguf.writer.tool_use_chat_template`).
     """
     ts, eot, model = fmt.turn_start, fmt.end_of_turn, fmt.turn_start + fmt.model_role
     return (

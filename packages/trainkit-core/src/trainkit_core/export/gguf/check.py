@@ -25,9 +25,12 @@ import json
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import JobError
+
+if TYPE_CHECKING:
+    from trainkit_core.models.chat_format import ChatFormat
 
 #: Types whose answers must equal infer's; the quantised ones only report how far they are.
 EXACT_TYPES = ("f32", "f16")
@@ -99,6 +102,19 @@ def generate_with_llama_cpp(
     threads: int = 2,
 ) -> list[dict[str, Any]]:
     """Greedy answers of llama.cpp to (messages, rendered prompt, reference token ids) triples."""
+    answers, _ = check_with_llama_cpp(gguf_file, prompts, max_new_tokens=max_new_tokens, threads=threads)
+    return answers
+
+
+def check_with_llama_cpp(
+    gguf_file: Path,
+    prompts: Sequence[tuple[list[dict[str, str]], str, list[int]]],
+    *,
+    max_new_tokens: int,
+    threads: int = 2,
+    fmt: ChatFormat | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """llama.cpp's greedy answers (`generate_with_llama_cpp`) and, given the chat format, its tool template's check."""
     try:
         import xllamacpp
     except ImportError as exc:
@@ -140,13 +156,64 @@ def generate_with_llama_cpp(
                 "chat_template_equal": _same_answer(chat, completion),
             }
         )
+    tools = tool_template_check(server.listening_address, fmt) if fmt is not None else None
     del server
     release_server(held)  # stops llama.cpp's server loop and frees the model
-    return answers
+    return answers, tools
 
 
-def compare(reference: Sequence[dict[str, Any]], answers: Sequence[dict[str, Any]], quant: str) -> dict[str, Any]:
-    """How the GGUF's answers relate to infer's, and whether the export passes."""
+#: A request that declares a function, for `tool_template_check`: what an agent sends first.
+PROBE_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "convert",
+            "description": "Convert a length between units.",
+            "parameters": {
+                "type": "object",
+                "properties": {"value": {"type": "number"}, "unit": {"type": "string"}},
+                "required": ["value", "unit"],
+            },
+        },
+    }
+]
+PROBE_MESSAGES = [
+    {"role": "system", "content": "Answer briefly."},
+    {"role": "user", "content": "Hello."},
+    {"role": "assistant", "content": "Hello! What shall I convert?"},
+    {"role": "user", "content": "How many feet is 3 m?"},
+]
+
+
+def tool_template_check(address: str, fmt: ChatFormat) -> dict[str, Any]:
+    """Whether llama.cpp renders a request that declares tools as trainkit's chat format does.
+
+    llama.cpp renders a request with tools by the file's ``tool_use`` template (every other
+    request by its default, plain template), here through its own `/apply-template`, as its
+    chat endpoint would: the system text, the declarations and the turns must come out as
+    `chat_format.render_prompt` writes them. Only a first request: llama.cpp (xllamacpp
+    2026.10) leaves `tool` messages out of what it hands any template, so a conversation that
+    goes on after a tool's answer is rendered by trainkit (or sent as a prompt), not by the file.
+    """
+    from trainkit_core.models.chat_format import render_prompt
+
+    body = {"messages": PROBE_MESSAGES, "tools": PROBE_TOOLS}
+    request = urllib.request.Request(
+        f"{address}/apply-template", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        rendered = json.loads(response.read())["prompt"]
+    expected = render_prompt(PROBE_MESSAGES, fmt, tools=PROBE_TOOLS)
+    return {"tool_template_equal": rendered == expected, "tool_template_rendered": rendered}
+
+
+def compare(
+    reference: Sequence[dict[str, Any]],
+    answers: Sequence[dict[str, Any]],
+    quant: str,
+    tools: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """How the GGUF's answers (and, when checked, its tool template) relate to infer's; whether the export passes."""
     same = [
         a["text"] == r["text"] and a["finish_reason"] == r["finish_reason"]
         for r, a in zip(reference, answers, strict=True)
@@ -159,6 +226,11 @@ def compare(reference: Sequence[dict[str, Any]], answers: Sequence[dict[str, Any
         problems.append("llama.cpp tokenizes the prompts differently from the model's tokenizer")
     if not template_equal:
         problems.append("the chat template in the file renders the conversations differently from the chat format")
+    if tools is not None and not tools["tool_template_equal"]:
+        problems.append(
+            "the file's tool_use template renders a conversation with a tool call differently from the chat format "
+            f"(llama.cpp gave {tools['tool_template_rendered'][-200:]!r})"
+        )
     if quant in EXACT_TYPES and not all(same):
         first = same.index(False)
         problems.append(
@@ -176,6 +248,7 @@ def compare(reference: Sequence[dict[str, Any]], answers: Sequence[dict[str, Any
         "stopped_at_end_of_turn": stops,
         "prompt_tokens_equal": tokens_equal,
         "chat_template_equal": template_equal,
+        **({"tool_template_equal": tools["tool_template_equal"]} if tools is not None else {}),
         "passed": not problems,
         "problems": problems,
         "examples": [

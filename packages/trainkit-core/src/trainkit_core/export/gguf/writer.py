@@ -130,14 +130,27 @@ def language_model_tensors(tensors: dict[str, Any]) -> tuple[dict[str, Any], lis
 
 
 def plain_chat_template(fmt: ChatFormat) -> str:
-    """The chat format's template of plain conversations, without `{% generation %}` markers
-    (only transformers knows them; llama.cpp's and Ollama's template engines reject them).
+    """The chat format's template of plain conversations, the file's default.
 
     Not the tool-aware template saved with the tokenizer: `chat_template.text_chat_template` says why.
     """
     from trainkit_core.models.chat_template import text_chat_template
 
     return text_chat_template(fmt)
+
+
+def tool_use_chat_template(fmt: ChatFormat) -> str:
+    """The tool-aware template saved with the tokenizer, for the file's ``tool_use`` slot.
+
+    llama.cpp renders a request that declares tools with a model's ``tool_use`` template and
+    every other request with its default, so a GGUF carries both: plain chats keep the plain
+    template its checks prove, and a conversation with tools, calls and their answers is
+    rendered as trainkit trained it. Without the `{% generation %}` markers: only
+    transformers knows them, and llama.cpp's and Ollama's template engines reject them.
+    """
+    from trainkit_core.models.chat_template import chat_template
+
+    return chat_template(fmt).replace("{% generation %}", "").replace("{% endgeneration %}", "")
 
 
 def _tensor_rows(folder: Path) -> dict[str, Any]:
@@ -348,7 +361,12 @@ def write_gguf(folder: Path, dest: Path, *, quant: str, fmt: ChatFormat, name: s
     writer.add_eot_token_id(eot_id)
     writer.add_add_bos_token(False)  # trainkit's prompts (and the chat template) carry <bos> themselves
     writer.add_add_eos_token(False)
-    writer.add_chat_template(plain_chat_template(fmt))
+    writer.add_chat_template(
+        [
+            {"name": "default", "template": plain_chat_template(fmt)},
+            {"name": "tool_use", "template": tool_use_chat_template(fmt)},
+        ]
+    )
 
     names = gguf.get_tensor_name_map(arch, n_layers)
 
