@@ -39,7 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from trainkit_core.errors import JobError
-from trainkit_core.models.chat_format import check_loss_mask, encode_example, get_format, render, render_example
+from trainkit_core.models.chat_format import (
+    ChatFormat,
+    check_loss_mask,
+    encode_example,
+    get_format,
+    render,
+    render_example,
+)
 from trainkit_core.models.presets import TINY_BASE_MODEL
 from trainkit_core.models.trained.layout import base_model_path as local_base_path
 from trainkit_core.models.trained.layout import make_card, resolve_base_model, write_card
@@ -222,8 +229,91 @@ def _end(ctx: JobContext, run: TrainingRun, status: str, *, error: str | None = 
     ctx.commit("models")
 
 
-def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
+def _read_dataset(ctx: JobContext, run: TrainingRun, config: TrainConfig) -> Any:
+    """The synced dataset, with a warning when it changed since the run started; `JobError` when it trains nothing."""
     from trainkit_core.datasets.reader import read_synced
+
+    dataset = read_synced(ctx.path("data"), config.dataset)
+    if run.dataset_hash and dataset.hash != run.dataset_hash:
+        run.events.append(
+            "warning",
+            message=f"dataset {config.dataset} changed since the run started ({run.dataset_hash[:12]} -> {dataset.hash[:12]})",
+        )
+    run.dataset_hash = dataset.hash
+    if not dataset.train:
+        raise JobError(f"dataset {config.dataset} has no training examples")
+    return dataset
+
+
+def _tokenizer(adapter_dir: Path | None, base_model: str, source: str, dataset: Any, fmt: ChatFormat) -> Any:
+    """The run's tokenizer: the trained model's own when it goes on from one, tiny's built from its data, else the base's."""
+    from transformers import AutoTokenizer
+
+    if adapter_dir is not None:
+        # The trained model's own tokenizer (tiny's is built from its first dataset).
+        tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir))
+        tokenizer.chat_template = fmt.chat_template
+    elif base_model == TINY_BASE_MODEL:
+        from trainkit_core.models.tiny_model import build_tokenizer
+
+        texts = [text for example in dataset.train for text in _texts(example, fmt)]
+        tokenizer = build_tokenizer(texts, fmt.name)
+    else:
+        # From where the model was loaded (a folder, a twin, or the id in HF_HOME), as a real model's.
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's text tokenizer
+        tokenizer.chat_template = fmt.chat_template
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _training_rows(
+    run: TrainingRun,
+    config: TrainConfig,
+    method: Any,
+    dataset: Any,
+    tokenizer: Any,
+    fmt: ChatFormat,
+    source: str,
+    media: bool,
+) -> tuple[Any, Any, list[Any]]:
+    """(processor, collator, rows) the trainer takes: the processor's rows for pictures or sounds, else token rows.
+
+    A method whose trainer tokenizes its own data (trl's DPO and GRPO) gets none. An example
+    with no answer left within `max_seq_length` is dropped with a warning; none left is a `JobError`.
+    """
+    from trainkit_core.training.vision import prepare_vision
+
+    rows: list[Any] = []
+    dropped = 0
+    processor = collator = None
+    with run.substep("loading_dataset", "tokenize") as tokenized:
+        if not method.tokenizes_rows:  # trl tokenizes pairs and prompts itself
+            tokenized.update(examples=len(dataset.train))
+        elif media:
+            processor, collator, rows = prepare_vision(run, source, fmt, dataset.train, config)
+            tokenized.update(examples=len(rows))
+        else:
+            for example in dataset.train:
+                row = encode_example(
+                    tokenizer, example, fmt, max_length=config.max_seq_length, keep_thinking=config.keep_thinking
+                )
+                if any(label != -100 for label in row["labels"]):
+                    rows.append(row)
+                else:
+                    dropped += 1
+            tokenized.update(examples=len(rows), tokens=sum(len(r["input_ids"]) for r in rows))
+    if dropped:
+        run.events.append(
+            "warning", message=f"{dropped} examples have no answer left within max_seq_length {config.max_seq_length}"
+        )
+    if not rows and method.tokenizes_rows:
+        raise JobError(f"no example of {config.dataset} fits in max_seq_length {config.max_seq_length}")
+    return processor, collator, rows
+
+
+def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) -> str:
     from trainkit_core.training import distributed
     from trainkit_core.training.backends import cuda_available, load_model, select_backend
     from trainkit_core.training.gpu import check_gpu_visible
@@ -233,7 +323,6 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         has_audio,
         has_images,
         has_media,
-        prepare_vision,
         vision_optimizer,
         with_vision_modules,
     )
@@ -251,15 +340,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
 
     # The dataset is read first (cheap; a bad one fails before a long model load), but
     # the phases advance in their fixed order: the model, then the dataset's tokens.
-    dataset = read_synced(ctx.path("data"), config.dataset)
-    if run.dataset_hash and dataset.hash != run.dataset_hash:
-        run.events.append(
-            "warning",
-            message=f"dataset {config.dataset} changed since the run started ({run.dataset_hash[:12]} -> {dataset.hash[:12]})",
-        )
-    run.dataset_hash = dataset.hash
-    if not dataset.train:
-        raise JobError(f"dataset {config.dataset} has no training examples")
+    dataset = _read_dataset(ctx, run, config)
     from trainkit_core.training.methods import TrainerInputs, check_format, get_method
 
     method = get_method(config.method)
@@ -291,54 +372,10 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         model = load_model(backend, source, config, adapter_dir)
 
     run.enter_phase("loading_dataset")
-    if adapter_dir is not None:
-        from transformers import AutoTokenizer
-
-        # The trained model's own tokenizer (tiny's is built from its first dataset).
-        tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir))
-        tokenizer.chat_template = fmt.chat_template
-    elif base_model == TINY_BASE_MODEL:
-        from trainkit_core.models.tiny_model import build_tokenizer
-
-        texts = [text for example in dataset.train for text in _texts(example, fmt)]
-        tokenizer = build_tokenizer(texts, fmt.name)
-    else:
-        from transformers import AutoTokenizer
-
-        # From where the model was loaded (a folder, a twin, or the id in HF_HOME), as a real model's.
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        tokenizer = getattr(tokenizer, "tokenizer", tokenizer)  # a processor's text tokenizer
-        tokenizer.chat_template = fmt.chat_template
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = _tokenizer(adapter_dir, base_model, source, dataset, fmt)
     mask = check_loss_mask(tokenizer, fmt)
     run.events.append("log", message="loss mask checked on the tokenizer", **mask)
-
-    rows: list[Any] = []
-    dropped = 0
-    processor = collator = None
-    with run.substep("loading_dataset", "tokenize") as tokenized:
-        if not method.tokenizes_rows:  # trl tokenizes pairs and prompts itself
-            tokenized.update(examples=len(dataset.train))
-        elif images:
-            processor, collator, rows = prepare_vision(run, source, fmt, dataset.train, config)
-            tokenized.update(examples=len(rows))
-        else:
-            for example in dataset.train:
-                row = encode_example(
-                    tokenizer, example, fmt, max_length=config.max_seq_length, keep_thinking=config.keep_thinking
-                )
-                if any(label != -100 for label in row["labels"]):
-                    rows.append(row)
-                else:
-                    dropped += 1
-            tokenized.update(examples=len(rows), tokens=sum(len(r["input_ids"]) for r in rows))
-    if dropped:
-        run.events.append(
-            "warning", message=f"{dropped} examples have no answer left within max_seq_length {config.max_seq_length}"
-        )
-    if not rows and method.tokenizes_rows:
-        raise JobError(f"no example of {config.dataset} fits in max_seq_length {config.max_seq_length}")
+    processor, collator, rows = _training_rows(run, config, method, dataset, tokenizer, fmt, source, images)
 
     def card(step: int | None = None) -> dict[str, Any]:
         return make_card(
