@@ -20,6 +20,18 @@ REPO = Path(__file__).resolve().parents[1]
 TRAINKIT = [sys.executable, "-m", "trainkit_cli"]
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """A child's `preexec_fn`: SIGINT unblocked and at its default, as a shell gives it.
+
+    An ignored signal stays ignored through fork and exec, and Python then installs no
+    KeyboardInterrupt for it. pytest may itself run with SIGINT ignored (the `ray` session
+    does: its /proc status, SigIgn; so does a suite started as a shell's background job), and
+    a command started from it would then never see the Ctrl-C a test sends.
+    """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def load_script(name: str) -> Any:
     """`scripts/NAME.py` as a module (the dataset generators are scripts, not part of a package)."""
     spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")

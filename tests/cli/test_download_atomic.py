@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_env import ctrl_c_as_in_a_terminal
 from cli_helpers import run_main
 
 from trainkit_core import get_provider
@@ -72,6 +73,7 @@ def test_an_interrupted_download_leaves_nothing_under_its_name_and_reruns(
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        preexec_fn=ctrl_c_as_in_a_terminal,  # the Ctrl-C below reaches it however pytest was started
     )
     try:
         deadline = time.monotonic() + 120  # a guard against a hang, not a timing assertion

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_env import ctrl_c_as_in_a_terminal
 from ray_helpers import REPO, TRAINKIT, RayEnv, wait_for
 
 pytestmark = [pytest.mark.ml, pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -107,18 +108,6 @@ def test_the_web_api_deployed_on_the_cluster_answers_over_http(env: RayEnv, trai
     assert refused(url), "the web API still listens after `app stop`"
 
 
-def _ctrl_c_as_in_a_terminal() -> None:
-    """SIGINT unblocked and at its default in the child, as a shell gives it.
-
-    An ignored signal stays ignored through fork and exec, and Python then installs no
-    KeyboardInterrupt for it. In the full `ray` session the pytest process runs with
-    SIGINT ignored (its /proc status, SigIgn, during the session), so `trainkit serve`
-    started from it never saw the Ctrl-C; the file alone passed.
-    """
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_trainkit_serve_runs_the_web_api_on_the_cluster_until_interrupted(env: RayEnv, tmp_path: Path) -> None:
     cluster = RayEnv(env.home, REPO / "datasets", env.env["TRAINKIT_RAY_ADDRESS"], TRAINKIT_API_TOKEN=TOKEN)
     cluster.env["TRAINKIT_RAY_WEB_PORT"] = "0"
@@ -132,7 +121,7 @@ def test_trainkit_serve_runs_the_web_api_on_the_cluster_until_interrupted(env: R
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
-            preexec_fn=_ctrl_c_as_in_a_terminal,
+            preexec_fn=ctrl_c_as_in_a_terminal,
         )
     try:
         assert served.stdout is not None

@@ -308,6 +308,19 @@ def _calls_of(provider_name: str, namespace: str) -> tuple[Any, KVStore]:
     return provider, provider.kv(namespace)
 
 
+def _worker_signals() -> None:
+    """SIGTERM (the supervisor ignores it) and SIGINT at their defaults in the worker.
+
+    SIGINT is how a provider preempts a job (`training.job` records `preempted`). An ignored
+    signal stays ignored through fork and exec, and Python then installs no KeyboardInterrupt
+    for it: a job started from a process that ignores SIGINT (`nohup`, a shell's background
+    job, some service managers) could not be preempted.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def supervise(provider_name: str, namespace: str, call_id: str) -> int:
     """Run the worker of one call and record how it ended (in the new process group)."""
     _, calls = _calls_of(provider_name, namespace)
@@ -332,7 +345,7 @@ def supervise(provider_name: str, namespace: str, call_id: str) -> int:
             stderr=subprocess.STDOUT,
             cwd=call_record.get("cwd") or None,
             env=env,
-            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
+            preexec_fn=_worker_signals,
         )
         calls.put(f"{call_id}/proc", {**me, "pid": worker.pid, "pid_start": process_start_time(worker.pid)})
         calls.put_if_absent(f"{call_id}/started", time.time())
