@@ -4,7 +4,9 @@ A SIGINT is how a provider preempts a job: the job records `preempted` (not term
 a restart resumes it). The local provider restarts nothing, so the worker's call ends
 with the KeyboardInterrupt; the reconciler then ends the run once, saying it was
 interrupted and how to go on, never a bare "failed: KeyboardInterrupt" over the
-preemption's own words. The same for every method; DPO is the one the issue saw.
+preemption's own words. The same for every method; DPO is the one the issue saw. The SFT
+run is started from a process that ignores SIGINT (as `nohup` or a shell's background job
+would start it): its worker still takes the SIGINT, since the worker resets it.
 """
 
 from __future__ import annotations
@@ -48,7 +50,13 @@ def test_sigint_to_a_training_worker_ends_the_run_once_and_consistently(local: A
     from trainkit_core.runs.training_run import RunStore
     from trainkit_core.training.submit import start_run
 
-    run = start_run(local, config)
+    ignored = config.get("method") is None  # the sft run: started with SIGINT ignored, as under nohup
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignored else None
+    try:
+        run = start_run(local, config)
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, before)
     call = local.call(run.call_id)
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:  # training, a step done
