@@ -167,6 +167,13 @@ def _pytest(session: nox.Session, *args: str, folder: str) -> None:
     session.run("pytest", folder, *args, *session.posargs, success_codes=[0, 5])
 
 
+#: pytest-xdist workers of the test sessions, one test file each at a time (`--dist
+#: loadfile`: module fixtures, such as a trained run, stay shared). Three on CI's two
+#: cores: the tests wait on subprocesses they start (jobs, servers, a CLI), and the tiny
+#: model trains on one torch thread, so two workers left the CPU idle 14 % of the time.
+#: Measured on this 2-core machine: the torch-free tests 89 -> 71 s, a sixth of the
+#: ML tests 341 -> 257 s (CPU busy 86 -> 99 %).
+WORKERS = "3"
 #: Where each package's torch-free tests run alone (only its siblings installed) and
 #: in full, `slow` ones included: the Python of the ML sessions.
 PRIMARY_PYTHON = ML_PYTHON
@@ -193,10 +200,8 @@ def tests(session: nox.Session, package: str) -> None:
         installs, folders, markers = LIGHT_INSTALLS[package], [f"tests/{package}"], LIGHT_MARKERS
     groups = ("test", "parallel", "api-test") if "api" in installs else ("test", "parallel")
     _install(session, installs, *groups)
-    # Two workers, one test file each at a time (module fixtures stay shared): most of
-    # these tests wait on subprocesses, so the two cores overlap them.
     session.run(
-        "pytest", *folders, "-m", markers, "-n", "2", "--dist", "loadfile", *session.posargs, success_codes=[0, 5]
+        "pytest", *folders, "-m", markers, "-n", WORKERS, "--dist", "loadfile", *session.posargs, success_codes=[0, 5]
     )
 
 
@@ -218,12 +223,9 @@ def ml(session: nox.Session) -> None:
     )
     session.env.update({"TRAINKIT_REQUIRE_BROWSER": "1", "TRAINKIT_REQUIRE_PLOT": "1"})
     markers = "(ml or browser) and not unsloth and not modal_live"
-    # Two workers, a test file each at a time (module-scoped trained runs stay shared):
-    # the tiny model trains and generates on one torch thread, so one worker leaves
-    # the second core idle.
     # tests/ray belongs to a session of its own (a loopback-only namespace).
     _pytest(
-        session, "-m", markers, "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
+        session, "-m", markers, "-p", "no:cacheprovider", "-n", WORKERS, "--dist", "loadfile",
         "--ignore=tests/ray", folder="tests",
     )  # fmt: skip
     session.run("pytest", "tests/cli/test_runs_plot.py", "-p", "no:cacheprovider", *session.posargs)
@@ -278,9 +280,9 @@ def plugin_discovery(session: nox.Session) -> None:
     run detached, settings of its own). ``TRAINKIT_REQUIRE_DIRSTORE=1`` turns the tests'
     skip-when-not-installed into a failure.
     """
-    _install(session, ["core", "cli", "dirstore", "sqlvol"], "test")
+    _install(session, ["core", "cli", "dirstore", "sqlvol"], "test", "parallel")
     session.env["TRAINKIT_REQUIRE_DIRSTORE"] = "1"
-    _pytest(session, "-m", "not ml", folder="tests/contract")
+    _pytest(session, "-m", "not ml", "-n", WORKERS, "--dist", "loadfile", folder="tests/contract")
 
 
 @nox.session(python=ML_PYTHON, default=False)
@@ -483,7 +485,7 @@ def minimums(session: nox.Session, stack: str) -> None:
         _check_lowest(session, _lower_bounds(chosen, str(session.python)))
         session.env["TRAINKIT_REQUIRE_PLOT"] = "1"
         folders = [f"tests/{n}" for n in LIGHT_INSTALLS] + ["tests/contract"]
-        light = ("-m", LIGHT_MARKERS, "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider")
+        light = ("-m", LIGHT_MARKERS, "-n", WORKERS, "--dist", "loadfile", "-p", "no:cacheprovider")
         session.run("pytest", *folders, *light, *session.posargs)
         return
     # pip, not uv, installs: only pip takes the CPU torch wheel lying on disk.
