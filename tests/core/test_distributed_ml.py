@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +31,56 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 TOLERANCE = 1e-3
 
 
-@pytest.fixture
-def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def _provider(root: Path) -> Any:
     from trainkit_core import get_provider
     from trainkit_core.settings import DatasetSettings, ProviderSettings, Settings
 
-    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-        monkeypatch.setenv(name, "1")
     settings = Settings(
-        provider=ProviderSettings(home=tmp_path / "home"), datasets=DatasetSettings(datasets_dir=tmp_path / "datasets")
+        provider=ProviderSettings(home=root / "home"), datasets=DatasetSettings(datasets_dir=root / "datasets")
     )
     return get_provider("local", settings)
+
+
+@pytest.fixture
+def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    return _provider(tmp_path)
+
+
+@dataclass
+class Reference:
+    """A finished one-process run that several tests compare with (trained once per module: CI time)."""
+
+    metrics: dict[str, Any]
+    step: int
+    adapter: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Reference]:
+    """The one-process run of a reference recipe (`text`, `pictures` or `straight`), trained on first use."""
+    from trainkit_core.training.submit import start_run
+
+    provider = _provider(tmp_path_factory.mktemp("one-process"))
+    done: dict[str, Reference] = {}
+
+    def reference(name: str) -> Reference:
+        if name not in done:
+            recipes = {
+                "text": lambda: dict(RECIPE),
+                "pictures": lambda: _shapes(provider),
+                "straight": lambda: STRAIGHT,
+            }
+            with pytest.MonkeyPatch.context() as env:
+                for variable in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+                    env.setenv(variable, "1")
+                run = start_run(provider, recipes[name]()).wait(timeout=600)
+            assert run.status == "succeeded", run.error_message
+            done[name] = Reference(dict(run.metrics), run.step or 0, _adapter(provider, run.id))
+        return done[name]
+
+    return reference
 
 
 def _adapter(local: Any, run_id: str) -> dict[str, Any]:
@@ -69,21 +110,22 @@ def _shapes(local: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("data", "strategy"), [("text", "ddp"), ("pictures", "ddp"), ("text", "fsdp")])
-def test_two_processes_train_the_same_adapter_as_one(local: Any, data: str, strategy: str) -> None:
+def test_two_processes_train_the_same_adapter_as_one(
+    local: Any, one_process: Callable[[str], Reference], data: str, strategy: str
+) -> None:
     """fsdp runs accelerate's FSDP2 path (each rank holds half of every layer) and must learn what ddp does."""
     import torch
 
     from trainkit_core.training.submit import start_run
 
     recipe = dict(RECIPE) if data == "text" else _shapes(local)
-    one = start_run(local, recipe).wait(timeout=600)
+    one = one_process(data)
     two = start_run(local, {**recipe, "processes": 2, "strategy": strategy}).wait(timeout=600)
-    assert one.status == "succeeded", one.error_message
     assert two.status == "succeeded", two.error_message
     assert two.config["processes"] == 2 and two.step == one.step == 4
     for key in ("first_loss", "final_loss"):
         assert two.metrics[key] == pytest.approx(one.metrics[key], rel=TOLERANCE), key
-    a, b = _adapter(local, one.id), _adapter(local, two.id)
+    a, b = one.adapter, _adapter(local, two.id)
     assert a.keys() == b.keys()
     # The pictures run trains the vision tower in full. Some of its parameters have a true
     # gradient of zero (a key bias: the softmax ignores it), so their gradient is rounding noise,
@@ -183,18 +225,22 @@ def test_a_killed_rank_fails_the_run_naming_it(local: Any) -> None:
 #: trajectory as one that never stopped (a schedule depends on the step count, dropout on
 #: each rank's random state, which a checkpoint of another world size cannot restore).
 RESUMABLE = {**RECIPE, "save_every": 2, "lr_scheduler": "constant", "warmup_steps": 0, "lora_dropout": 0.0}
+#: The run that never stopped, which a run resumed at step 4 must match.
+STRAIGHT = {**RESUMABLE, "steps": 8}
 
 
 @pytest.mark.parametrize(("first", "then"), [(2, 1), (1, 2)])
-def test_a_checkpoint_resumes_on_another_number_of_processes(local: Any, first: int, then: int) -> None:
+def test_a_checkpoint_resumes_on_another_number_of_processes(
+    local: Any, one_process: Callable[[str], Reference], first: int, then: int
+) -> None:
     import torch
     from cli_helpers import run_main
 
     from trainkit_core.training.submit import resume_run, start_run
 
-    straight = start_run(local, {**RESUMABLE, "steps": 8}).wait(timeout=600)
+    straight = one_process("straight")
     half = start_run(local, {**RESUMABLE, "steps": 4, "processes": first}).wait(timeout=600)
-    assert straight.status == "succeeded" and half.status == "succeeded", (straight.error_message, half.error_message)
+    assert half.status == "succeeded", half.error_message
     if then == 2:  # as a user asks for it
         code, output = run_main(
             "--provider", "local", "runs", "resume", half.id, "--steps", "8", "--processes", "2", env=_cli_env(local)
@@ -208,27 +254,29 @@ def test_a_checkpoint_resumes_on_another_number_of_processes(local: Any, first: 
     assert run.status == "succeeded", run.error_message
     assert run.step == 8 and run.config["processes"] == then and run.metadata["resumed_from_step"] == 4
     assert run.metrics["final_loss"] == pytest.approx(straight.metrics["final_loss"], rel=TOLERANCE)
-    a, b = _adapter(local, straight.id), _adapter(local, run.id)
+    a, b = straight.adapter, _adapter(local, run.id)
+    assert a.keys() == b.keys()
     for name in a:
         assert torch.allclose(a[name], b[name], rtol=TOLERANCE, atol=1e-6), name
 
 
-def test_a_sharded_checkpoint_resumes_sharded_and_only_so(local: Any) -> None:
+def test_a_sharded_checkpoint_resumes_sharded_and_only_so(local: Any, one_process: Callable[[str], Reference]) -> None:
     """fsdp's checkpoint (the full adapter, FSDP's optimizer state) resumes on ranks that shard again."""
     import torch
 
     from trainkit_core.errors import UsageError
     from trainkit_core.training.submit import resume_run, start_run
 
-    straight = start_run(local, {**RESUMABLE, "steps": 8}).wait(timeout=600)
+    straight = one_process("straight")
     half = start_run(local, {**RESUMABLE, "steps": 4, "processes": 2, "strategy": "fsdp"}).wait(timeout=600)
-    assert straight.status == "succeeded" and half.status == "succeeded", (straight.error_message, half.error_message)
+    assert half.status == "succeeded", half.error_message
     with pytest.raises(UsageError, match="strategy fsdp shards the model over several ranks"):
         resume_run(local, half.id, steps=8, processes=1)
     run = resume_run(local, half.id, steps=8).wait(timeout=600)
     assert run.status == "succeeded", run.error_message
     assert run.step == 8 and run.metadata["resumed_from_step"] == 4
     assert run.metrics["final_loss"] == pytest.approx(straight.metrics["final_loss"], rel=TOLERANCE)
-    a, b = _adapter(local, straight.id), _adapter(local, run.id)
+    a, b = straight.adapter, _adapter(local, run.id)
+    assert a.keys() == b.keys()
     for name in a:
         assert torch.allclose(a[name], b[name], rtol=TOLERANCE, atol=1e-6), name
