@@ -184,6 +184,21 @@ PRIMARY_PYTHON = ML_PYTHON
 LIGHT_SESSIONS = [(PRIMARY_PYTHON, package) for package in LIGHT_INSTALLS] + [
     (python, "all") for python in PYTHONS if python != PRIMARY_PYTHON
 ]
+#: The Pythons of the `tests` sessions in the default run: the oldest and the newest
+#: supported, and the primary (every package alone). Those between (3.12) run on
+#: request, `python3 run.py test -s "tests(3.12-all)"`: the default run must stay under
+#: 40 minutes on CI's 2 cores, and what differs between Pythons shows at the ends of
+#: the range (syntax and typing at the oldest, removals at the newest).
+DEFAULT_LIGHT_PYTHONS = (PYTHONS[0], PRIMARY_PYTHON, PYTHONS[-1])
+nox.options.sessions = [
+    session
+    for name in nox.options.sessions
+    for session in (
+        [f"tests({py}-{pkg})" for py, pkg in LIGHT_SESSIONS if py in DEFAULT_LIGHT_PYTHONS]
+        if name == "tests"
+        else [name]
+    )
+]
 
 
 @nox.session(venv_backend=LIGHT_BACKEND)
