@@ -156,7 +156,10 @@ def _install_beside_torch(session: nox.Session, requirements: list[str]) -> None
         return
     session.install(*CONSTRAINTS, "torch", silent=False)
     python = f"{session.virtualenv.location}/bin/python"
-    session.run_install(uv, "pip", "install", "--python", python, *requirements, external=True, silent=True)
+    # Compiled at install, as pip does: processes that cannot write `__pycache__` (Ray's
+    # workers in the `ray` session) would otherwise compile every module they import.
+    install = [uv, "pip", "install", "--compile-bytecode", "--python", python]
+    session.run_install(*install, *requirements, external=True, silent=True)
 
 
 def _pytest(session: nox.Session, *args: str, folder: str) -> None:

@@ -147,7 +147,8 @@ def _install_commands(python: Path, constraints: Path, install: list[str]) -> li
     if uv is None:
         return [[*pip, *install]]
     torch = [r for r in install if req_name(r) == "torch"]
-    uv_install = [uv, "pip", "install", "--python", str(python), "-c", str(constraints), *install]
+    # --compile-bytecode: as pip does, so a container's imports do not compile every module.
+    uv_install = [uv, "pip", "install", "--compile-bytecode", "--python", str(python), "-c", str(constraints), *install]
     return [[*pip, *torch], uv_install] if torch else [uv_install]
 
 
