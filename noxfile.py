@@ -175,7 +175,9 @@ def _pytest(session: nox.Session, *args: str, folder: str) -> None:
 #: cores: the tests wait on subprocesses they start (jobs, servers, a CLI), and the tiny
 #: model trains on one torch thread, so two workers left the CPU idle 14 % of the time.
 #: Measured on this 2-core machine: the torch-free tests 89 -> 71 s, a sixth of the
-#: ML tests 341 -> 257 s (CPU busy 86 -> 99 %).
+#: ML tests 341 -> 257 s (CPU busy 86 -> 99 %). The whole `ml` suite measured no faster
+#: with three than with two (1285-1416 s against 1290 s, 2026-12-06): it keeps both cores
+#: busy either way.
 WORKERS = "3"
 #: Where each package's torch-free tests run alone (only its siblings installed) and
 #: in full, `slow` ones included: the Python of the ML sessions.

@@ -189,7 +189,7 @@ def build_env(
         with open(building / "pip.log", "w") as log:
             for command in _install_commands(building / "bin" / "python", building / "constraints.txt", install):
                 if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode != 0:
-                    failed = Path(command[0]).name
+                    failed = "pip" if command[1:3] == ["-m", "pip"] else Path(command[0]).name
                     break
         if failed:
             tail = (building / "pip.log").read_text()[-3000:]
