@@ -68,7 +68,7 @@ def recurring_spans(rng: random.Random, first_id: int, vocab_size: int) -> tuple
 def teach_copying(
     model: Any, first_id: int, vocab_size: int, bos_id: int, seed: int = 0, steps: int = STEPS
 ) -> dict[str, float]:
-    """Train every weight of `model` on `recurring_spans` until it copies; its held-out accuracy and steps.
+    """Train every weight of `model` on `recurring_spans` for `steps`; its accuracy on a held-out batch.
 
     Ids below `first_id` (the special tokens) never appear, but the beginning of text does.
     """
@@ -117,10 +117,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=STEPS, help="Steps of the lesson (the rate decays over them).")
     opts = parser.parse_args()
 
+    from trainkit_core.local.plugin import job_context
     from trainkit_core.models.tiny_model import SPECIAL_TOKENS, TINY_BASE_PATH, VOCAB_SIZE, build_model, build_tokenizer
-    from trainkit_core.settings import VolumeSettings
+    from trainkit_core.settings import ProviderSettings, Settings
 
-    target = opts.home / "volumes" / VolumeSettings().vol_hf_cache / TINY_BASE_PATH
+    # Where that home's jobs find the tiny base (HF_HOME is the hf-cache volume).
+    settings = Settings(provider=ProviderSettings(home=opts.home))
+    target = job_context(settings, "copying-base").path("hf-cache") / TINY_BASE_PATH
     tokenizer = build_tokenizer(())
     model = build_model(tokenizer)
     first_id = max(tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS) + 1
