@@ -113,6 +113,21 @@ def test_each_method_takes_its_defaults_per_preset_before_the_presets() -> None:
     assert (mine.steps, mine.epochs, mine.learning_rate, mine.dpo_beta) == (7, None, 1e-3, 0.5)
 
 
+def test_the_recorded_rollout_holds_every_graders_reward_for_a_step_of_many_completions() -> None:
+    """Each grader notes a whole step's completions in turn (trl calls them one after the other)."""
+    from trainkit_core.training.methods.grpo import ROLLOUT_SAMPLES, RolloutKeeper
+
+    keeper = RolloutKeeper()
+    step = [(f"<p{i // 8}>", f"answer {i}") for i in range(64)]  # 8 prompts x 8 completions
+    for grader in ("exact_match", "fuzzy"):
+        for prompt, completion in step:
+            keeper.note(grader, prompt, completion, 1.0, prompt)
+    samples = keeper.take()
+    assert [s["completion"] for s in samples] == [c for _, c in step[-ROLLOUT_SAMPLES:]]
+    assert all(set(s["rewards"]) == {"exact_match", "fuzzy"} for s in samples)
+    assert keeper.take() == []  # taken once
+
+
 @pytest.mark.parametrize(
     ("fields", "words"),
     [

@@ -11,8 +11,8 @@ matrices (docs/developer/facts.md), which `small_model_threads` already sets for
 
 Defaults on the GPU presets: learning rate 5e-6, 8 generations per prompt, completions of at
 most 256 tokens, KL coefficient 0.0 (trl's `GRPOConfig` defaults since trl 0.19: beta 0.0;
-Unsloth's GRPO notebooks: lr 5e-6, 6-8 generations, 200-256 tokens). tiny: chosen with the
-learning demonstrations of tests/core/test_methods_ml.py on a CPU.
+Unsloth's GRPO notebooks: lr 5e-6, 6-8 generations, 200-256 tokens). tiny: chosen on the
+GRPO families of bench/method_suite.py on a CPU (docs/developer/research-logs.md).
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ GRPO_EVENT_FIELDS = {
 REWARD_WINDOW = 5
 #: Completions kept per recorded rollout (one group or two).
 ROLLOUT_SAMPLES = 16
+#: Completions held between two records. Each grader notes every completion of a step in turn,
+#: so the buffer must hold a whole step's: one as small as the record let the first grader's
+#: notes be evicted by the next grader's, and the record held one grader's rewards only.
+ROLLOUT_BUFFER = 4096
 
 
 def grader_event_fields(names: list[str]) -> dict[str, str]:
@@ -100,13 +104,14 @@ class RolloutKeeper:
             if key not in self._latest:
                 self._latest[key] = {"prompt": user, "completion": completion, "rewards": {}}
                 self._order.append(key)
-                if len(self._order) > ROLLOUT_SAMPLES:
+                if len(self._order) > ROLLOUT_BUFFER:
                     self._latest.pop(self._order.pop(0), None)
             self._latest[key]["rewards"][grader] = reward
 
     def take(self) -> list[dict[str, Any]]:
+        """The last completions noted (the end of the latest step), each with every grader's reward."""
         with self._lock:
-            samples = [self._latest[k] for k in self._order if k in self._latest]
+            samples = [self._latest[k] for k in self._order[-ROLLOUT_SAMPLES:] if k in self._latest]
             self._latest, self._order = {}, []
         return samples
 
@@ -307,17 +312,21 @@ class Grpo(Method):
     records_rollouts = False  # it records its own latest group (`RolloutKeeper`)
     defaults: Mapping[str, MethodDefaults] = {
         "tiny": MethodDefaults(
-            # 5e-3 (DPO's) rewarded the right completions for 30 steps, then collapsed into
-            # gibberish; 1e-3 took the demonstration's exact match from 0 to 0.97 in 40 steps.
+            # Chosen on bench/method_suite.py's GRPO families (tasks a short SFT run learns in
+            # part), not on a demo. The earlier 2 prompts x 4 completions a step made the reward
+            # of a step noise (0 to 0.6 and back) and left every family where it started or
+            # worse; 8 prompts x 8 completions a step raised it on every family. Temperature 0.7
+            # beat 1.0 (a tiny model's samples at 1.0 are mostly wrong); 3e-3 collapsed, 300
+            # steps gained nothing over 100. 8 tokens (the old default) cut off longer answers.
             learning_rate=1e-3,
-            steps=40,
-            batch_size=8,
+            steps=100,
+            batch_size=64,
             warmup_steps=0,
             lr_scheduler="constant",
-            num_generations=4,
-            max_completion_length=8,
+            num_generations=8,
+            max_completion_length=64,
             kl_coef=0.0,
-            temperature=1.0,
+            temperature=0.7,
         ),
         "": _GPU,  # every GPU preset, and a base model given by id
     }
