@@ -87,3 +87,22 @@ def test_measured_throughput_of_earlier_runs_refines_the_table(provider) -> None
     startup = load_throughput()["presets"]["4b"]["startup_s"]
     assert plan.estimated_seconds == pytest.approx(startup + plan.tokens_total / 200.0, abs=0.1)
     assert math.isclose(plan.epochs, plan.steps / plan.steps_per_epoch, rel_tol=1e-3)
+
+
+def test_a_grpo_plan_expects_completions_as_long_as_the_references(provider, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Completions end at the end of turn: the limit is the guess only for lines without a reference."""
+    reference = "the answer, in about forty characters here"
+    for name, extra in (("ref-prompts", {"reference": reference}), ("bare-prompts", {})):
+        folder = tmp_path / "datasets" / name
+        folder.mkdir()
+        (folder / "dataset.toml").write_text(f'name = "{name}"\nformat = "prompt"\ntrain = ["train.jsonl"]\n')
+        lines = [json.dumps({"messages": [{"role": "user", "content": f"question {i}"}], **extra}) for i in range(40)]
+        (folder / "train.jsonl").write_text("\n".join(lines) + "\n")
+    config = {"model_size": "4b", "method": "grpo", "rewards": ["exact_match"], "steps": 10}
+    with_reference = make_plan(provider, {**config, "dataset": "ref-prompts"})
+    bare = make_plan(provider, {**config, "dataset": "bare-prompts"})
+    expected = math.ceil(len(reference) / 4) + 1  # tokens at 4 characters each, and the end of turn
+    assert any(f"of about {expected} tokens (the length of the lines' references" in n for n in with_reference.notes)
+    assert any("of about 256 tokens (max_completion_length: the lines have no reference)" in n for n in bare.notes)
+    assert with_reference.tokens_total < bare.tokens_total
+    assert with_reference.estimated_seconds < bare.estimated_seconds

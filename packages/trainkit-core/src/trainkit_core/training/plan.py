@@ -295,7 +295,7 @@ def make_plan(
             f"in the tokens; on a GPU a batch of {config.batch_size} with images needs the vision tower's "
             "activations too: lower batch_size (raise grad_accum) if it runs out of memory"
         )
-    counts, work, method_notes = training_method.work(config, counts)
+    counts, work, method_notes = training_method.work(config, counts, train)
     notes.extend(method_notes)
     notes.extend(config.preset.plan_notes)
     if len(counts) < len(train):

@@ -143,6 +143,8 @@ class Method:
         """The batch of one step as the trainer counts it (GRPO: completions, whole groups)."""
         return batch
 
-    def work(self, config: TrainConfig, counts: list[int]) -> tuple[list[int], float, list[str]]:
-        """(tokens per example, work per token relative to SFT training, notes for the plan)."""
+    def work(
+        self, config: TrainConfig, counts: list[int], train: list[dict[str, Any]]
+    ) -> tuple[list[int], float, list[str]]:
+        """(tokens per example, work per token relative to SFT training, notes for the plan); `train`: the lines."""
         return counts, 1.0, []

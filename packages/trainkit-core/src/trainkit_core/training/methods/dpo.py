@@ -178,7 +178,9 @@ class Dpo(Method):
             for side in ("chosen", "rejected")
         ]
 
-    def work(self, config: TrainConfig, counts: list[int]) -> tuple[list[int], float, list[str]]:
+    def work(
+        self, config: TrainConfig, counts: list[int], train: list[dict[str, Any]]
+    ) -> tuple[list[int], float, list[str]]:
         pairs = [counts[i] + counts[i + 1] for i in range(0, len(counts) - 1, 2)]
         note = (
             f"dpo: both answers of each pair are trained on; the reference's forward pass adds "
