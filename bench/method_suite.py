@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_tiny_recipes import machine
-from task_suite import FAMILIES, Example, trainkit, words
+from task_suite import FAMILIES, Example, split_at_dashes, trainkit, words
 
 #: The content families under the DPO styles, by seed.
 DPO_CONTENT = ["translate", "lookup", "reverse"]
@@ -237,9 +237,8 @@ def main() -> None:
     parser.add_argument("--family", nargs="*", help="Families to run (default: all of the method's).")
     parser.add_argument("--seeds", type=int, default=2, help="Seeds per family.")
     parser.add_argument("--keep", type=Path, help="Keep datasets and runs in this folder (default: a temporary one).")
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    opts = parser.parse_args(argv[: len(argv) - len(extra) - (1 if extra else 0)])
+    own, extra = split_at_dashes(sys.argv[1:])
+    opts = parser.parse_args(own)
     opts.extra = extra
     families, run_one, measure = SUITES[opts.method]
     unknown = set(opts.family or []) - set(families)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_tiny_recipes import machine
-from task_suite import trainkit
+from task_suite import print_family_means, split_at_dashes, trainkit
 
 SIZE = 64
 PALETTE = {
@@ -202,9 +202,8 @@ def main() -> None:
     parser.add_argument("--model-size", default="tiny-gemma3mm")
     parser.add_argument("--parallel", type=int, default=2, help="Runs at a time (one torch thread each).")
     parser.add_argument("--keep", type=Path, help="Keep datasets and runs in this folder (default: a temporary one).")
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    opts = parser.parse_args(argv[: len(argv) - len(extra) - (1 if extra else 0)])
+    own, extra = split_at_dashes(sys.argv[1:])
+    opts = parser.parse_args(own)
     root = opts.keep or Path(tempfile.mkdtemp(prefix="trainkit-picture-suite-"))
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; {opts.model_size} {' '.join(extra)}")
     print()
@@ -227,14 +226,7 @@ def main() -> None:
         if opts.keep is None:
             shutil.rmtree(root, ignore_errors=True)
     print()
-    means = {}
-    for name in dict.fromkeys(r["family"] for r in results):
-        scores = [r["after"] for r in results if r["family"] == name]
-        means[name] = sum(scores) / len(scores)
-        print(f"{name}: mean exact match {means[name]:.2f}")
-    if means:
-        worst = min(means, key=means.__getitem__)
-        print(f"suite: mean {sum(means.values()) / len(means):.2f}, worst family {worst} {means[worst]:.2f}")
+    print_family_means(results)
 
 
 if __name__ == "__main__":

@@ -248,6 +248,26 @@ def run_one(family: str, seed: int, root: Path, extra: list[str], overrides: dic
     }
 
 
+def split_at_dashes(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the script's own options, the options after ``--`` for the runs it starts)."""
+    if "--" not in argv:
+        return argv, []
+    at = argv.index("--")
+    return argv[:at], argv[at + 1 :]
+
+
+def print_family_means(results: list[dict[str, Any]]) -> None:
+    """Each family's mean exact match after training, then the suite's mean and its worst family."""
+    means = {}
+    for family in dict.fromkeys(r["family"] for r in results):
+        scores = [r["after"] for r in results if r["family"] == family]
+        means[family] = sum(scores) / len(scores)
+        print(f"{family}: mean exact match {means[family]:.2f}")
+    if means:
+        worst = min(means, key=means.__getitem__)
+        print(f"suite: mean {sum(means.values()) / len(means):.2f}, worst family {worst} {means[worst]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", nargs="*", choices=list(FAMILIES), help="Families to run (default: all).")
@@ -285,14 +305,7 @@ def main() -> None:
         if opts.keep is None:
             shutil.rmtree(root, ignore_errors=True)
     print()
-    means = {}
-    for family in dict.fromkeys(r["family"] for r in results):
-        scores = [r["after"] for r in results if r["family"] == family]
-        means[family] = sum(scores) / len(scores)
-        print(f"{family}: mean exact match {means[family]:.2f}")
-    if means:
-        worst = min(means, key=means.__getitem__)
-        print(f"suite: mean {sum(means.values()) / len(means):.2f}, worst family {worst} {means[worst]:.2f}")
+    print_family_means(results)
 
 
 if __name__ == "__main__":
