@@ -154,8 +154,10 @@ def _install_beside_torch(session: nox.Session, requirements: list[str]) -> None
     if session.venv_backend == "uv" or not has_uv:
         session.install(*requirements, silent=False)
         return
-    session.install(*CONSTRAINTS, "torch", silent=False)
-    python = f"{session.virtualenv.location}/bin/python"
+    venv = Path(str(session.virtualenv.location))
+    if not any(venv.glob("lib/python*/site-packages/torch/__init__.py")):  # a second install into the venv
+        session.install(*CONSTRAINTS, "torch", silent=False)
+    python = f"{venv}/bin/python"
     # Compiled at install, as pip does: processes that cannot write `__pycache__` (Ray's
     # workers in the `ray` session) would otherwise compile every module they import.
     install = [uv, "pip", "install", "--compile-bytecode", "--python", python]

@@ -29,6 +29,10 @@ import pytest
 
 pytestmark = [pytest.mark.ml, pytest.mark.timeout(1200)]
 
+#: GRPO runs that prove a code path (graders, failures, tools), not learning: two steps of
+#: 2 prompts x 4 completions of at most 16 tokens, an eighth of a default step's 64 x 64.
+CODE_PATH = {"steps": 2, "batch_size": 8, "num_generations": 4, "max_completion_length": 16}
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 
 
@@ -149,7 +153,7 @@ def test_grpo_with_a_plugin_grader_by_name_and_graders_that_fail(local: Any, sft
     from trainkit_core.training.submit import start_run
 
     base, _ = sft
-    config = {"dataset": "style-prompts", "method": "grpo", "from_model": f"trained/{base.id}", "steps": 2}
+    config = {"dataset": "style-prompts", "method": "grpo", "from_model": f"trained/{base.id}", **CODE_PATH}
     run = start_run(local, {**config, "rewards": ["full_stop=0.5", "exact_match"]}).wait(timeout=900)
     assert run.status == "succeeded", run.error_message
     assert set(run.latest_rollout["samples"][0]["rewards"]) == {"full_stop", "exact_match"}
@@ -194,7 +198,7 @@ def test_grpo_on_prompts_that_declare_tools_with_the_tool_calls_grader_and_an_op
         "reference": "{{item.reference}}",
         "operation": "like",
     }
-    config = {"dataset": "tool-prompts", "method": "grpo", "from_model": f"trained/{base.id}", "steps": 2}
+    config = {"dataset": "tool-prompts", "method": "grpo", "from_model": f"trained/{base.id}", **CODE_PATH}
     run = start_run(local, {**config, "rewards": ["tool_calls"], "openai_graders": [grader]}).wait(timeout=900)
     assert run.status == "succeeded", run.error_message
     samples = run.latest_rollout["samples"]

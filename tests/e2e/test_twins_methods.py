@@ -41,7 +41,11 @@ METHODS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "dpo": ("pairs", (), ("rewards_chosen", "rewards_rejected", "reward_margin", "reward_accuracy")),
     "grpo": (
         "prompts",
-        ("--reward", "length_penalty", "--reward", "exact_match=0.5"),
+        # A step of 2 prompts x 4 completions of at most 16 tokens (the default's is 8 x 8 of 64).
+        (
+            *("--reward", "length_penalty", "--reward", "exact_match=0.5"),
+            *("--batch-size", "8", "--num-generations", "4", "--max-completion-length", "16"),
+        ),
         ("reward_mean", "reward_length_penalty_mean", "reward_exact_match_mean", "completion_length"),
     ),
 }
