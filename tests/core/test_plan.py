@@ -83,21 +83,51 @@ def test_measured_throughput_of_earlier_runs_refines_the_table(provider) -> None
     )
     other.attach(store).save()
     plan = make_plan(provider, {"dataset": "qa", "model_size": "4b"})
-    assert plan.tokens_per_s == 200.0 and plan.throughput_source == "median of 3 earlier 4b run(s) on A10G"
+    assert plan.tokens_per_s == 200.0 and plan.throughput_source == "median of 3 earlier 4b sft run(s) on A10G"
     startup = load_throughput()["presets"]["4b"]["startup_s"]
     assert plan.estimated_seconds == pytest.approx(startup + plan.tokens_total / 200.0, abs=0.1)
     assert math.isclose(plan.epochs, plan.steps / plan.steps_per_epoch, rel_tol=1e-3)
+
+
+def _prompts(tmp_path: Path, name: str, extra: dict[str, str]) -> None:
+    folder = tmp_path / "datasets" / name
+    folder.mkdir()
+    (folder / "dataset.toml").write_text(f'name = "{name}"\nformat = "prompt"\ntrain = ["train.jsonl"]\n')
+    lines = [json.dumps({"messages": [{"role": "user", "content": f"question {i}"}], **extra}) for i in range(40)]
+    (folder / "train.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_a_grpo_plan_is_measured_by_earlier_grpo_runs_before_runs_of_other_methods(provider, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A GRPO run's tokens/s holds its generation; an SFT run's needs the plan's assumed work on top."""
+    _prompts(tmp_path, "prompts", {"reference": "an answer"})
+    store = RunStore.for_provider(provider)
+
+    def seed(method: str | None, rate: float) -> None:
+        config = {"model_size": "4b", "gpu": "A10G", **({"method": method} if method else {})}
+        run = TrainingRun(id=new_run_id(), status="succeeded", config=config, metrics={"tokens_per_s": rate})
+        run.attach(store).save()
+
+    config = {"dataset": "prompts", "model_size": "4b", "method": "grpo", "rewards": ["exact_match"], "steps": 10}
+    seed(None, 1000.0)  # an SFT run from before methods were recorded
+    seed("dpo", 1000.0)
+    by_others = make_plan(provider, config)
+    assert by_others.throughput_source == "median of 2 earlier 4b run(s) of other methods on A10G"
+    startup = load_throughput()["presets"]["4b"]["startup_s"]
+    assumed = (by_others.estimated_seconds - startup) * 1000.0 / by_others.tokens_total
+    assert assumed > 1.5  # GRPO's generation, assumed to cost more than training on the tokens
+
+    seed("grpo", 250.0)
+    by_own = make_plan(provider, config)
+    assert by_own.tokens_per_s == 250.0 and by_own.throughput_source == "median of 1 earlier 4b grpo run(s) on A10G"
+    assert by_own.estimated_seconds == pytest.approx(startup + by_own.tokens_total / 250.0, abs=0.1)
+    assert make_plan(provider, {"dataset": "qa", "model_size": "4b"}).tokens_per_s == 1000.0  # SFT: its own runs
 
 
 def test_a_grpo_plan_expects_completions_as_long_as_the_references(provider, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Completions end at the end of turn: the limit is the guess only for lines without a reference."""
     reference = "the answer, in about forty characters here"
     for name, extra in (("ref-prompts", {"reference": reference}), ("bare-prompts", {})):
-        folder = tmp_path / "datasets" / name
-        folder.mkdir()
-        (folder / "dataset.toml").write_text(f'name = "{name}"\nformat = "prompt"\ntrain = ["train.jsonl"]\n')
-        lines = [json.dumps({"messages": [{"role": "user", "content": f"question {i}"}], **extra}) for i in range(40)]
-        (folder / "train.jsonl").write_text("\n".join(lines) + "\n")
+        _prompts(tmp_path, name, extra)
     config = {"model_size": "4b", "method": "grpo", "rewards": ["exact_match"], "steps": 10}
     with_reference = make_plan(provider, {**config, "dataset": "ref-prompts"})
     bare = make_plan(provider, {**config, "dataset": "bare-prompts"})

@@ -9,9 +9,9 @@ the tokens of one epoch, the GPU, an estimated duration and an estimated cost.
   downloaded). Otherwise (``exact=False``, no training stack, no cached tokenizer) they
   are estimated at `CHARS_PER_TOKEN` characters per token and labelled as an estimate.
 - **Duration**: the tokens to train over a throughput (tokens/s) for the preset on
-  that GPU: the median of earlier succeeded runs of the same preset and GPU (their
-  ``tokens_per_s`` metric) when there are some, else ``data/throughput.toml`` (dated,
-  with its sources), plus the table's start-up time.
+  that GPU: the median of earlier succeeded runs of the same preset, GPU and method (their
+  ``tokens_per_s`` metric), else of the preset's runs of other methods, else
+  ``data/throughput.toml`` (dated, with its sources), plus the table's start-up time.
 - **Cost**: the duration at the price a run would record (`trainkit_core.runs.pricing`).
 - **No account needed**: the provider's store is read only for the median of earlier
   runs, within `STORE_WAIT_S`; when it cannot be read (no token, no network) the plan
@@ -21,7 +21,8 @@ the tokens of one epoch, the GPU, an estimated duration and an estimated cost.
 - **Per method** (`work_per_token`): DPO trains on both answers of each pair and adds
   the reference's forward pass (about a third of a training step's work per token);
   GRPO generates `num_generations` completions of up to `max_completion_length` tokens
-  per prompt, token by token, before it trains on them. Both are stated as estimates.
+  per prompt, token by token, before it trains on them. Both are stated as estimates,
+  and left out where the rate is the same method's measured one (it holds that cost).
 
 The dataset is the local copy (``TRAINKIT_DATASETS_DIR``), else the synced one on a
 local provider's data volume. No heavy imports unless an exact count needs them.
@@ -199,23 +200,32 @@ def count_tokens(config: TrainConfig, train: list[dict[str, Any]], *, exact: boo
     return counts, True, method
 
 
-def measured_throughput(provider: Any, preset: str, gpu: str) -> tuple[float, int] | None:
-    """(median tokens/s, runs) of the newest succeeded runs of `preset` on `gpu`, if any."""
+def measured_throughput(provider: Any, preset: str, gpu: str, method: str) -> tuple[float, int, bool] | None:
+    """(median tokens/s, runs, whether they are `method`'s) of the newest succeeded runs of `preset` on `gpu`.
+
+    Runs of the same method come first: their tokens/s already holds what a token costs
+    that method (GRPO's generation, DPO's reference pass), which the plan otherwise has
+    to assume (`Method.work`). A GRPO plan measured by SFT runs was off by that guess.
+    """
     from trainkit_core.runs.training_run import RunStore
 
-    found: list[float] = []
+    own: list[float] = []
+    other: list[float] = []
     for run in RunStore.for_provider(provider).page(status="succeeded", limit=200, reconcile=False)[0]:
         if run.config.get("model_size") != preset or split_gpu(str(run.config.get("gpu") or ""))[0] != gpu:
             continue
         value = run.metrics.get("tokens_per_s")
         if isinstance(value, (int, float)) and value > 0:
-            found.append(float(value))
-        if len(found) == MEASURED_RUNS:
+            (own if (run.config.get("method") or "sft") == method else other).append(float(value))
+        if len(own) == MEASURED_RUNS:
             break
-    return (statistics.median(found), len(found)) if found else None
+    found = own or other[:MEASURED_RUNS]
+    return (statistics.median(found), len(found), bool(own)) if found else None
 
 
-def measured_if_reachable(provider: Any, preset: str, gpu: str) -> tuple[tuple[float, int] | None, str | None]:
+def measured_if_reachable(
+    provider: Any, preset: str, gpu: str, method: str
+) -> tuple[tuple[float, int, bool] | None, str | None]:
     """`measured_throughput`, or (None, why) when the provider's store cannot be read in time.
 
     A daemon thread, so that a client stuck retrying neither holds the plan nor the
@@ -227,7 +237,7 @@ def measured_if_reachable(provider: Any, preset: str, gpu: str) -> tuple[tuple[f
 
     def read() -> None:
         try:
-            answer["value"] = measured_throughput(provider, preset, gpu)
+            answer["value"] = measured_throughput(provider, preset, gpu, method)
         except TrainkitError as exc:
             answer["error"] = exc
         except BaseException as exc:  # raised again below; an abandoned reader's dies with it at exit
@@ -358,14 +368,18 @@ def make_plan(
             )
         )
         gpu, gpus = (device, 1) if device else ("cpu", 0)
-    measured, store_note = measured_if_reachable(provider, preset, gpu) if preset else (None, None)
+    measured, store_note = measured_if_reachable(provider, preset, gpu, config.method) if preset else (None, None)
     if store_note:
         notes.append(store_note)
     table = load_throughput().get("presets", {}).get(preset, {})
     startup = float(table.get("startup_s", 0.0))
     if measured is not None:
         rate: float | None = measured[0]
-        source = f"median of {measured[1]} earlier {preset} run(s) on {gpu}"
+        if measured[2]:
+            work = 1.0  # their tokens/s holds the method's own cost per token
+            source = f"median of {measured[1]} earlier {preset} {config.method} run(s) on {gpu}"
+        else:
+            source = f"median of {measured[1]} earlier {preset} run(s) of other methods on {gpu}"
     elif isinstance(table.get(gpu), (int, float)):
         rate = float(table[gpu])
         source = f"throughput table {load_throughput().get('date', '')}: {table.get('source', '')}"
