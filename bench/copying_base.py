@@ -18,8 +18,8 @@ fine-tunes it instead of the random one:
     .venv/bin/python bench/copying_base.py DIR/home && .venv/bin/python bench/task_suite.py --keep DIR
 
 Measured (``docs/developer/research-logs.md``, "The tiny base taught to copy"): the tool
-demo's tool-call accuracy went from 0.24 to 0.46-1.00 depending on the base's random
-stream, the opposites demo stayed at 0.97-1.00 with this schedule (a constant rate up to
+demo's tool-call accuracy went from 0.24 to 0.14-0.52 over four seeds of this schedule
+(1.00 once, with the prototype's), the opposites demo stayed at 0.97-1.00 with this schedule (a constant rate up to
 the jump left it at 0.01), the text suite's mean from 0.42 to 0.46-0.56. Too variable to be
 the default yet. About a minute on one CPU thread.
 """
