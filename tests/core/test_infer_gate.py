@@ -65,6 +65,9 @@ def test_an_adapter_that_does_nothing_fails_the_gate(trainkit_home: Path) -> Non
     ctx, run, model, tokenizer, out = _setup(trainkit_home, init=True)  # LoRA B = 0
     with pytest.raises(JobError, match=r"changes the base model's logits by at most 0 .* it does nothing"):
         adapter_gate(ctx, run, model, tokenizer, out)
+    # What the run found wrong is the reason, and the error carries it.
+    with pytest.raises(JobError, match=r"it does nothing; the GRPO reward did not rise: 0.000$"):
+        adapter_gate(ctx, run, model, tokenizer, out, why=["the GRPO reward did not rise: 0.000"])
 
 
 def test_a_saved_adapter_that_is_not_the_trained_one_fails_the_gate(trainkit_home: Path) -> None:

@@ -170,6 +170,20 @@ def test_grpo_with_a_plugin_grader_by_name_and_graders_that_fail(local: Any, sft
         assert "(prompt 'Opposites:" in (failed.error_message or "")
 
 
+def test_grpo_whose_completions_all_score_zero_fails_saying_why_and_what_to_try(local: Any) -> None:
+    """From the bare base no completion matches the reference: no group teaches anything, and the error says so."""
+    from trainkit_core.training.submit import start_run
+
+    config = {"dataset": "style-prompts", "method": "grpo", "rewards": ["exact_match"], **CODE_PATH, "steps": 4}
+    failed = start_run(local, config).wait(timeout=900)
+    assert failed.status == "failed"
+    message = failed.error_message or ""
+    assert "adapter gate failed" in message and "it does nothing" in message, message
+    assert "the GRPO reward did not rise: 0.000 over the first logged steps, 0.000 over the last" in message
+    assert "in 100% of the groups every completion scored the same" in message
+    assert "--from a model fine-tuned on the task with SFT" in message
+
+
 def test_grpo_on_prompts_that_declare_tools_with_the_tool_calls_grader_and_an_openai_grader(
     local: Any, sft: Any
 ) -> None:

@@ -514,6 +514,7 @@ def _train(ctx: JobContext, run: TrainingRun, scratch: Path, *, resume: bool) ->
         stopped=reporter.stop_requested,
         processor=processor,
         trained=trained,
+        why=warnings,
     )
     if extra:
         run.metrics.update(extra)

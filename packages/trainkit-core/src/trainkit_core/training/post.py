@@ -25,6 +25,7 @@ trained in bf16 (reloaded in the trainer's dtype).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,7 @@ def adapter_gate(
     *,
     require_effect: bool = True,
     trained: list[Any] | None = None,
+    why: Sequence[str] = (),
 ) -> tuple[dict[str, Any], Any]:
     """Check round trip and effect; returns (figures, (reloaded model, tokenizer, format, device, adapter)).
 
@@ -122,6 +124,8 @@ def adapter_gate(
     rate 0 at the first step) its adapter rightly does nothing yet, and it can be resumed;
     the round trip still holds it to what was trained. `trained`: the trained model's
     logits, computed already (`trained_logits`: by all the ranks of a sharded model).
+    `why`: what the run itself found wrong (a GRPO reward that never rose), said with a
+    failed effect check, since that is what the user must change, not the adapter.
     """
     import torch
 
@@ -168,6 +172,7 @@ def adapter_gate(
         raise JobError(
             f"adapter gate failed: the saved adapter changes the base model's logits by at most {effect:.3g} "
             f"(minimum {EFFECT_MIN:g}) on {len(prompts)} fixed prompts: it does nothing"
+            + "".join(f"; {reason}" for reason in why)
         )
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -184,11 +189,12 @@ def after_training(
     stopped: bool = False,
     processor: Any = None,
     trained: list[Any] | None = None,
+    why: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Gate figures and eval metrics of the saved model in `out_dir`, merged into the run's metrics."""
     with run.substep("saving", "adapter_gate"):
         figures, (reloaded, tok, fmt, device, adapter) = adapter_gate(
-            ctx, run, model, tokenizer, out_dir, require_effect=not stopped, trained=trained
+            ctx, run, model, tokenizer, out_dir, require_effect=not stopped, trained=trained, why=why
         )
     if figures["gate_effect_max_abs_diff"] > EFFECT_MIN:
         run.events.append(

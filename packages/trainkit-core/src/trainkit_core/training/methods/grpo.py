@@ -82,7 +82,8 @@ def reward_verdict(log_history: list[dict[str, Any]]) -> tuple[dict[str, Any], l
         return metrics, []
     why = (
         f"; in {zero:.0%} of the groups every completion scored the same, which teaches nothing: more "
-        "generations per prompt, a higher temperature or a grader with partial credit give them a spread"
+        "generations per prompt, a higher temperature, a grader with partial credit or a start that already "
+        "gets some answers right (--from a model fine-tuned on the task with SFT) give them a spread"
         if zero is not None and zero >= 0.5
         else "; try another learning rate or more steps"
     )
