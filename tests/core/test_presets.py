@@ -57,7 +57,7 @@ def test_gpu_presets_train_an_epoch_by_default_on_frozen_weights() -> None:
         assert config.modules_to_save == []
     assert (TrainConfig(dataset="demo").resolve().steps, TrainConfig(dataset="demo").resolve().epochs) == (400, None)
     assert TrainConfig(dataset="demo", base_model="google/gemma-3-1b-it").resolve().modules_to_save == []
-    assert TrainConfig(dataset="demo").resolve().modules_to_save == ["embed_tokens", "lm_head"]
+    assert TrainConfig(dataset="demo").resolve().modules_to_save == ["embed_tokens", "lm_head", "q_norm", "k_norm"]
     assert TrainConfig(dataset="demo", modules_to_save=[]).resolve().modules_to_save == []
 
 

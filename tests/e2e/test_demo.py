@@ -135,9 +135,9 @@ def test_tuned_exact_match_clearly_above_the_base(demo: dict[str, Any]) -> None:
     assert tuned["mean_loss"] < base["mean_loss"] / 10
     folder = demo["home"] / "volumes" / "trainkit-models" / "trained" / demo["run_id"]
     card = json.loads((folder / "trained_model.json").read_text())
-    assert card["config"]["modules_to_save"] == ["embed_tokens", "lm_head"]
+    assert card["config"]["modules_to_save"] == ["embed_tokens", "lm_head", "q_norm", "k_norm"]
     adapter = json.loads((folder / "adapter_config.json").read_text())
-    assert set(adapter["modules_to_save"]) >= {"embed_tokens", "lm_head"}
+    assert set(adapter["modules_to_save"]) >= {"embed_tokens", "lm_head", "q_norm", "k_norm"}
     metrics = card["metrics"]  # recorded by the training run itself (post-training eval + gate)
     assert metrics["eval_exact_match"] >= MIN_EXACT_MATCH and metrics["base_eval_exact_match"] <= 0.1
     assert metrics["eval_end_of_turn_rate"] >= MIN_END_OF_TURN_RATE

@@ -110,8 +110,11 @@ PRESETS: dict[str, Preset] = {
         # Its embeddings and head are random, so they train in full beside LoRA; a warm-up
         # and a cosine decay let the last steps settle on exact answers; a length in steps
         # (not epochs) bounds the time on a CPU whatever the dataset's size. Chosen with
-        # bench/bench_tiny_recipes.py (figures in docs/concepts/model-sizes.md).
-        modules_to_save=("embed_tokens", "lm_head"),
+        # bench/bench_tiny_recipes.py (figures in docs/concepts/model-sizes.md). The query and
+        # key norms train too: frozen at their built weights they cap every attention score
+        # at 2 (head_dim 32 over query_pre_attn_scalar 256), too soft to copy a token from a
+        # given place; trained, the task suite's mean and worst family rise (research log).
+        modules_to_save=("embed_tokens", "lm_head", "q_norm", "k_norm"),
         learning_rate=1e-2,
         lr_scheduler="cosine",
         warmup_steps=20,
