@@ -18,7 +18,11 @@ Families (a 64-pixel picture on a light, noisy background, as the demo's):
 - ``colour-side``: a small figure in the left or right half; "Say its colour and side."
   -> "green on the left" (where it is and what colour, together).
 
-    .venv/bin/python bench/picture_suite.py [--family NAME ...] [--seeds N] [--keep DIR] [-- OPTIONS]
+    .venv/bin/python bench/picture_suite.py [--family NAME ...] [--seeds N] [--keep DIR]
+        [--parallel N] [--threads N] [--set FIELD=JSON ...] [-- OPTIONS]
+
+``-- OPTIONS`` go to ``trainkit train``; ``--set`` gives TrainConfig fields the CLI has no
+option for (``vision_learning_rate``, ``modules_to_save``), trained through `start_run`.
 
 Each run takes about two minutes of one CPU thread with the defaults; the whole suite
 (5 families x 2 seeds) about 25 minutes on a quiet 2-core machine, two runs at a time.
@@ -42,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_tiny_recipes import machine
-from task_suite import print_family_means, split_at_dashes, trainkit
+from task_suite import print_family_means, split_at_dashes, train_with, trainkit
 
 SIZE = 64
 PALETTE = {
@@ -164,7 +168,15 @@ def write_dataset(
     )
 
 
-def run_one(name: str, seed: int, root: Path, model_size: str, extra: list[str]) -> dict[str, Any]:
+def run_one(
+    name: str,
+    seed: int,
+    root: Path,
+    model_size: str,
+    extra: list[str],
+    threads: int = 1,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     rng = random.Random(f"pictures-{name}-{seed}")
     question, draw = family(name, rng)
     size = SIZES[seed % len(SIZES)]
@@ -176,11 +188,14 @@ def run_one(name: str, seed: int, root: Path, model_size: str, extra: list[str])
         "TRAINKIT_DATASETS_DIR": str(root / "datasets"),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": str(threads),
     }
     trainkit(env, "sync", dataset)
     wall = time.perf_counter()
-    run = trainkit(env, "train", "--dataset", dataset, "--model-size", model_size, *extra)
+    if overrides:
+        run = train_with(env, {"dataset": dataset, "model_size": model_size, **overrides})
+    else:
+        run = trainkit(env, "train", "--dataset", dataset, "--model-size", model_size, *extra)
     metrics = run.get("metrics") or {}
     return {
         "family": name,
@@ -200,12 +215,21 @@ def main() -> None:
     parser.add_argument("--family", nargs="*", choices=FAMILIES, help="Families to run (default: all).")
     parser.add_argument("--seeds", type=int, default=2, help="Seeds per family (sizes cycle 300, 1000).")
     parser.add_argument("--model-size", default="tiny-gemma3mm")
-    parser.add_argument("--parallel", type=int, default=2, help="Runs at a time (one torch thread each).")
+    parser.add_argument("--parallel", type=int, default=2, help="Runs at a time.")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="Torch threads of each run (2 alone on 2 cores: a user's run)."
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="FIELD=JSON", help="A TrainConfig field (instead of -- OPTIONS)."
+    )
     parser.add_argument("--keep", type=Path, help="Keep datasets and runs in this folder (default: a temporary one).")
     own, extra = split_at_dashes(sys.argv[1:])
     opts = parser.parse_args(own)
+    overrides = {k: json.loads(v) for k, _, v in (s.partition("=") for s in opts.set)}
     root = opts.keep or Path(tempfile.mkdtemp(prefix="trainkit-picture-suite-"))
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; {opts.model_size} {' '.join(extra)}")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; {opts.model_size} {' '.join(extra)} {overrides or ''}"
+    )
     print()
     print("| family | seed | train pictures | steps | exact match before → after | train s | run s |")
     print("|---|---|---|---|---|---|---|")
@@ -213,7 +237,10 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     try:
         with ThreadPoolExecutor(max_workers=opts.parallel) as pool:
-            futures = [pool.submit(run_one, name, seed, root, opts.model_size, extra) for name, seed in jobs]
+            futures = [
+                pool.submit(run_one, name, seed, root, opts.model_size, extra, opts.threads, overrides)
+                for name, seed in jobs
+            ]
             for future in futures:
                 r = future.result()
                 results.append(r)

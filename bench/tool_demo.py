@@ -11,9 +11,13 @@ each eval conversation (the run's own eval, `score_calls`), and sorts the wrong 
 - ``other digits``: the value holds other digits;
 - ``units``: the value right, ``from_unit`` or ``to_unit`` wrong.
 
-It prints the counts, the accuracy and the training time, then each wrong call.
+It prints the counts, the accuracy and the training time, then each wrong call. With
+``--heads`` it also prints, per attention head, the share of attention that the user's
+digits give the token just before them (a previous-token head, half of the usual copying
+circuit, gives it most of theirs) and the token two before.
 
-    .venv/bin/python bench/tool_demo.py [--set FIELD=JSON ...] [--keep DIR]
+    .venv/bin/python bench/tool_demo.py [--set FIELD=JSON ...] [--keep DIR] [--heads]
+    .venv/bin/python bench/tool_demo.py --heads --keep DIR --reuse   # a kept run, not trained again
 
 One run takes about 9 minutes of training on one thread of the 2-core machine.
 """
@@ -86,15 +90,70 @@ def read_calls(home: Path, run_id: str) -> list[dict[str, Any]]:
     return found
 
 
+def previous_token_shares(home: Path, run_id: str, conversations: int = 20) -> list[tuple[int, int, float, float]]:
+    """(layer, head, share on the token before, share on the token two before) from the user's digits, averaged
+    over the first `conversations` eval prompts, the trained model loaded as inference loads it."""
+    import torch
+
+    from trainkit_core.inference.loading import load_adapter_model
+    from trainkit_core.models.trained.card import parse_card
+
+    folder = home / "volumes" / "trainkit-models" / "trained" / run_id
+    card = parse_card((folder / "trained_model.json").read_bytes(), where=str(folder))
+    model, tokenizer, _ = load_adapter_model(
+        folder, card, home / "volumes" / "trainkit-hf-cache", device="cpu", quantize=False
+    )
+    model.get_base_model().set_attn_implementation("eager")  # the fused kernels return no weights
+    model.eval()
+    text = (importlib.resources.files("trainkit_core") / "data/datasets/demo-tools/eval.jsonl").read_text()
+    sums: dict[tuple[int, int], list[float]] = {}
+    for line in text.splitlines()[:conversations]:
+        record = json.loads(line)
+        user_at = next(i for i, m in enumerate(record["messages"]) if m["role"] == "user")  # the question
+        prompt = tokenizer.apply_chat_template(
+            record["messages"][: user_at + 1], tools=record.get("tools"), tokenize=False, add_generation_prompt=True
+        )
+        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        pieces = [tokenizer.decode([i]) for i in ids[0].tolist()]
+        # The user's number: the prompt's last digits (the question ends the prompt; the tools hold none).
+        last = max(i for i, p in enumerate(pieces) if p.strip().isdigit())
+        digits = [
+            i for i in range(last - 8, last + 1) if pieces[i].strip().isdigit() and pieces[i - 1].strip().isdigit()
+        ]
+        if not digits:
+            continue
+        with torch.inference_mode():
+            attentions = model(input_ids=ids, output_attentions=True).attentions
+        for layer, weights in enumerate(attentions):
+            for head in range(weights.shape[1]):
+                row = sums.setdefault((layer, head), [0.0, 0.0, 0.0])
+                row[0] += sum(float(weights[0, head, i, i - 1]) for i in digits)
+                row[1] += sum(float(weights[0, head, i, i - 2]) for i in digits)
+                row[2] += len(digits)
+    return [(layer, head, one / n, two / n) for (layer, head), (one, two, n) in sorted(sums.items())]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON", help="A TrainConfig field.")
     parser.add_argument("--keep", type=Path, help="Keep the run's home in this folder (default: a temporary one).")
+    parser.add_argument("--heads", action="store_true", help="Also print where the user's digits attend.")
+    parser.add_argument("--reuse", action="store_true", help="Read the last run kept in --keep instead of training.")
     opts = parser.parse_args()
     config = {**TUTORIAL, **{k: json.loads(v) for k, _, v in (s.partition("=") for s in opts.set)}}
     home = (opts.keep or Path(tempfile.mkdtemp(prefix="trainkit-tools-"))) / "home"
     env = {**os.environ, "TRAINKIT_HOME": str(home), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; {config}")
+    if opts.reuse:
+        if opts.keep is None:
+            raise SystemExit("--reuse reads a run kept with --keep DIR")
+        runs = sorted((home / "volumes" / "trainkit-models" / "trained").glob("run-*"))
+        if not runs:
+            raise SystemExit(f"--reuse: no trained run in {home}")
+        os.environ["HF_HOME"] = str(home / "volumes" / "trainkit-hf-cache")
+        for layer, head, one, two in previous_token_shares(home, runs[-1].name):
+            print(f"layer {layer} head {head}: {one:.2f} on the token before, {two:.2f} on the one before it")
+        return
     run = train_with(env, config)
     if run["status"] != "succeeded":
         raise SystemExit(f"the run {run['status']}: {run.get('error_message')}")
@@ -115,6 +174,9 @@ def main() -> None:
         print(f"  {kind}: {count}")
     for c in wrong:
         print(f"- {c['kind']}: {c['user']!r} wanted {c['wanted']}, made {c['made']}")
+    if opts.heads:
+        for layer, head, one, two in previous_token_shares(home, run["id"]):
+            print(f"layer {layer} head {head}: {one:.2f} on the token before, {two:.2f} on the one before it")
 
 
 if __name__ == "__main__":
