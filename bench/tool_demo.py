@@ -52,13 +52,9 @@ def kind_of_mistake(wanted: tuple[str, dict[str, Any]], made: list[tuple[str, An
     return "units"
 
 
-def read_calls(home: Path, run_id: str) -> list[dict[str, Any]]:
-    """Each eval conversation's user question, wanted call, made calls and score, from the saved adapter."""
-    import torch
-
-    from trainkit_core.evals.scoring import _first_call, score_calls
+def load_trained(home: Path, run_id: str) -> tuple[Any, Any, Any]:
+    """(model, tokenizer, chat format) of a kept run, loaded as inference loads it, in eval mode."""
     from trainkit_core.inference.loading import load_adapter_model
-    from trainkit_core.models import tool_syntax
     from trainkit_core.models.trained.card import parse_card
 
     folder = home / "volumes" / "trainkit-models" / "trained" / run_id
@@ -67,8 +63,23 @@ def read_calls(home: Path, run_id: str) -> list[dict[str, Any]]:
         folder, card, home / "volumes" / "trainkit-hf-cache", device="cpu", quantize=False
     )
     model.eval()
+    return model, tokenizer, fmt
+
+
+def eval_records() -> list[dict[str, Any]]:
     text = (importlib.resources.files("trainkit_core") / "data/datasets/demo-tools/eval.jsonl").read_text()
-    records = [json.loads(line) for line in text.splitlines()]
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def read_calls(home: Path, run_id: str) -> list[dict[str, Any]]:
+    """Each eval conversation's user question, wanted call, made calls and score, from the saved adapter."""
+    import torch
+
+    from trainkit_core.evals.scoring import _first_call, score_calls
+    from trainkit_core.models import tool_syntax
+
+    model, tokenizer, fmt = load_trained(home, run_id)
+    records = eval_records()
     found = []
     with torch.inference_mode():
         for first in range(0, len(records), 16):
@@ -95,20 +106,10 @@ def previous_token_shares(home: Path, run_id: str, conversations: int = 20) -> l
     over the first `conversations` eval prompts, the trained model loaded as inference loads it."""
     import torch
 
-    from trainkit_core.inference.loading import load_adapter_model
-    from trainkit_core.models.trained.card import parse_card
-
-    folder = home / "volumes" / "trainkit-models" / "trained" / run_id
-    card = parse_card((folder / "trained_model.json").read_bytes(), where=str(folder))
-    model, tokenizer, _ = load_adapter_model(
-        folder, card, home / "volumes" / "trainkit-hf-cache", device="cpu", quantize=False
-    )
+    model, tokenizer, _ = load_trained(home, run_id)
     model.get_base_model().set_attn_implementation("eager")  # the fused kernels return no weights
-    model.eval()
-    text = (importlib.resources.files("trainkit_core") / "data/datasets/demo-tools/eval.jsonl").read_text()
     sums: dict[tuple[int, int], list[float]] = {}
-    for line in text.splitlines()[:conversations]:
-        record = json.loads(line)
+    for record in eval_records()[:conversations]:
         user_at = next(i for i, m in enumerate(record["messages"]) if m["role"] == "user")  # the question
         prompt = tokenizer.apply_chat_template(
             record["messages"][: user_at + 1], tools=record.get("tools"), tokenize=False, add_generation_prompt=True
@@ -133,6 +134,11 @@ def previous_token_shares(home: Path, run_id: str, conversations: int = 20) -> l
     return [(layer, head, one / n, two / n) for (layer, head), (one, two, n) in sorted(sums.items())]
 
 
+def print_shares(home: Path, run_id: str) -> None:
+    for layer, head, one, two in previous_token_shares(home, run_id):
+        print(f"layer {layer} head {head}: {one:.2f} on the token before, {two:.2f} on the one before it")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON", help="A TrainConfig field.")
@@ -151,8 +157,7 @@ def main() -> None:
         if not runs:
             raise SystemExit(f"--reuse: no trained run in {home}")
         os.environ["HF_HOME"] = str(home / "volumes" / "trainkit-hf-cache")
-        for layer, head, one, two in previous_token_shares(home, runs[-1].name):
-            print(f"layer {layer} head {head}: {one:.2f} on the token before, {two:.2f} on the one before it")
+        print_shares(home, runs[-1].name)
         return
     run = train_with(env, config)
     if run["status"] != "succeeded":
@@ -175,8 +180,7 @@ def main() -> None:
     for c in wrong:
         print(f"- {c['kind']}: {c['user']!r} wanted {c['wanted']}, made {c['made']}")
     if opts.heads:
-        for layer, head, one, two in previous_token_shares(home, run["id"]):
-            print(f"layer {layer} head {head}: {one:.2f} on the token before, {two:.2f} on the one before it")
+        print_shares(home, run["id"])
 
 
 if __name__ == "__main__":
