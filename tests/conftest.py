@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,15 @@ LONGEST_FIRST = (
     "tests/e2e/test_vision_train.py",
     "tests/api/test_fine_tuning_ml.py",
     "tests/modal/test_gpus_modal.py",
+)
+
+#: The tiny base (its copying lesson costs a minute or two of CPU) is built once per machine
+#: and copied into each test's home (`trainkit_core.models.tiny_model.ensure_tiny_base`), for
+#: every xdist worker, every nox session and the jobs they start. Set here, at import, so that
+#: processes started by session fixtures (a Ray cluster) inherit it. The folder is keyed by the
+#: base's build version; a change to the lesson bumps it.
+os.environ.setdefault(
+    "TRAINKIT_TINY_BASE_CACHE", str(Path(tempfile.gettempdir()) / f"trainkit-tests-tiny-base-{os.getuid()}")
 )
 
 _SWITCHES = (
