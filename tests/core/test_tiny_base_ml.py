@@ -43,9 +43,9 @@ def test_the_built_base_copies_spans_it_never_saw_and_the_random_one_does_not(tm
 
 
 def test_every_home_copies_the_one_shared_build(tmp_path: Path) -> None:
-    from trainkit_core.models.tiny_model import BUILD_VERSION, TINY_BASE_CACHE_ENV, ensure_tiny_base
+    from trainkit_core.models.tiny_model import BUILD_VERSION, ensure_tiny_base
 
-    shared = Path(os.environ[TINY_BASE_CACHE_ENV]) / f"v{BUILD_VERSION}"
+    shared = Path(os.environ["TRAINKIT_TINY_BASE_CACHE"]) / f"v{BUILD_VERSION}"
     first = ensure_tiny_base(tmp_path / "a")
     built = {p.name: p.stat().st_mtime_ns for p in shared.iterdir()}
     second = ensure_tiny_base(tmp_path / "b")

@@ -156,7 +156,8 @@ class ComputeSettings(BaseSettings):
 
 
 class VolumeSettings(BaseSettings):
-    """Names of the four volumes. The `local` provider uses them as directory names."""
+    """Names of the four volumes (the `local` provider uses them as directory names), and where many
+    homes' hf-cache volumes take the tiny base from."""
 
     model_config = _config()
 
@@ -169,6 +170,11 @@ class VolumeSettings(BaseSettings):
     )
     vol_hf_cache: str = Field(
         default="trainkit-hf-cache", pattern=_NAME_PATTERN, description="Volume of the model cache (`HF_HOME`)."
+    )
+    tiny_base_cache: Path | None = Field(
+        default=None,
+        description="Folder where the `tiny` base (a minute or two of CPU) is built once and copied from into each "
+        "hf-cache volume that lacks it: one machine with many homes (tests, CI).",
     )
 
     def name_for(self, kind: str) -> str:

@@ -54,8 +54,6 @@ from trainkit_core.models.tool_syntax import GEMMA4_THINKING_TOKENS, GEMMA4_TOKE
 #: thought tokens, digits split one by one as Gemma's tokenizer splits them; v4: 4 KV heads
 #: and the copying lesson, `trainkit_core.models.copying_lesson`).
 BUILD_VERSION = 4
-#: A folder where the base is built once and copied from (many homes on one machine: tests, CI).
-TINY_BASE_CACHE_ENV = "TRAINKIT_TINY_BASE_CACHE"
 #: Where the tiny base lives, relative to the hf-cache volume (HF_HOME).
 TINY_BASE_PATH = f"trainkit/tiny-gemma/v{BUILD_VERSION}"
 SPECIAL_TOKENS = (
@@ -131,7 +129,7 @@ def ensure_tiny_base(hf_cache_dir: Path | None) -> Path:
     """The folder of the tiny base model on the hf-cache volume, built if missing.
 
     `hf_cache_dir` None means `HF_HOME` (as set inside a job), else ``~/.cache/huggingface``.
-    With `TINY_BASE_CACHE_ENV` set, the base is built once in that folder (under a lock,
+    With ``TRAINKIT_TINY_BASE_CACHE`` set (`VolumeSettings.tiny_base_cache`), the base is built once in that folder (under a lock,
     so that concurrent jobs wait for one build) and copied from there: the copying lesson
     costs a minute or two of CPU, which a machine with many homes (a test run) should
     pay once.
@@ -141,11 +139,13 @@ def ensure_tiny_base(hf_cache_dir: Path | None) -> Path:
     target = Path(hf_cache_dir) / TINY_BASE_PATH
     if _is_built(target):
         return target
-    shared = os.environ.get(TINY_BASE_CACHE_ENV)
-    if not shared:
+    from trainkit_core.settings import VolumeSettings
+
+    shared = VolumeSettings().tiny_base_cache
+    if shared is None:
         _place(target, build_base)
         return target
-    source = Path(shared) / f"v{BUILD_VERSION}"
+    source = shared / f"v{BUILD_VERSION}"
     source.parent.mkdir(parents=True, exist_ok=True)
     with _locked(source.parent / f"v{BUILD_VERSION}.lock"):
         if not _is_built(source):
