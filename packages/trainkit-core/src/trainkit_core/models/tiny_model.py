@@ -1,33 +1,35 @@
 """The `tiny` preset's model: a Gemma-architecture causal LM built here, never downloaded.
 
-Why: the whole pipeline (train, checkpoint, resume, infer, eval) must run on a CPU
-with no network, and a user trying `--model-size tiny` on a small task of their own
-must see it learn. The model is `Gemma3ForCausalLM` from a config (`TINY_SHAPE`:
-hidden 128, 2 layers, 4 heads of 32 each with its own keys, an untied output head). Its
-weights are random but for one skill: before any fine-tune, a short lesson on random ids
-teaches it to copy a span it saw earlier (`trainkit_core.models.copying_lesson`), which a
-real base model brings from pretraining and a task's answers often need (an argument
-taken from the question, a word repeated). What else a pretrained model brings (a
-vocabulary whose embeddings mean something) the tiny preset trains: its recipe (`trainkit_core.models.presets`) trains the
-embeddings and the head in full (peft ``modules_to_save``) beside LoRA on the
-projections; the head is untied so that the input and output sides of a word learn
-separately. ``initializer_range=0.1``: at the default 0.02 the frozen projections
-are so small that LoRA barely learns. The recipes compared, with their figures, are
-in ``docs/concepts/model-sizes.md`` (``bench/bench_tiny_recipes.py``).
+Why: the whole pipeline (train, checkpoint, resume, infer, eval) must run on a CPU with
+no network, and a user trying `--model-size tiny` on a small task of their own must see
+it learn. The model is `Gemma3ForCausalLM` from a config (`TINY_SHAPE`: hidden 128, 2
+layers, 4 heads of 32 each with its own keys, an untied output head). Its weights are
+random but for one skill: before any fine-tune, a short lesson on random ids teaches it
+to copy a span it saw earlier (`trainkit_core.models.copying_lesson`), which a real base
+model brings from pretraining and a task's answers often need (an argument taken from
+the question, a word repeated). What else a pretrained model brings (a vocabulary whose
+embeddings mean something) the tiny preset trains: its recipe
+(`trainkit_core.models.presets`) trains the embeddings and the head in full (peft
+``modules_to_save``) beside LoRA on the projections; the head is untied so that the
+input and output sides of a word learn separately. ``initializer_range=0.1``: at the
+default 0.02 the frozen projections are so small that LoRA barely learns. The recipes
+compared, with their figures, are in ``docs/concepts/model-sizes.md``
+(``bench/bench_tiny_recipes.py``).
 
 Its tokenizer is a byte-level BPE (at most `VOCAB_SIZE` tokens) trained with
-`tokenizers` on the dataset's text, with Gemma's special tokens for both chat
-formats (``<start_of_turn>``/``<end_of_turn>`` and ``<|turn>``/``<turn|>``) and Gemma 4's
-tool and thought tokens, always the first ids, and the run's chat template. The vocabulary is large enough that the words
-of a small task become whole tokens (a word a task maps is then one embedding row).
+`tokenizers` on the dataset's text, with Gemma's special tokens for both chat formats
+(``<start_of_turn>``/``<end_of_turn>`` and ``<|turn>``/``<turn|>``) and Gemma 4's tool
+and thought tokens, always the first ids, and the run's chat template. The vocabulary is
+large enough that the words of a small task become whole tokens (a word a task maps is
+then one embedding row).
 
 The base weights do not depend on the corpus (fixed seeds, a lesson on ids alone and a
-fixed vocabulary of `VOCAB_SIZE` ids), so one base serves every dataset: it is built once and cached on
-the hf-cache volume under ``trainkit/tiny-gemma/v<BUILD_VERSION>/`` (with a tokenizer
-trained on a small built-in corpus) and loads with `from_pretrained` like any model. A
-training run trains its own tokenizer on its dataset (0.1 s) and saves it with the
-adapter (whose embedding and head rows are trained for it); inference loads the base
-from here and the tokenizer and adapter from the trained model. The build is
+fixed vocabulary of `VOCAB_SIZE` ids), so one base serves every dataset: it is built
+once and cached on the hf-cache volume under ``trainkit/tiny-gemma/v<BUILD_VERSION>/``
+(with a tokenizer trained on a small built-in corpus) and loads with `from_pretrained`
+like any model. A training run trains its own tokenizer on its dataset (0.1 s) and saves
+it with the adapter (whose embedding and head rows are trained for it); inference loads
+the base from here and the tokenizer and adapter from the trained model. The build is
 atomic (a temporary folder, then a rename) and deterministic on one machine (the lesson
 runs on one CPU thread), so two jobs building it at once agree and an emptied cache is
 rebuilt identically; another kind of CPU may round the lesson's sums differently, so a
@@ -129,10 +131,10 @@ def ensure_tiny_base(hf_cache_dir: Path | None) -> Path:
     """The folder of the tiny base model on the hf-cache volume, built if missing.
 
     `hf_cache_dir` None means `HF_HOME` (as set inside a job), else ``~/.cache/huggingface``.
-    With ``TRAINKIT_TINY_BASE_CACHE`` set (`VolumeSettings.tiny_base_cache`), the base is built once in that folder (under a lock,
-    so that concurrent jobs wait for one build) and copied from there: the copying lesson
-    costs a minute or two of CPU, which a machine with many homes (a test run) should
-    pay once.
+    With ``TRAINKIT_TINY_BASE_CACHE`` set (`VolumeSettings.tiny_base_cache`), the base is
+    built once in that folder (under a lock, so that concurrent jobs wait for one build)
+    and copied from there: the copying lesson costs a minute or two of CPU, which a
+    machine with many homes (a test run) should pay once.
     """
     if hf_cache_dir is None:
         hf_cache_dir = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
