@@ -251,9 +251,11 @@ def test_containers_get_every_setting_but_secrets_and_local_paths(monkeypatch: p
         TRAINKIT_API_MAX_BODY_BYTES="2000000",
         TRAINKIT_API_TOKEN="tok-secret-1",
         TRAINKIT_HOME="/home/me/.trainkit",
+        TRAINKIT_TINY_BASE_CACHE="/home/me/tiny-bases",
         TRAINKIT_TRAIN_MAX_ATTEMPTS="3",
     )
     env = specmod.container_env(given)
+    assert "/home/me" not in json.dumps(env)  # a container builds the tiny base on its own volume
     assert env["TRAINKIT_API_MAX_BODY_BYTES"] == "2000000"
     assert env["TRAINKIT_TRAIN_MAX_ATTEMPTS"] == "3" and env["TRAINKIT_PROVIDER"] == "modal"
     assert "tok-secret-1" not in json.dumps(env) and "TRAINKIT_API_TOKEN" not in env

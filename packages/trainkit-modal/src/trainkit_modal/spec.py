@@ -556,7 +556,9 @@ def build_images(settings: Settings, stack: Stack | None = None) -> dict[str, Im
 
 
 #: Settings that name something on the deploying machine (its folders and files): a container has none of them.
-LOCAL_ONLY_SETTINGS = frozenset({"TRAINKIT_HOME", "TRAINKIT_DATASETS_DIR", "TRAINKIT_PRICES_FILE"})
+LOCAL_ONLY_SETTINGS = frozenset(
+    {"TRAINKIT_HOME", "TRAINKIT_DATASETS_DIR", "TRAINKIT_PRICES_FILE", "TRAINKIT_TINY_BASE_CACHE"}
+)
 
 
 def _secret_variables(settings: Settings) -> set[str]:
