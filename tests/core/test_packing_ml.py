@@ -172,7 +172,9 @@ def test_the_plan_counts_the_rows_trl_packs() -> None:
 
 @pytest.mark.timeout(900)
 def test_a_packing_run_of_tiny_learns_the_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tiny preset's recipe with one packed row of 256 tokens a step (about the 16 demo examples of its batch)."""
+    """The tiny preset's recipe with two packed rows of 256 tokens a step (about 24 demo examples; the preset's
+    batch is 16). One row (about 12 examples) learnt every word but the first on the copying base of tiny build 4
+    (final loss 0.78, exact match 0.03-0.05 over two seeds; build 3: 0.8): too few examples a step at its rate."""
     import sys
 
     from trainkit_core import get_provider
@@ -188,11 +190,11 @@ def test_a_packing_run_of_tiny_learns_the_demo(tmp_path: Path, monkeypatch: pyte
         provider=ProviderSettings(home=tmp_path / "home"), datasets=DatasetSettings(datasets_dir=tmp_path / "datasets")
     )
     local = get_provider("local", settings)
-    run = start_run(local, {"dataset": "demo", "packing": True, "batch_size": 1}).wait(timeout=840)
+    run = start_run(local, {"dataset": "demo", "packing": True, "batch_size": 2}).wait(timeout=840)
     assert run.status == "succeeded", run.error
     assert run.config["packing"] is True
     assert run.metrics["final_loss"] < run.metrics["first_loss"] / 4
     answers = demo.answers(local, f"trained/{run.id}", demo.EVAL_PROMPTS)
     right = sum(got.strip() == want for got, (_, want) in zip(answers, demo.EVAL, strict=True)) / len(demo.EVAL)
-    # Measured 0.8 (the base model: 0); a margin for other thread counts and library versions.
+    # Measured 1.0 (the base model: 0); a margin for other thread counts and library versions.
     assert right >= 0.6, list(zip(answers, demo.EVAL, strict=True))[:5]

@@ -163,8 +163,9 @@ def test_k_quant_blocks_read_back_as_the_weights_and_run_in_llama_cpp(
     from trainkit_core.export.gguf.writer import write_gguf
     from trainkit_core.models.chat_format import GEMMA3
 
+    # One KV head for four query heads, as Gemma 3's 1B has: q2_k gives its attn_v Q4_K (llama.cpp's n_gqa >= 4).
     shape = {"hidden_size": 256, "intermediate_size": 512, "head_dim": 64, "num_hidden_layers": 4}
-    folder = _save(tmp_path / "wide", tokenizer, **shape, tie_word_embeddings=True)
+    folder = _save(tmp_path / "wide", tokenizer, **shape, num_key_value_heads=1, tie_word_embeddings=True)
     info = write_gguf(folder, tmp_path / "w.gguf", quant=quant, fmt=GEMMA3, name="wide")
     assert info["quantization"]["fallbacks"] == []
     hf = load_file(str(folder / "model.safetensors"))
