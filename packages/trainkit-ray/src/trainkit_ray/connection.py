@@ -41,6 +41,7 @@ def connect(own: RaySettings) -> Any:
         loopback: dict[str, Any] = (
             {"_node_ip_address": "127.0.0.1"} if address.startswith(("127.0.0.1:", "localhost:")) else {}
         )
+        _cluster_errors_to_stderr()
         try:
             ray.init(
                 address=address,
@@ -66,3 +67,27 @@ def find_actor(own: RaySettings, name: str) -> Any | None:
         return ray.get_actor(name, namespace=own.namespace)
     except ValueError:
         return None
+
+
+def _cluster_errors_to_stderr() -> None:
+    """Send the cluster's error messages that Ray prints on a driver to stderr, not stdout.
+
+    Ray's driver prints every error the cluster publishes to it (a worker that died anywhere,
+    say) on stdout, whatever `log_to_driver` says. trainkit's stdout is the command's answer
+    (`serve`'s URL line, `--json`), which such a line broke. Ray 2.60 prints them through
+    `ray._private.worker.print_to_stdstream` with pid "raylet"; a Ray without it is left alone
+    (`tests/ray/test_driver_output.py` fails if the messages reach stdout again).
+    """
+    import ray._private.worker as driver
+
+    prints = getattr(driver, "print_to_stdstream", None)
+    if prints is None or getattr(prints, "trainkit_to_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        if data.get("pid") == "raylet":
+            data = {**data, "is_err": True}
+        prints(data, ignore_prefix)
+
+    to_stderr.trainkit_to_stderr = True  # type: ignore[attr-defined]
+    driver.print_to_stdstream = to_stderr
