@@ -75,7 +75,7 @@ def read_calls(home: Path, run_id: str) -> list[dict[str, Any]]:
     """Each eval conversation's user question, wanted call, made calls and score, from the saved adapter."""
     import torch
 
-    from trainkit_core.evals.scoring import _first_call, score_calls
+    from trainkit_core.evals.scoring import first_call, score_calls
     from trainkit_core.models import tool_syntax
 
     model, tokenizer, fmt = load_trained(home, run_id)
@@ -86,7 +86,7 @@ def read_calls(home: Path, run_id: str) -> list[dict[str, Any]]:
             batch = records[first : first + 16]
             scores = score_calls(model, tokenizer, fmt, batch, stops=fmt.stop_ids(tokenizer), device="cpu")
             for record, score in zip(batch, scores, strict=True):
-                turn = _first_call(record)
+                turn = first_call(record)
                 if turn is None:
                     continue
                 call = turn[1][0]

@@ -19,10 +19,10 @@ pytestmark = pytest.mark.ml
 
 
 def _ids() -> tuple[int, int]:
-    from trainkit_core.models.tiny_model import SPECIAL_TOKENS, build_tokenizer
+    from trainkit_core.models.tiny_model import build_tokenizer, first_plain_id
 
     tokenizer = build_tokenizer(())
-    return max(tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS) + 1, tokenizer.bos_token_id
+    return first_plain_id(tokenizer), tokenizer.bos_token_id
 
 
 def test_the_built_base_copies_spans_it_never_saw_and_the_random_one_does_not(tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ def score_batch(
     return scored
 
 
-def _first_call(record: Mapping[str, Any]) -> tuple[list[Any], list[Any]] | None:
+def first_call(record: Mapping[str, Any]) -> tuple[list[Any], list[Any]] | None:
     """(the conversation before the first assistant message that calls tools, its calls), or None."""
     for index, message in enumerate(record["messages"]):
         if message.get("role") == "assistant" and message.get("tool_calls"):
@@ -153,7 +153,7 @@ def score_calls(
     """
     from trainkit_core.models import tool_syntax
 
-    found = [(i, turn, record.get("tools")) for i, record in enumerate(batch) if (turn := _first_call(record))]
+    found = [(i, turn, record.get("tools")) for i, record in enumerate(batch) if (turn := first_call(record))]
     out: list[dict[str, Any]] = [{} for _ in batch]
     if not found:
         return out

@@ -160,6 +160,11 @@ def _is_built(folder: Path) -> bool:
     return (folder / "trainkit_tiny.json").is_file()
 
 
+def first_plain_id(tokenizer: Any) -> int:
+    """The first id above the special tokens: the lesson draws its random spans from here up."""
+    return max(tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS) + 1
+
+
 def build_base(folder: Path, lesson_seed: int = copying_lesson.SEED, lesson_steps: int = copying_lesson.STEPS) -> None:
     """Build the base into `folder`: the random model of `TINY_SHAPE`, then the copying lesson.
 
@@ -175,9 +180,8 @@ def build_base(folder: Path, lesson_seed: int = copying_lesson.SEED, lesson_step
     )
     tokenizer = build_tokenizer(())
     model = build_model(tokenizer)
-    first_id = max(tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS) + 1
     lesson = copying_lesson.teach_copying(
-        model, first_id, VOCAB_SIZE, tokenizer.bos_token_id, seed=lesson_seed, steps=lesson_steps
+        model, first_plain_id(tokenizer), VOCAB_SIZE, tokenizer.bos_token_id, seed=lesson_seed, steps=lesson_steps
     )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
