@@ -12,8 +12,9 @@ default options:
 - GRPO on prompts scored by the built-in `exact_match` grader (reference: the answer
   with its full stop): the mean reward on the eval prompts rises by >= 0.4; the latest group is
   recorded on the run and shown by `runs show`.
-- GRPO with a user grader from an installed plugin, and graders that raise, answer
-  NaN or hang: each such run fails naming the grader and the example.
+- GRPO with a user grader from an installed plugin (and the KL term on: its reference is
+  the --from model, not saved with the adapter), and graders that raise, answer NaN or
+  hang: each such run fails naming the grader and the example.
 """
 
 from __future__ import annotations
@@ -154,10 +155,17 @@ def test_grpo_with_a_plugin_grader_by_name_and_graders_that_fail(local: Any, sft
 
     base, _ = sft
     config = {"dataset": "style-prompts", "method": "grpo", "from_model": f"trained/{base.id}", **CODE_PATH}
-    run = start_run(local, {**config, "rewards": ["full_stop=0.5", "exact_match"]}).wait(timeout=900)
+    # With the KL term on, the reference is the --from model (trl's frozen copy of its adapter):
+    # the first step's policy is that model, so its KL is 0. The copy is not saved with the adapter.
+    with_kl = {**config, "rewards": ["full_stop=0.5", "exact_match"], "kl_coef": 0.04}
+    run = start_run(local, with_kl).wait(timeout=900)
     assert run.status == "succeeded", run.error_message
     assert set(run.latest_rollout["samples"][0]["rewards"]) == {"full_stop", "exact_match"}
-    assert "reward_full_stop_mean" in _progress(run)[-1]
+    progress = _progress(run)
+    assert "reward_full_stop_mean" in progress[-1]
+    assert progress[0]["kl"] == pytest.approx(0.0, abs=1e-4), progress[0]
+    saved = local.settings.provider.home / "volumes" / "trainkit-models" / "trained" / run.id
+    assert (saved / "adapter_config.json").is_file() and not (saved / "ref").exists(), sorted(saved.iterdir())
 
     for grader, words in (
         ("boom", "grader 'boom' raised RuntimeError: the grader broke on example"),

@@ -148,3 +148,15 @@ class Method:
     ) -> tuple[list[int], float, list[str]]:
         """(tokens per example, work per token relative to SFT training, notes for the plan); `train`: the lines."""
         return counts, 1.0, []
+
+
+def drop_reference(model: Any) -> None:
+    """Remove the frozen "ref" adapter trl adds, so that only the trained adapter is saved and served.
+
+    trl 1.16's DPO trainer always, and its GRPO trainer when the KL term is on, copy the
+    starting adapter into one named "ref" to score the reference through it; peft would
+    save it beside the trained one (a ``ref/`` folder, as large again).
+    """
+    if "ref" in getattr(model, "peft_config", {}):
+        model.set_adapter("default")
+        model.delete_adapter("ref")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainkit_core.models.chat_format import ChatFormat, render_prompt
-from trainkit_core.training.methods.base import Method, MethodDefaults, TrainerInputs
+from trainkit_core.training.methods.base import Method, MethodDefaults, TrainerInputs, drop_reference
 
 if TYPE_CHECKING:
     from trainkit_core.training.config import TrainConfig
@@ -65,13 +65,6 @@ def preference_rows(pairs: list[dict[str, Any]], fmt: ChatFormat) -> list[dict[s
         }
         for p in pairs
     ]
-
-
-def drop_reference(model: Any) -> None:
-    """Remove trl's frozen "ref" adapter, so that only the trained adapter is saved and served."""
-    if "ref" in getattr(model, "peft_config", {}):
-        model.set_adapter("default")
-        model.delete_adapter("ref")
 
 
 def build_dpo_trainer(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainkit_core.errors import UsageError
 from trainkit_core.models.chat_format import ChatFormat, render_prompt
-from trainkit_core.training.methods.base import Method, MethodDefaults, TrainerInputs
+from trainkit_core.training.methods.base import Method, MethodDefaults, TrainerInputs, drop_reference
 
 if TYPE_CHECKING:
     from trainkit_core.training.config import TrainConfig
@@ -367,6 +367,9 @@ class Grpo(Method):
             callbacks,
             keeper,
         )
+
+    def before_save(self, trainer: Any) -> None:
+        drop_reference(trainer.model)  # the KL term's reference, when --kl-coef is above 0
 
     def as_conversations(self, train: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # The prompt with a one-character stand-in answer (the job counts completions, not references).
