@@ -21,17 +21,21 @@ prompts that follow it):
 The content under the style is one of the text suite's families (`task_suite.py`:
 translate, lookup, reverse, by seed).
 
-GRPO families (a short SFT run learns the task in part; GRPO on other prompts of the
-same task, rewarded by a grader against each prompt's reference; measured as exact
-match of greedy answers to 40 unseen prompts):
+GRPO families (a short SFT run learns the task in part: the shortest of `SFT_LENGTHS`
+that reaches `HALF_LEARNT` on calibration prompts; GRPO on other prompts of the same task,
+rewarded by a grader against each prompt's reference; measured as exact match of greedy
+answers to 40 unseen prompts):
 
 - ``translate``, ``lookup``, ``reverse`` with the built-in ``exact_match`` grader;
 - ``translate-fuzzy``, ``reverse-fuzzy``: the same tasks with partial credit (OpenAI's
   ``text_similarity`` grader, ``fuzzy_match``).
 
-    .venv/bin/python bench/method_suite.py dpo|grpo [--family NAME ...] [--seeds N] [--keep DIR] [--sft-steps N] [-- OPTIONS]
+    .venv/bin/python bench/method_suite.py dpo|grpo [--family NAME ...] [--seeds N] [--keep DIR] [--sft-steps N]
+        [--variant OPTIONS ...] [-- OPTIONS]
 
-Options after ``--`` go to the DPO or GRPO run (to try a recipe: ``-- --steps 120``).
+Options after ``--`` go to the DPO or GRPO run (to try a recipe: ``-- --steps 120``); each
+``--variant OPTIONS`` runs one more recipe from the same SFT start, to compare recipes on
+equal starts.
 Timings are never asserted anywhere.
 """
 
@@ -41,6 +45,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import shutil
 import sys
 import tempfile
@@ -60,11 +65,20 @@ STYLE_SHARE = [0.05, 0.15, 0.3]
 PAIRS = [200, 400, 800]
 #: Training examples of the GRPO families' tasks, by seed (SFT takes most, GRPO the rest).
 GRPO_SIZES = [300, 1000]
-#: Steps of the short SFT run before GRPO, by task (the tiny preset trains 400 by default):
-#: about where each task is learnt in part on tiny build 4. Lookup is at chance (0.10-0.15,
-#: one value of eight) up to 60 steps, 0.20-0.35 at 100 and 0.88-0.97 at 150; at 20 (the
-#: earlier choice, made on build 3) nearly every group scored alike (research log, 2026-12-07).
-GRPO_SFT_STEPS = {"translate": 200, "reverse": 200, "lookup": 100}
+#: Lengths the short SFT run before GRPO may have (the tiny preset trains 400 by default).
+#: The start is the shortest whose exact match on calibration prompts (neither SFT, GRPO nor
+#: the measure sees them) reaches `HALF_LEARNT`, found by bisection from the longest: where a
+#: task is learnt in part, as the suite's GRPO families ask, whatever the family, its size or
+#: the tiny build. A task that the longest does not learn that far starts from the longest.
+#: Fixed lengths per task (lookup 20, the others 200, chosen on build 3) started several
+#: families at 0.00 and lookup at chance on build 4 (research log, 2026-12-07); a task's
+#: score jumps within 50 steps (translate: under 0.25 at 100 steps, 0.85 at 200), hence the
+#: fine steps of the grid. About half: at 0.25, 40 calibration prompts picked lookup starts
+#: at chance (one value of eight) on the measure.
+SFT_LENGTHS = [25, 50, 75, 100, 125, 150, 200, 250, 300, 400]
+HALF_LEARNT = 0.4
+#: Calibration prompts, taken from the task's training examples.
+CALIBRATION = 40
 #: Prompts GRPO trains on (none of them in the SFT run; a third of a small task's examples at most).
 GRPO_PROMPTS = 200
 FUZZY = {
@@ -136,14 +150,23 @@ def sft(env: dict[str, str], dataset: str, *args: str) -> dict[str, Any]:
 
 
 def row(
-    family: str, seed: int, detail: str, run: dict[str, Any], wall: float, before: float, after: float, extra: str
+    family: str,
+    seed: int,
+    detail: str,
+    recipe: list[str],
+    run: dict[str, Any],
+    wall: float,
+    before: float,
+    after: float,
+    extra: str,
 ) -> dict[str, Any]:
-    """One line of the table: the method's run and the measure before and after it."""
+    """One line of the table: the method's run (options `recipe`) and the measure before and after it."""
     metrics = run.get("metrics") or {}
     return {
         "family": family,
         "seed": seed,
         "detail": detail,
+        "recipe": " ".join(recipe) or "defaults",
         "status": run.get("status"),
         "steps": run.get("total_steps"),
         "before": before,
@@ -154,7 +177,8 @@ def row(
     }
 
 
-def dpo_one(family: str, seed: int, root: Path, env: dict[str, str], extra: list[str]) -> dict[str, Any]:
+def dpo_one(family: str, seed: int, root: Path, env: dict[str, str], recipes: list[list[str]]) -> list[dict[str, Any]]:
+    """Rows of each DPO recipe (options of `trainkit train`) from one SFT start."""
     rng = random.Random(f"dpo-{family}-{seed}")
     content = DPO_CONTENT[seed % len(DPO_CONTENT)] if family != "commas" else ["translate", "reverse"][seed % 2]
     train, held_out = FAMILIES[content](rng, 3000 if content != "lookup" else 400)
@@ -178,53 +202,83 @@ def dpo_one(family: str, seed: int, root: Path, env: dict[str, str], extra: list
         trainkit(env, "sync", dataset)
     base = sft(env, sft_name)
     _, before = greedy_answers(env, f"trained/{base['id']}", sft_name)
-    wall = time.perf_counter()
-    run = trainkit(env, "train", "--dataset", pref_name, "--method", "dpo", "--from", f"trained/{base['id']}", *extra)
-    wall = time.perf_counter() - wall
-    _, after = greedy_answers(env, f"trained/{run['id']}", sft_name)
-    accuracy = (run.get("metrics") or {}).get("eval_preference_accuracy", float("nan"))
-    detail = f"{content}, {share:.0%} styled, {len(pairs) - 20} pairs"
-    before_share, after_share = sum(map(follows, before)) / len(before), sum(map(follows, after)) / max(1, len(after))
-    return row(
-        family, seed, detail, run, wall, before_share, after_share, f"held-out preference accuracy {accuracy:.2f}"
-    )
+    results = []
+    for recipe in recipes:
+        wall = time.perf_counter()
+        start = ["--from", f"trained/{base['id']}"]
+        run = trainkit(env, "train", "--dataset", pref_name, "--method", "dpo", *start, *recipe)
+        wall = time.perf_counter() - wall
+        _, after = greedy_answers(env, f"trained/{run['id']}", sft_name)
+        accuracy = (run.get("metrics") or {}).get("eval_preference_accuracy", float("nan"))
+        detail = f"{content}, {share:.0%} styled, {len(pairs) - 20} pairs"
+        before_share = sum(map(follows, before)) / len(before)
+        after_share = sum(map(follows, after)) / max(1, len(after))
+        extra = f"held-out preference accuracy {accuracy:.2f}"
+        results.append(row(family, seed, detail, recipe, run, wall, before_share, after_share, extra))
+    return results
 
 
-def grpo_one(family: str, seed: int, root: Path, env: dict[str, str], extra: list[str]) -> dict[str, Any]:
+def grpo_one(family: str, seed: int, root: Path, env: dict[str, str], recipes: list[list[str]]) -> list[dict[str, Any]]:
+    """Rows of each GRPO recipe (options of `trainkit train`) from one calibrated SFT start."""
     task, _, grader = family.partition("-")
     rng = random.Random(f"grpo-{family}-{seed}")
     train, held_out = FAMILIES[task](rng, GRPO_SIZES[seed % len(GRPO_SIZES)])
     cut = min(GRPO_PROMPTS, len(train) // 3)
-    prompts, train = train[:cut], train[cut:]
+    prompts, calibration, train = train[:cut], train[cut : cut + CALIBRATION], train[cut + CALIBRATION :]
     name = f"{family}-{seed}"
-    sft_name = write(root / "datasets" / f"{name}-sft", "chat", chats(train), chats(held_out))
+    # The SFT runs' own end-of-run eval scores the calibration prompts; the measure is on `held_out`.
+    sft_name = write(root / "datasets" / f"{name}-sft", "chat", chats(train), chats(calibration))
+    measure_name = write(root / "datasets" / f"{name}-measure", "chat", chats(calibration), chats(held_out))
     rows = [{"messages": [user(p)], "reference": a} for p, a in prompts]
     prompt_name = write(root / "datasets" / f"{name}-prompts", "prompt", rows)
-    for dataset in (sft_name, prompt_name):
+    for dataset in (sft_name, measure_name, prompt_name):
         trainkit(env, "sync", dataset)
-    base = sft(env, sft_name, "--steps", str(GRPO_SFT_STEPS[task]))
-    before, _ = greedy_answers(env, f"trained/{base['id']}", sft_name)
+    base, sft_steps, calibrated = half_learnt_start(env, sft_name)
+    before, _ = greedy_answers(env, f"trained/{base['id']}", measure_name)
     if grader == "fuzzy":
         grader_file = root / "fuzzy.json"
         grader_file.write_text(json.dumps(FUZZY))
         rewards = ["--openai-grader", str(grader_file)]
     else:
         rewards = ["--reward", "exact_match"]
-    wall = time.perf_counter()
-    run = trainkit(
-        env, "train", "--dataset", prompt_name, "--method", "grpo", "--from", f"trained/{base['id']}", *rewards, *extra
-    )
-    wall = time.perf_counter() - wall
-    after, _ = (
-        greedy_answers(env, f"trained/{run['id']}", sft_name)
-        if run.get("status") == "succeeded"
-        else (float("nan"), [])
-    )
-    metrics = run.get("metrics") or {}
-    reward = f"reward {metrics.get('reward_first', float('nan')):.2f} → {metrics.get('reward_last', float('nan')):.2f}"
-    zero = f"zero-advantage share {metrics.get('zero_advantage_share', float('nan')):.2f}"
-    detail = f"{len(train)} SFT examples, {len(prompts)} prompts"
-    return row(family, seed, detail, run, wall, before, after, f"{reward}, {zero}")
+    detail = f"{len(train)} SFT examples ({sft_steps} steps, calibration {calibrated:.2f}), {len(prompts)} prompts"
+    results = []
+    for recipe in recipes:
+        start = ["--from", f"trained/{base['id']}"]
+        wall = time.perf_counter()
+        run = trainkit(env, "train", "--dataset", prompt_name, "--method", "grpo", *start, *rewards, *recipe)
+        wall = time.perf_counter() - wall
+        after, _ = (
+            greedy_answers(env, f"trained/{run['id']}", measure_name)
+            if run.get("status") == "succeeded"
+            else (float("nan"), [])
+        )
+        metrics = run.get("metrics") or {}
+        first, last = metrics.get("reward_first", float("nan")), metrics.get("reward_last", float("nan"))
+        zero = metrics.get("zero_advantage_share", float("nan"))
+        extra = f"reward {first:.2f} → {last:.2f}, zero-advantage share {zero:.2f}"
+        results.append(row(family, seed, detail, recipe, run, wall, before, after, extra))
+    return results
+
+
+def half_learnt_start(env: dict[str, str], sft_name: str) -> tuple[dict[str, Any], int, float]:
+    """(run, steps, calibration exact match) of the shortest SFT run of `SFT_LENGTHS` that reaches `HALF_LEARNT`."""
+
+    def calibrated(steps: int) -> tuple[dict[str, Any], float]:
+        run = sft(env, sft_name, "--steps", str(steps))
+        return run, float((run.get("metrics") or {}).get("eval_exact_match", float("nan")))
+
+    best = SFT_LENGTHS[-1], *calibrated(SFT_LENGTHS[-1])
+    low, high = 0, len(SFT_LENGTHS) - 1  # SFT_LENGTHS[high] reaches it, if any does; none below `low` is tried
+    while best[2] >= HALF_LEARNT and low < high:
+        middle = (low + high) // 2
+        run, score = calibrated(SFT_LENGTHS[middle])
+        if score >= HALF_LEARNT:
+            best, high = (SFT_LENGTHS[middle], run, score), middle
+        else:
+            low = middle + 1
+    steps, run, score = best
+    return run, steps, score
 
 
 SUITES = {
@@ -240,13 +294,20 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2, help="Seeds per family.")
     parser.add_argument("--keep", type=Path, help="Keep datasets and runs in this folder (default: a temporary one).")
     parser.add_argument(
-        "--sft-steps", type=int, help="GRPO: the SFT start's steps for every task (to see where it half-learns)."
+        "--sft-steps", type=int, help="GRPO: the SFT start's steps for every task, instead of the calibrated start."
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="OPTIONS",
+        help="Another recipe run from the same start, e.g. --variant '--kl-coef 0.04' (repeatable).",
     )
     own, extra = split_at_dashes(sys.argv[1:])
     opts = parser.parse_args(own)
-    opts.extra = extra
+    recipes = [extra, *(shlex.split(v) for v in opts.variant)]
     if opts.sft_steps:
-        GRPO_SFT_STEPS.update(dict.fromkeys(GRPO_SFT_STEPS, opts.sft_steps))
+        SFT_LENGTHS[:] = [opts.sft_steps]  # the one length tried is the start, whatever it scores
     families, run_one, measure = SUITES[opts.method]
     unknown = set(opts.family or []) - set(families)
     if unknown:
@@ -260,25 +321,34 @@ def main() -> None:
         "TRANSFORMERS_OFFLINE": "1",
         "OMP_NUM_THREADS": "1",
     }
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; {opts.method} {' '.join(opts.extra)}")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {machine()}; {opts.method}; recipes: {[' '.join(r) or 'defaults' for r in recipes]}"
+    )
     print()
-    print(f"| family | seed | data | steps | {measure} before → after | | train s | run s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"| family | seed | data | recipe | steps | {measure} before → after | | train s | run s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     results: list[dict[str, Any]] = []
     try:
         for family in opts.family or families:
             for seed in range(opts.seeds):
-                r = run_one(family, seed, root, env, opts.extra)
-                results.append(r)
-                print(
-                    f"| {family} | {seed} | {r['detail']} | {r['steps']} | {r['before']:.2f} → {r['after']:.2f} "
-                    f"| {r['extra']} | {r['train_s']:.0f} | {r['run_wall_s']:.0f} |",
-                    flush=True,
-                )
+                for r in run_one(family, seed, root, env, recipes):
+                    results.append(r)
+                    print(
+                        f"| {family} | {seed} | {r['detail']} | {r['recipe']} | {r['steps']} "
+                        f"| {r['before']:.2f} → {r['after']:.2f} | {r['extra']} | {r['train_s']:.0f} | {r['run_wall_s']:.0f} |",
+                        flush=True,
+                    )
     finally:
         if opts.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    print()
+    for recipe in dict.fromkeys(r["recipe"] for r in results):
+        print()
+        print(f"recipe: {recipe}")
+        print_gains([r for r in results if r["recipe"] == recipe], measure)
+
+
+def print_gains(results: list[dict[str, Any]], measure: str) -> None:
+    """Each family's mean measure after the method and its gain; the suite's mean gain and worst family."""
     gains = {}
     for family in dict.fromkeys(r["family"] for r in results):
         mine = [r for r in results if r["family"] == family]
