@@ -269,7 +269,7 @@ def half_learnt_start(env: dict[str, str], sft_name: str) -> tuple[dict[str, Any
         return run, float((run.get("metrics") or {}).get("eval_exact_match", float("nan")))
 
     best = SFT_LENGTHS[-1], *calibrated(SFT_LENGTHS[-1])
-    low, high = 0, len(SFT_LENGTHS) - 1  # SFT_LENGTHS[high] reaches it, if any does; none below `low` is tried
+    low, high = 0, len(SFT_LENGTHS) - 1  # the shortest that reaches it is in SFT_LENGTHS[low : high + 1]
     while best[2] >= HALF_LEARNT and low < high:
         middle = (low + high) // 2
         run, score = calibrated(SFT_LENGTHS[middle])
