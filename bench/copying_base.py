@@ -24,6 +24,20 @@ from pathlib import Path
 from trainkit_core.models.copying_lesson import SEED, STEPS
 
 
+def empty_base_folder(home: Path) -> Path:
+    """Where `home`'s jobs find the tiny base (HF_HOME is the hf-cache volume), emptied and created."""
+    from trainkit_core.local.plugin import job_context
+    from trainkit_core.models.tiny_model import TINY_BASE_PATH
+    from trainkit_core.settings import ProviderSettings, Settings
+
+    settings = Settings(provider=ProviderSettings(home=home))
+    target = job_context(settings, "tiny-base").path("hf-cache") / TINY_BASE_PATH
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("home", type=Path, help="The trainkit home whose hf-cache volume gets the base.")
@@ -31,16 +45,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=STEPS, help="Steps of the lesson (the rate decays over them).")
     opts = parser.parse_args()
 
-    from trainkit_core.local.plugin import job_context
-    from trainkit_core.models.tiny_model import TINY_BASE_PATH, build_base
-    from trainkit_core.settings import ProviderSettings, Settings
+    from trainkit_core.models.tiny_model import build_base
 
-    # Where that home's jobs find the tiny base (HF_HOME is the hf-cache volume).
-    settings = Settings(provider=ProviderSettings(home=opts.home))
-    target = job_context(settings, "copying-base").path("hf-cache") / TINY_BASE_PATH
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
+    target = empty_base_folder(opts.home)
     build_base(target, opts.seed, opts.steps)
     lesson = json.loads((target / "trainkit_tiny.json").read_text())["copying_lesson"]
     print(f"{target}: {lesson}", file=sys.stderr)

@@ -21,6 +21,7 @@ taught to copy"). No heavy import at module level.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 #: Sequences per step and tokens per sequence: short, as the skill needs no long context.
@@ -72,22 +73,38 @@ def teach_copying(
         rng = random.Random(seed)
         torch.manual_seed(seed)
         held_out = held_out_batch(first_id, vocab_size, bos_id, seed + 1)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: min(1.0, (step + 1) / WARMUP_STEPS) * max(0.0, 1.0 - step / steps)
-        )
-        model.train()
-        for _ in range(steps):
-            ids, labels = _tensors(*recurring_spans(rng, first_id, vocab_size), bos_id)
-            model(input_ids=ids, labels=labels).loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad()
-        model.eval()
+        train_on(model, lambda: as_tensors(*recurring_spans(rng, first_id, vocab_size), bos_id), steps)
         return {"copy_accuracy": round(copy_accuracy(model, *held_out), 4), "steps": steps, "seed": seed}
     finally:
         torch.set_num_threads(threads)
+
+
+def train_on(
+    model: Any,
+    batch: Callable[[], tuple[Any, Any]],
+    steps: int,
+    learning_rate: float = LEARNING_RATE,
+    warmup_steps: int = WARMUP_STEPS,
+) -> None:
+    """Train every weight of `model` for `steps` on `batch()` (ids, labels); the rate warms up, then decays to zero.
+
+    Shared with `bench/arithmetic_base.py`, which gives the base a second lesson the same way.
+    """
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) * max(0.0, 1.0 - step / steps)
+    )
+    model.train()
+    for _ in range(steps):
+        ids, labels = batch()
+        model(input_ids=ids, labels=labels).loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+    model.eval()
 
 
 def copy_accuracy(model: Any, ids: Any, labels: Any) -> float:
@@ -103,10 +120,10 @@ def copy_accuracy(model: Any, ids: Any, labels: Any) -> float:
 
 def held_out_batch(first_id: int, vocab_size: int, bos_id: int, seed: int = SEED + 1) -> tuple[Any, Any]:
     """A batch of recurring spans the lesson never trained on (ids, labels), to measure a built base."""
-    return _tensors(*recurring_spans(random.Random(seed), first_id, vocab_size), bos_id)
+    return as_tensors(*recurring_spans(random.Random(seed), first_id, vocab_size), bos_id)
 
 
-def _tensors(rows: list[list[int]], labels: list[list[int]], bos_id: int) -> tuple[Any, Any]:
+def as_tensors(rows: list[list[int]], labels: list[list[int]], bos_id: int) -> tuple[Any, Any]:
     """(ids, labels) as tensors, each row beginning with the beginning of text."""
     import torch
 
