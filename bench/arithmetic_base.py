@@ -9,7 +9,7 @@ digits and symbols only ("37+58=95", "12 - 40 = -28", between random ids), never
 suite's words or questions, and writes it where a trainkit home keeps the tiny base, so that
 `task_suite.py --keep DIR` fine-tunes it:
 
-    .venv/bin/python bench/arithmetic_base.py DIR/home [--steps N]
+    .venv/bin/python bench/arithmetic_base.py DIR/home [--steps N] [--lr R] [--copy-rows K] [--noise N]
     .venv/bin/python bench/task_suite.py --family arith --keep DIR
 
 Digits are tokens of their own with fixed ids in every tokenizer trained here (the
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,10 @@ from trainkit_core.models import copying_lesson
 STEPS = 3000
 LEARNING_RATE = 3e-3
 SEED = 0
+#: Rows of each batch of `copying_lesson.BATCH` that copy spans again; the rest hold problems.
+COPY_ROWS = copying_lesson.BATCH // 2
+#: At most this many random ids before each problem.
+NOISE = 6
 
 
 def problem(rng: random.Random) -> tuple[str, str]:
@@ -55,7 +60,7 @@ def char_ids(tokenizer: Any, text: str) -> list[int]:
 
 
 def arithmetic_batch(
-    rng: random.Random, tokenizer: Any, first_id: int, vocab_size: int, batch: int
+    rng: random.Random, tokenizer: Any, first_id: int, vocab_size: int, batch: int, noise: int = NOISE
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Rows (beginning of text, then random ids holding problems); labels on each problem's result only."""
     length = copying_lesson.LENGTH
@@ -66,35 +71,43 @@ def arithmetic_batch(
     for _ in range(batch):
         ids, label = [tokenizer.bos_token_id], [-100]
         while True:
-            noise = [rng.choice(pool) for _ in range(rng.randint(0, 6))]
+            filler = [rng.choice(pool) for _ in range(rng.randint(0, noise))]
             question, answer = problem(rng)
             q, a = char_ids(tokenizer, question), char_ids(tokenizer, answer)
-            if len(ids) + len(noise) + len(q) + len(a) > length:
+            if len(ids) + len(filler) + len(q) + len(a) > length:
                 break
-            ids += noise + q + a
-            label += [-100] * (len(noise) + len(q)) + a
+            ids += filler + q + a
+            label += [-100] * (len(filler) + len(q)) + a
         pad = length - len(ids)
         rows.append(ids + [rng.choice(pool) for _ in range(pad)])
         labels.append(label + [-100] * pad)
     return rows, labels
 
 
-def teach_arithmetic(model: Any, tokenizer: Any, first_id: int, vocab_size: int, steps: int) -> dict[str, float]:
-    """Every weight trained on half arithmetic, half copying rows; accuracy of whole results on held-out rows."""
+def teach_arithmetic(
+    model: Any,
+    tokenizer: Any,
+    first_id: int,
+    vocab_size: int,
+    steps: int,
+    learning_rate: float = LEARNING_RATE,
+    copy_rows: int = COPY_ROWS,
+    noise: int = NOISE,
+) -> dict[str, float]:
+    """Every weight trained on rows of problems and rows of copying; accuracy of result tokens on held-out rows."""
     import torch
 
     torch.set_num_threads(1)
     rng = random.Random(SEED)
     torch.manual_seed(SEED)
-    half = copying_lesson.BATCH // 2
     bos = tokenizer.bos_token_id
 
     def batch() -> tuple[Any, Any]:
-        rows, labels = arithmetic_batch(rng, tokenizer, first_id, vocab_size, half)
-        copy_rows, copy_labels = copying_lesson.recurring_spans(rng, first_id, vocab_size, half)
-        return copying_lesson.as_tensors(rows + copy_rows, labels + copy_labels, bos)
+        rows, labels = arithmetic_batch(rng, tokenizer, first_id, vocab_size, copying_lesson.BATCH - copy_rows, noise)
+        copy_ids, copy_labels = copying_lesson.recurring_spans(rng, first_id, vocab_size, copy_rows)
+        return copying_lesson.as_tensors(rows + copy_ids, labels + copy_labels, bos)
 
-    copying_lesson.train_on(model, batch, steps, learning_rate=LEARNING_RATE)
+    copying_lesson.train_on(model, batch, steps, learning_rate=learning_rate)
     held = arithmetic_batch(random.Random(SEED + 1), tokenizer, first_id, vocab_size, 64)
     return {
         "result_token_accuracy": round(copying_lesson.copy_accuracy(model, *copying_lesson.as_tensors(*held, bos)), 4),
@@ -108,6 +121,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("home", type=Path, help="The trainkit home whose hf-cache volume gets the base.")
     parser.add_argument("--steps", type=int, default=STEPS, help="Steps of the arithmetic lesson.")
+    parser.add_argument("--lr", type=float, default=LEARNING_RATE, help="Its peak learning rate.")
+    parser.add_argument("--copy-rows", type=int, default=COPY_ROWS, help="Copying rows of each batch of 16.")
+    parser.add_argument("--noise", type=int, default=NOISE, help="At most this many random ids before a problem.")
+    parser.add_argument("--base", type=Path, help="A built build-4 base to start from (else it is built, 95 s).")
     opts = parser.parse_args()
 
     from copying_base import empty_base_folder
@@ -115,18 +132,29 @@ def main() -> None:
     from trainkit_core.models.tiny_model import VOCAB_SIZE, build_base, first_plain_id
 
     target = empty_base_folder(opts.home)
-    build_base(target)  # build 4: the random model and the copying lesson
+    if opts.base:
+        shutil.copytree(opts.base, target, dirs_exist_ok=True)
+    else:
+        build_base(target)  # build 4: the random model and the copying lesson
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(target)
     tokenizer = AutoTokenizer.from_pretrained(target)
     started = time.perf_counter()
-    lesson = teach_arithmetic(model, tokenizer, first_plain_id(tokenizer), VOCAB_SIZE, opts.steps)
+    lesson = teach_arithmetic(
+        model, tokenizer, first_plain_id(tokenizer), VOCAB_SIZE, opts.steps, opts.lr, opts.copy_rows, opts.noise
+    )
     lesson["seconds"] = round(time.perf_counter() - started, 1)
     model.save_pretrained(target)
     info = json.loads((target / "trainkit_tiny.json").read_text())
-    info["arithmetic_lesson"] = {**lesson, "steps": opts.steps}
+    info["arithmetic_lesson"] = {
+        **lesson,
+        "steps": opts.steps,
+        "lr": opts.lr,
+        "copy_rows": opts.copy_rows,
+        "noise": opts.noise,
+    }
     (target / "trainkit_tiny.json").write_text(json.dumps(info, indent=2))
     print(f"{target}: {info['copying_lesson']} then {info['arithmetic_lesson']}", file=sys.stderr)
 
