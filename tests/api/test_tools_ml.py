@@ -71,7 +71,7 @@ def served_model(tmp_path_factory: pytest.TempPathFactory):
     home, datasets = tmp_path_factory.mktemp("tools-home"), clock_dataset(tmp_path_factory.mktemp("tools-datasets"))
     for server in serve(ml_settings(home, datasets, idle_s=30)):
         with server.client(timeout=httpx.Timeout(120.0)) as client:
-            created = client.post("/v1/runs", json={"dataset": "clock", "model_size": "tiny", "steps": 150})
+            created = client.post("/v1/runs", json={"dataset": "clock", "model_size": "tiny"})
             assert created.status_code == 201, created.text
             run_id = created.json()["id"]
         server.store.get(run_id).result(timeout=900, stop_app_on_success=False)  # JobError unless it succeeded
