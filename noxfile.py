@@ -21,6 +21,11 @@ from pathlib import Path
 
 import nox
 
+try:
+    import fcntl
+except ImportError:  # Windows: concurrent nox runs may build the wheels twice; the rename keeps one
+    fcntl = None  # type: ignore[assignment]
+
 nox.options.default_venv_backend = "venv"
 nox.options.error_on_missing_interpreters = True
 nox.options.sessions = [
@@ -73,25 +78,34 @@ def _wheels(session: nox.Session) -> dict[str, str]:
                 digest.update(path.relative_to(HERE).as_posix().encode())
                 digest.update(path.read_bytes())
     folder = HERE / ".nox" / "_wheels" / digest.hexdigest()[:16]
-    if not folder.is_dir():
-        # Built aside and renamed into place, so a half-built folder is never used.
-        building = folder.with_name(f"{folder.name}.building-{os.getpid()}")
-        shutil.rmtree(building, ignore_errors=True)
-        # nox's own Python has pip whichever installer the session uses.
-        session.log(f"building the wheels of {', '.join(SOURCES)} (once per state of their sources; about a minute)")
-        wheel = [sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--no-deps", "-w", str(building)]
-        # run_install: an install step, so `--install-only` builds them too.
-        session.run_install(*wheel, *(f"./{s}" for s in SOURCES.values()), external=True, silent=False)
-        try:
-            building.rename(folder)
-        except OSError:  # another nox run finished the same build first
-            shutil.rmtree(building, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # `run.py test` runs two nox processes at once: the second waits for the first's build.
+    with open(folder.with_name(f"{folder.name}.lock"), "w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if not folder.is_dir():
+            _build_wheels(session, folder)
     built = {}
     for name, source in SOURCES.items():
         dist = Path(source).name.replace("-", "_")
         [wheel] = folder.glob(f"{dist}-*.whl")
         built[name] = str(wheel)
     return built
+
+
+def _build_wheels(session: nox.Session, folder: Path) -> None:
+    # Built aside and renamed into place, so a half-built folder is never used.
+    building = folder.with_name(f"{folder.name}.building-{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    # nox's own Python has pip whichever installer the session uses.
+    session.log(f"building the wheels of {', '.join(SOURCES)} (once per state of their sources; about a minute)")
+    wheel = [sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--no-deps", "-w", str(building)]
+    # run_install: an install step, so `--install-only` builds them too.
+    session.run_install(*wheel, *(f"./{s}" for s in SOURCES.values()), external=True, silent=False)
+    try:
+        building.rename(folder)
+    except OSError:  # another nox run finished the same build first
+        shutil.rmtree(building, ignore_errors=True)
 
 
 def _install(

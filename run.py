@@ -8,14 +8,18 @@
 
 Creates `.venv-tools` with nox on first use; nox then builds one virtual
 environment per session. Extra arguments go to nox (`python3 run.py test -s lint`).
+Without them, `test` runs nox's default sessions in two lanes at once (see `run_lanes`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import venv
 from pathlib import Path
 
@@ -70,6 +74,71 @@ def ensure_chromium() -> None:
     subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env)
 
 
+#: The session that runs in a lane of its own, beside all the other default sessions.
+BESIDE = "ml"
+
+
+def run_lanes(nox: list[str], env: dict[str, str]) -> int:
+    """nox's default sessions as two lanes at once: `ml`, and the others in their order.
+
+    `ml` trains for most of its length and keeps both cores busy; the other sessions
+    spend much of theirs waiting (on installs from the registries, on builds, on servers,
+    on a Ray cluster starting), which one after the other left the CPU idle for a large
+    part of the run. Each line is printed with its lane's name; the run fails if either
+    lane fails, and each lane's nox prints its own summary.
+    """
+    listing = subprocess.run([*nox, "--list", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    sessions = [entry["session"] for entry in json.loads(listing.stdout)]
+    others = [name for name in sessions if name != BESIDE]
+    lanes = {BESIDE: [BESIDE], "rest": others} if BESIDE in sessions else {"rest": others}
+    width = max(map(len, lanes))
+    print(
+        f"run.py: {len(sessions)} sessions in {len(lanes)} lanes: "
+        + "; ".join(f"{name}: {' '.join(names)}" for name, names in lanes.items()),
+        flush=True,
+    )
+    started = time.monotonic()
+    procs = {
+        name: subprocess.Popen(
+            [*nox, "-s", *names],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        for name, names in lanes.items()
+    }
+    ended: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def relay(name: str, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            with lock:
+                sys.stdout.write(f"[{name:<{width}}] {line}")
+                sys.stdout.flush()
+        proc.wait()
+        ended[name] = time.monotonic() - started
+
+    threads = [threading.Thread(target=relay, args=item) for item in procs.items()]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except KeyboardInterrupt:
+        for proc in procs.values():
+            proc.terminate()
+        raise
+    for name, proc in procs.items():
+        outcome = "passed" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
+        print(f"run.py: lane {name} {outcome} in {ended[name] / 60:.1f} min", flush=True)
+    print(f"run.py: all lanes done in {(time.monotonic() - started) / 60:.1f} min", flush=True)
+    return 0 if all(proc.returncode == 0 for proc in procs.values()) else 1
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("test", "demo", "demo-images", "docs-serve"):
         print(__doc__, file=sys.stderr)
@@ -80,6 +149,8 @@ def main(argv: list[str]) -> int:
         nox += ["-s", command.replace("-", "_"), "--", *extra]
     else:
         ensure_chromium()
+        if not extra:
+            return run_lanes(nox, with_pyenv_interpreters(dict(os.environ)))
         nox += extra
     return subprocess.run(nox, cwd=ROOT, env=with_pyenv_interpreters(dict(os.environ))).returncode
 
