@@ -38,6 +38,9 @@ SEED = 0
 COPY_ROWS = copying_lesson.BATCH // 2
 #: At most this many random ids before each problem.
 NOISE = 6
+#: At least this many: with 0, a problem may follow the previous result directly
+#: ("...=95" then "12+40=" reads as "9512+40=").
+MIN_NOISE = 0
 
 
 def problem(rng: random.Random) -> tuple[str, str]:
@@ -60,7 +63,13 @@ def char_ids(tokenizer: Any, text: str) -> list[int]:
 
 
 def arithmetic_batch(
-    rng: random.Random, tokenizer: Any, first_id: int, vocab_size: int, batch: int, noise: int = NOISE
+    rng: random.Random,
+    tokenizer: Any,
+    first_id: int,
+    vocab_size: int,
+    batch: int,
+    noise: int = NOISE,
+    min_noise: int = MIN_NOISE,
 ) -> tuple[list[list[int]], list[list[int]]]:
     """Rows (beginning of text, then random ids holding problems); labels on each problem's result only."""
     length = copying_lesson.LENGTH
@@ -71,7 +80,7 @@ def arithmetic_batch(
     for _ in range(batch):
         ids, label = [tokenizer.bos_token_id], [-100]
         while True:
-            filler = [rng.choice(pool) for _ in range(rng.randint(0, noise))]
+            filler = [rng.choice(pool) for _ in range(rng.randint(min_noise, max(noise, min_noise)))]
             question, answer = problem(rng)
             q, a = char_ids(tokenizer, question), char_ids(tokenizer, answer)
             if len(ids) + len(filler) + len(q) + len(a) > length:
@@ -93,6 +102,7 @@ def teach_arithmetic(
     learning_rate: float = LEARNING_RATE,
     copy_rows: int = COPY_ROWS,
     noise: int = NOISE,
+    min_noise: int = MIN_NOISE,
 ) -> dict[str, float]:
     """Every weight trained on rows of problems and rows of copying; accuracy of result tokens on held-out rows."""
     import torch
@@ -103,12 +113,14 @@ def teach_arithmetic(
     bos = tokenizer.bos_token_id
 
     def batch() -> tuple[Any, Any]:
-        rows, labels = arithmetic_batch(rng, tokenizer, first_id, vocab_size, copying_lesson.BATCH - copy_rows, noise)
+        rows, labels = arithmetic_batch(
+            rng, tokenizer, first_id, vocab_size, copying_lesson.BATCH - copy_rows, noise, min_noise
+        )
         copy_ids, copy_labels = copying_lesson.recurring_spans(rng, first_id, vocab_size, copy_rows)
         return copying_lesson.as_tensors(rows + copy_ids, labels + copy_labels, bos)
 
     copying_lesson.train_on(model, batch, steps, learning_rate=learning_rate)
-    held = arithmetic_batch(random.Random(SEED + 1), tokenizer, first_id, vocab_size, 64)
+    held = arithmetic_batch(random.Random(SEED + 1), tokenizer, first_id, vocab_size, 64)  # the same for every lesson
     return {
         "result_token_accuracy": round(copying_lesson.copy_accuracy(model, *copying_lesson.as_tensors(*held, bos)), 4),
         "copy_accuracy": round(
@@ -124,6 +136,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=LEARNING_RATE, help="Its peak learning rate.")
     parser.add_argument("--copy-rows", type=int, default=COPY_ROWS, help="Copying rows of each batch of 16.")
     parser.add_argument("--noise", type=int, default=NOISE, help="At most this many random ids before a problem.")
+    parser.add_argument("--min-noise", type=int, default=MIN_NOISE, help="At least this many random ids before one.")
     parser.add_argument("--base", type=Path, help="A built build-4 base to start from (else it is built, 95 s).")
     opts = parser.parse_args()
 
@@ -143,7 +156,15 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(target)
     started = time.perf_counter()
     lesson = teach_arithmetic(
-        model, tokenizer, first_plain_id(tokenizer), VOCAB_SIZE, opts.steps, opts.lr, opts.copy_rows, opts.noise
+        model,
+        tokenizer,
+        first_plain_id(tokenizer),
+        VOCAB_SIZE,
+        opts.steps,
+        opts.lr,
+        opts.copy_rows,
+        opts.noise,
+        opts.min_noise,
     )
     lesson["seconds"] = round(time.perf_counter() - started, 1)
     model.save_pretrained(target)
@@ -154,6 +175,7 @@ def main() -> None:
         "lr": opts.lr,
         "copy_rows": opts.copy_rows,
         "noise": opts.noise,
+        "min_noise": opts.min_noise,
     }
     (target / "trainkit_tiny.json").write_text(json.dumps(info, indent=2))
     print(f"{target}: {info['copying_lesson']} then {info['arithmetic_lesson']}", file=sys.stderr)
